@@ -1,0 +1,60 @@
+// Command zooid is the Zooid daemon and its companions: the MCP bridge agents
+// start, the fake homeserver, the scripted test agent and the scenario runner.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+// subcommand is one `zooid <name>` entry point. It receives the arguments after
+// its name and returns the process exit code.
+type subcommand struct {
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+// subcommands lists every entry point; each lives in a file of its own name.
+var subcommands = map[string]subcommand{
+	"run":        {"run the daemon: zooid run --config zooid.yaml", cmdRun},
+	"check":      {"validate a config file: zooid check --config zooid.yaml", cmdCheck},
+	"mcp":        {"the Zooid MCP stdio bridge agents start (internal; put into session/new by the daemon)", cmdMCP},
+	"fakehs":     {"run the fake Matrix homeserver standalone", cmdFakehs},
+	"fake-agent": {"a scripted ACP agent driven by a test controller", cmdFakeAgent},
+	"sim":        {"run the Gherkin feature suite against a homeserver", cmdSim},
+}
+
+func main() {
+	os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func dispatch(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	sc, ok := subcommands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "zooid: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	return sc.run(args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: zooid <command> [flags]\n\ncommands:")
+	names := make([]string, 0, len(subcommands))
+	for n := range subcommands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-11s %s\n", n, subcommands[n].summary)
+	}
+}
