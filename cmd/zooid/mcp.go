@@ -1,11 +1,13 @@
 package main
 
 import (
-	"fmt"
 	"io"
+	"os"
+
+	"github.com/zooid-dev/zooid/zooid/bridge"
 )
 
+// cmdMCP is the stdio MCP bridge an agent starts: zooid mcp --socket PATH --binding ID.
 func cmdMCP(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "zooid: not built yet")
-	return 1
+	return bridge.Main(args, os.Stdin, stdout, stderr)
 }

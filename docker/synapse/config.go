@@ -1,0 +1,227 @@
+package synapse
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+
+	"gopkg.in/yaml.v3"
+	"maunium.net/go/mautrix/appservice"
+)
+
+// Paths inside the container. /data is where both the Debian-built image and
+// matrixdotorg/synapse keep Synapse's state, so one layout serves both.
+const (
+	dataDir        = "/data"
+	configPath     = dataDir + "/homeserver.yaml"
+	logConfigPath  = dataDir + "/log.config"
+	signingKeyPath = dataDir + "/signing.key"
+	appserviceDir  = dataDir + "/appservices"
+)
+
+// generated is everything Run writes into the container before Synapse starts.
+type generated struct {
+	homeserver   []byte
+	logConfig    []byte
+	signingKey   []byte
+	appservices  map[string][]byte // container path → registration YAML
+	sharedSecret string
+}
+
+// randomHex returns n random bytes, hex-encoded, for secrets Synapse only compares.
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("reading random bytes: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// signingKey writes a key in Synapse's own file format ("ed25519 <key id> <unpadded
+// base64 seed>"), so Synapse needs no separate --generate-keys run before it starts.
+func signingKey() ([]byte, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generating signing key: %w", err)
+	}
+	keyID, err := randomHex(3)
+	if err != nil {
+		return nil, err
+	}
+	seed := base64.RawStdEncoding.EncodeToString(priv.Seed())
+	return []byte(fmt.Sprintf("ed25519 a_%s %s\n", keyID, seed)), nil
+}
+
+// unlimited is a rate limit no test reaches; Synapse's defaults throttle a test that
+// registers users, joins rooms or sends messages in quick succession.
+var unlimited = map[string]any{"per_second": 100000, "burst_count": 1000000}
+
+// rateLimits raises every rc_* limit Synapse knows. Keys an older Synapse does not know
+// are ignored by it.
+func rateLimits() map[string]any {
+	return map[string]any{
+		"rc_message":                     unlimited,
+		"rc_registration":                unlimited,
+		"rc_registration_token_validity": unlimited,
+		"rc_login": map[string]any{
+			"address":         unlimited,
+			"account":         unlimited,
+			"failed_attempts": unlimited,
+		},
+		"rc_admin_redaction": unlimited,
+		"rc_joins": map[string]any{
+			"local":  unlimited,
+			"remote": unlimited,
+		},
+		"rc_joins_per_room":     unlimited,
+		"rc_3pid_validation":    unlimited,
+		"rc_third_party_invite": unlimited,
+		"rc_invites": map[string]any{
+			"per_room":   unlimited,
+			"per_user":   unlimited,
+			"per_issuer": unlimited,
+		},
+		"rc_media_create":       unlimited,
+		"rc_presence":           map[string]any{"per_user": unlimited},
+		"rc_delayed_event_mgmt": unlimited,
+		"rc_reports":            unlimited,
+		"rc_room_creation":      unlimited,
+		"rc_send_to_device":     unlimited,
+		"rc_key_requests":       unlimited,
+		"rc_user_directory":     unlimited,
+		"rc_set_displayname":    unlimited,
+		"rc_set_avatar_url":     unlimited,
+		"rc_federation": map[string]any{
+			"window_size":  1000,
+			"sleep_limit":  100000,
+			"sleep_delay":  1,
+			"reject_limit": 100000,
+			"concurrent":   100000,
+		},
+	}
+}
+
+// logConfig sends Synapse's log to the container's stdout at WARNING, so a failed start
+// shows up in the container log without INFO noise on every request.
+const logConfig = `version: 1
+formatters:
+  plain:
+    format: '%(asctime)s %(levelname)s %(name)s: %(message)s'
+handlers:
+  console:
+    class: logging.StreamHandler
+    formatter: plain
+    stream: ext://sys.stdout
+root:
+  level: WARNING
+  handlers: [console]
+disable_existing_loggers: false
+`
+
+// generate builds the homeserver config, the signing key and the appservice
+// registration files for s.
+func generate(s *settings) (*generated, error) {
+	g := &generated{appservices: map[string][]byte{}, logConfig: []byte(logConfig)}
+	var err error
+	if g.signingKey, err = signingKey(); err != nil {
+		return nil, err
+	}
+	if g.sharedSecret, err = randomHex(32); err != nil {
+		return nil, err
+	}
+	macaroon, err := randomHex(32)
+	if err != nil {
+		return nil, err
+	}
+	form, err := randomHex(32)
+	if err != nil {
+		return nil, err
+	}
+
+	var asFiles []string
+	for i, reg := range s.appservices {
+		data, err := registrationYAML(reg)
+		if err != nil {
+			return nil, fmt.Errorf("appservice %d (%q): %w", i, reg.ID, err)
+		}
+		path := fmt.Sprintf("%s/%d.yaml", appserviceDir, i)
+		g.appservices[path] = data
+		asFiles = append(asFiles, path)
+	}
+
+	cfg := map[string]any{
+		"server_name":    s.serverName,
+		"pid_file":       dataDir + "/homeserver.pid",
+		"public_baseurl": fmt.Sprintf("http://127.0.0.1:%d/", s.port),
+		// Host networking: the listener is on the host's loopback and nowhere else.
+		"listeners": []any{map[string]any{
+			"port":           s.port,
+			"bind_addresses": []string{"127.0.0.1"},
+			"type":           "http",
+			"tls":            false,
+			"x_forwarded":    false,
+			"resources": []any{map[string]any{
+				"names":    []string{"client"},
+				"compress": false,
+			}},
+		}},
+		"database": map[string]any{
+			"name": "sqlite3",
+			"args": map[string]any{"database": dataDir + "/homeserver.db"},
+		},
+		"log_config":       logConfigPath,
+		"media_store_path": dataDir + "/media_store",
+		"signing_key_path": signingKeyPath,
+		// No federation: never ask matrix.org (or anyone) for keys.
+		"trusted_key_servers":                      []any{},
+		"suppress_key_server_warning":              true,
+		"report_stats":                             false,
+		"enable_metrics":                           false,
+		"url_preview_enabled":                      false,
+		"enable_registration":                      true,
+		"enable_registration_without_verification": true,
+		"registration_shared_secret":               g.sharedSecret,
+		"macaroon_secret_key":                      macaroon,
+		"form_secret":                              form,
+		"app_service_config_files":                 asFiles,
+	}
+	for k, v := range rateLimits() {
+		cfg[k] = v
+	}
+	if g.homeserver, err = yaml.Marshal(cfg); err != nil {
+		return nil, fmt.Errorf("encoding homeserver.yaml: %w", err)
+	}
+	return g, nil
+}
+
+// registrationYAML checks reg for what Synapse refuses to load and encodes it. The
+// caller's registration is not modified.
+func registrationYAML(reg *appservice.Registration) ([]byte, error) {
+	if reg == nil {
+		return nil, fmt.Errorf("registration is nil")
+	}
+	switch {
+	case reg.ID == "":
+		return nil, fmt.Errorf("registration has no id")
+	case reg.AppToken == "":
+		return nil, fmt.Errorf("registration has no as_token")
+	case reg.ServerToken == "":
+		return nil, fmt.Errorf("registration has no hs_token")
+	case reg.SenderLocalpart == "":
+		return nil, fmt.Errorf("registration has no sender_localpart")
+	}
+	c := *reg
+	if c.RateLimited == nil {
+		// Synapse rate-limits an appservice unless the registration says otherwise,
+		// and a bridge sends many messages for many users.
+		no := false
+		c.RateLimited = &no
+	}
+	out, err := c.YAML()
+	if err != nil {
+		return nil, fmt.Errorf("encoding registration: %w", err)
+	}
+	return []byte(out), nil
+}

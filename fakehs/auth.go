@@ -1,0 +1,150 @@
+package fakehs
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+
+	"maunium.net/go/mautrix/id"
+)
+
+// user is one local account.
+type user struct {
+	ID          id.UserID
+	Password    string
+	DisplayName string
+	AvatarURL   string
+	// rooms lists every room the user has any membership in, for /sync.
+	rooms      map[id.RoomID]bool
+	appservice *asState // set for an appservice's sender user
+	accountData map[string]json.RawMessage
+}
+
+func newUser(uid id.UserID) *user {
+	return &user{ID: uid, rooms: map[id.RoomID]bool{}, accountData: map[string]json.RawMessage{}}
+}
+
+// session is one access token.
+type session struct {
+	Token  string
+	User   id.UserID
+	Device id.DeviceID
+}
+
+// caller is who made a request: a user via a session, or an appservice
+// acting as one of its users.
+type caller struct {
+	User   id.UserID
+	Device id.DeviceID
+	Token  string
+	AS     *asState
+}
+
+// txnScope is the scope of the caller's transaction ids.
+func (c *caller) txnScope() string {
+	if c.AS != nil {
+		return "as:" + c.AS.reg.ID + ":" + string(c.User)
+	}
+	return "tok:" + c.Token
+}
+
+// accessToken returns the request's token from the Authorization header or,
+// as Synapse still accepts, the access_token query parameter.
+func accessToken(r *http.Request) string {
+	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
+		return strings.TrimSpace(strings.TrimPrefix(h, "Bearer "))
+	}
+	return r.URL.Query().Get("access_token")
+}
+
+// findAS returns the appservice whose as_token this is.
+func (s *Server) findAS(token string) *asState {
+	for _, as := range s.asList {
+		if subtle.ConstantTimeCompare([]byte(as.reg.AppToken), []byte(token)) == 1 {
+			return as
+		}
+	}
+	return nil
+}
+
+// authenticate resolves the caller; called with s.mu held (read or write).
+// It follows Synapse's Auth.get_user_by_req, including ?user_id= for appservices.
+func (s *Server) authenticate(r *http.Request) (*caller, error) {
+	token := accessToken(r)
+	if token == "" {
+		return nil, mErr(http.StatusUnauthorized, "M_MISSING_TOKEN", "Missing access token.")
+	}
+	if as := s.findAS(token); as != nil {
+		return s.appserviceCaller(r, as, token)
+	}
+	sess := s.state.sessions[token]
+	if sess == nil {
+		return nil, &matrixError{Status: http.StatusUnauthorized, Errcode: "M_UNKNOWN_TOKEN",
+			Message: "Invalid access token passed.", Extra: map[string]any{"soft_logout": false}}
+	}
+	return &caller{User: sess.User, Device: sess.Device, Token: token}, nil
+}
+
+// appserviceCaller checks ?user_id= impersonation. Synapse answers 403
+// M_FORBIDDEN both for a user outside the namespace and for a namespace user
+// that was never registered: appservice users are NOT created on first use;
+// the appservice must register them with m.login.application_service first.
+func (s *Server) appserviceCaller(r *http.Request, as *asState, token string) (*caller, error) {
+	uid := as.sender
+	if q := r.URL.Query().Get("user_id"); q != "" {
+		uid = id.UserID(q)
+	}
+	if !as.owns(uid) {
+		return nil, errForbidden("Application service cannot masquerade as this user (%s).", uid)
+	}
+	if _, ok := s.state.users[uid]; !ok {
+		return nil, errForbidden("Application service has not registered this user (%s)", uid)
+	}
+	return &caller{User: uid, Token: token, AS: as}, nil
+}
+
+// peekUser names the requester for fault matching without failing the request.
+func (s *Server) peekUser(r *http.Request) id.UserID {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c, err := s.authenticate(r)
+	if err != nil {
+		return ""
+	}
+	return c.User
+}
+
+var localpartRE = regexp.MustCompile(`^[a-z0-9._=/+-]+$`)
+
+// newSession creates an access token for a user.
+func (st *store) newSession(uid id.UserID, device id.DeviceID) *session {
+	if device == "" {
+		st.nextDev++
+		device = id.DeviceID(fmt.Sprintf("FAKEDEV%04d", st.nextDev))
+	}
+	sess := &session{Token: "syt_" + randomID(24), User: uid, Device: device}
+	st.sessions[sess.Token] = sess
+	return sess
+}
+
+// RegisterUser creates a local user directly (no HTTP) and returns its id and
+// an access token. The password is the localpart, so tests can also log in.
+func (s *Server) RegisterUser(localpart, displayName string) (id.UserID, string, error) {
+	if !localpartRE.MatchString(localpart) {
+		return "", "", fmt.Errorf("register %q: invalid localpart", localpart)
+	}
+	uid := id.NewUserID(localpart, s.cfg.serverName)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.state.users[uid]; ok {
+		return "", "", fmt.Errorf("register %s: user already exists", uid)
+	}
+	u := newUser(uid)
+	u.Password = localpart
+	u.DisplayName = displayName
+	s.state.users[uid] = u
+	return uid, s.state.newSession(uid, "").Token, nil
+}

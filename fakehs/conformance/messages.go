@@ -1,0 +1,215 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"testing"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+)
+
+var onlyMessages = &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}
+
+// page is one /messages call through mautrix, failing the test on error.
+func page(t testing.TB, c *Client, room id.RoomID, from string, dir mautrix.Direction, filter *mautrix.FilterPart, limit int) *mautrix.RespMessages {
+	t.Helper()
+	resp, err := c.Mautrix(t).Messages(context.Background(), room, from, "", dir, filter, limit)
+	if err != nil {
+		t.Fatalf("mautrix Messages(%s, from=%q, dir=%c, limit=%d): %v", room, from, dir, limit, err)
+	}
+	if len(resp.Chunk) > limit {
+		t.Fatalf("Messages(limit=%d) returned %d events", limit, len(resp.Chunk))
+	}
+	for _, ev := range resp.Chunk {
+		if ev.RoomID != "" && ev.RoomID != room {
+			t.Fatalf("Messages(%s) returned event %s of room %s", room, ev.ID, ev.RoomID)
+		}
+		if err := ev.Content.ParseRaw(ev.Type); err != nil && ev.Type == event.EventMessage {
+			t.Fatalf("parsing %s content of %s: %v", ev.Type.Type, ev.ID, err)
+		}
+	}
+	return resp
+}
+
+func (s *suite) testMessages(t *testing.T) {
+	t.Parallel()
+
+	t.Run("BackwardPaginationNoGapsWhileMessagesArrive", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "pageb")
+		room := s.createRoom(t, alice, nil)
+		want := s.label(t, 7)
+		for _, b := range want {
+			s.sendText(t, alice, room, b)
+		}
+		var got []*event.Event
+		from := "" // no from: the end of the timeline, as the daemon's first page does
+		for i := 0; i < 20; i++ {
+			resp := page(t, alice, room, from, mautrix.DirectionBackward, onlyMessages, 3)
+			got = append(got, resp.Chunk...)
+			// New messages after the first page must not show up in a backward walk, nor shift it.
+			s.sendText(t, alice, room, "late-"+want[0]+"-"+string(rune('a'+i)))
+			if len(resp.Chunk) == 0 || resp.End == "" {
+				break
+			}
+			from = resp.End
+		}
+		rev := slices.Clone(want)
+		slices.Reverse(rev)
+		MustEqualStrings(t, "backward pages, newest first", bodies(got), rev)
+	})
+
+	t.Run("ForwardPaginationNoGapsWhileMessagesArrive", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "pagef")
+		room := s.createRoom(t, alice, nil)
+		labels := s.label(t, 8)
+		for _, b := range labels[:5] {
+			s.sendText(t, alice, room, b)
+		}
+		var got []*event.Event
+		// No from with dir=f: the start of the timeline (spec v1.3+; Synapse supports it).
+		from := ""
+		late := labels[5:]
+		for i := 0; i < 30; i++ {
+			resp := page(t, alice, room, from, mautrix.DirectionForward, onlyMessages, 2)
+			got = append(got, resp.Chunk...)
+			if len(late) > 0 {
+				// Arrivals after our position must be reached by walking on, exactly once.
+				s.sendText(t, alice, room, late[0])
+				late = late[1:]
+			}
+			if len(resp.Chunk) == 0 || resp.End == "" {
+				if len(late) == 0 {
+					break
+				}
+				continue
+			}
+			from = resp.End
+		}
+		MustEqualStrings(t, "forward pages, oldest first", bodies(got), labels)
+	})
+
+	t.Run("LimitIsHonoured", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "limit")
+		room := s.createRoom(t, alice, nil)
+		want := s.label(t, 5)
+		for _, b := range want {
+			s.sendText(t, alice, room, b)
+		}
+		resp := page(t, alice, room, "", mautrix.DirectionBackward, onlyMessages, 2)
+		MustEqualStrings(t, "limit=2 newest first", bodies(resp.Chunk), []string{want[4], want[3]})
+		if resp.End == "" {
+			t.Fatalf("a full page with more history left has no end token")
+		}
+		// Without a filter the limit counts every event, state included.
+		all := page(t, alice, room, "", mautrix.DirectionBackward, nil, 4)
+		if len(all.Chunk) != 4 {
+			t.Fatalf("limit=4 without filter returned %d events", len(all.Chunk))
+		}
+	})
+
+	t.Run("FiltersTypesNotTypesSenders", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "filta")
+		bob := s.registerUser(t, "filtb")
+		room := s.publicRoomWith(t, alice, bob)
+		l := s.label(t, 4)
+		custom := event.Type{Type: "dev.zooid.conformance", Class: event.MessageEventType}
+		s.sendText(t, alice, room, l[0])
+		s.send(t, bob, room, custom, map[string]any{"body": l[1]})
+		s.sendText(t, bob, room, l[2])
+		s.send(t, alice, room, custom, map[string]any{"body": l[3]})
+
+		types := page(t, alice, room, "", mautrix.DirectionForward, &mautrix.FilterPart{Types: []event.Type{custom}}, 50)
+		MustEqualStrings(t, "types filter", bodies(types.Chunk), []string{l[1], l[3]})
+
+		notTypes := page(t, alice, room, "", mautrix.DirectionForward,
+			&mautrix.FilterPart{NotTypes: []event.Type{event.StateMember, event.StateCreate, event.StatePowerLevels,
+				event.StateJoinRules, event.StateHistoryVisibility, event.StateGuestAccess, event.StateRoomName, event.EventMessage}}, 50)
+		MustEqualStrings(t, "not_types filter", bodies(notTypes.Chunk), []string{l[1], l[3]})
+
+		senders := page(t, alice, room, "", mautrix.DirectionForward,
+			&mautrix.FilterPart{Senders: []id.UserID{bob.UserID}, Types: []event.Type{event.EventMessage, custom}}, 50)
+		MustEqualStrings(t, "senders filter", bodies(senders.Chunk), []string{l[1], l[2]})
+
+		// The daemon's filter for "messages only" combined with a sender exclusion.
+		notSenders := page(t, alice, room, "", mautrix.DirectionBackward,
+			&mautrix.FilterPart{NotSenders: []id.UserID{bob.UserID}, Types: []event.Type{event.EventMessage}}, 50)
+		MustEqualStrings(t, "not_senders filter", bodies(notSenders.Chunk), []string{l[0]})
+	})
+
+	t.Run("TxnIDIsIdempotent", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "txn")
+		bob := s.registerUser(t, "txnb")
+		room := s.publicRoomWith(t, alice, bob)
+		body := s.label(t, 1)[0]
+		txn := "conf-txn-" + s.runID
+		content := map[string]any{"msgtype": "m.text", "body": body}
+		first, err := alice.Mautrix(t).SendMessageEvent(context.Background(), room, event.EventMessage, content, mautrix.ReqSendEvent{TransactionID: txn})
+		if err != nil {
+			t.Fatalf("first send: %v", err)
+		}
+		second, err := alice.Mautrix(t).SendMessageEvent(context.Background(), room, event.EventMessage, content, mautrix.ReqSendEvent{TransactionID: txn})
+		if err != nil {
+			t.Fatalf("resend with the same txn id: %v", err)
+		}
+		if first.EventID != second.EventID {
+			t.Fatalf("same txn id gave two events: %s and %s", first.EventID, second.EventID)
+		}
+		raw := alice.MustDo(t, "PUT", CS("v3", "rooms", string(room), "send", "m.room.message", txn), content)
+		MatchJSON(t, "raw resend", raw, KeyEqual("event_id", string(first.EventID)))
+
+		// Txn ids are scoped to the sender's device: another user's same id is a new event.
+		other, err := bob.Mautrix(t).SendMessageEvent(context.Background(), room, event.EventMessage, content, mautrix.ReqSendEvent{TransactionID: txn})
+		if err != nil {
+			t.Fatalf("bob's send with alice's txn id: %v", err)
+		}
+		if other.EventID == first.EventID {
+			t.Fatalf("another user's send with the same txn id returned alice's event %s", first.EventID)
+		}
+		resp := page(t, alice, room, "", mautrix.DirectionBackward, onlyMessages, 50)
+		MustEqualStrings(t, "one event per (device, txn id)", eventIDs(resp.Chunk), []string{string(other.EventID), string(first.EventID)})
+	})
+
+	t.Run("NonMemberIsForbidden", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "member")
+		eve := s.registerUser(t, "outsider")
+		room := s.createRoom(t, alice, nil)
+		s.sendText(t, alice, room, s.label(t, 1)[0])
+		MustStatus(t, eve.Do(t, "GET", CS("v3", "rooms", string(room), "messages"), nil, WithQuery("dir", "b")), http.StatusForbidden, "M_FORBIDDEN")
+		MustStatus(t, eve.Do(t, "PUT", CS("v3", "rooms", string(room), "send", "m.room.message", "conf-"+randomID(6)),
+			map[string]any{"msgtype": "m.text", "body": "intrusion"}), http.StatusForbidden, "M_FORBIDDEN")
+		MustStatus(t, eve.Do(t, "GET", CS("v3", "rooms", string(room), "joined_members"), nil), http.StatusForbidden, "M_FORBIDDEN")
+		// The refused send must not have left an event behind.
+		resp := page(t, alice, room, "", mautrix.DirectionBackward, onlyMessages, 10)
+		for _, ev := range resp.Chunk {
+			if ev.Sender == eve.UserID {
+				t.Fatalf("a refused send left event %s behind", ev.ID)
+			}
+		}
+	})
+
+	t.Run("MessagesRawShape", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "shape")
+		room := s.createRoom(t, alice, nil)
+		body := s.label(t, 1)[0]
+		evID := s.sendText(t, alice, room, body)
+		filter, _ := json.Marshal(map[string]any{"types": []string{"m.room.message"}})
+		res := alice.MustDo(t, "GET", CS("v3", "rooms", string(room), "messages"), nil,
+			WithQuery("dir", "b"), WithQuery("limit", "1"), WithQuery("filter", string(filter)))
+		MatchJSON(t, "/messages", res, KeyNonEmptyString("start"), KeyPresent("chunk"))
+		ev := res.Get("chunk.0")
+		MatchJSON(t, "/messages event", ev,
+			KeyEqual("event_id", string(evID)), KeyEqual("room_id", string(room)), KeyEqual("sender", string(alice.UserID)),
+			KeyEqual("type", "m.room.message"), KeyEqual("content.body", body), KeyPresent("origin_server_ts"))
+	})
+}

@@ -1,0 +1,72 @@
+package conformance
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"regexp"
+	"testing"
+
+	"maunium.net/go/mautrix/appservice"
+
+	"github.com/zooid-dev/zooid/docker/synapse"
+)
+
+// synapseTarget starts a real Synapse in a container (docker/synapse) with an appservice
+// registered, and stops it when the test ends. It skips when no Docker engine answers.
+func synapseTarget(t *testing.T) Target {
+	t.Helper()
+	// The push listener is opened first: its port goes into the registration, and the
+	// suite serves on this very listener, so no other process can take the port between.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("reserving the appservice push port: %v", err)
+	}
+	served := false
+	defer func() {
+		// On success the suite owns the listener; on a failure before that, close it here.
+		if !served {
+			ln.Close()
+		}
+	}()
+
+	suffix := randomHex(t, 4)
+	const serverName = "localhost"
+	prefix := "zooidconf_" + suffix + "_"
+	reg := &appservice.Registration{
+		ID:              "zooid-conformance-" + suffix,
+		URL:             "http://" + ln.Addr().String(),
+		AppToken:        "as_" + randomHex(t, 24),
+		ServerToken:     "hs_" + randomHex(t, 24),
+		SenderLocalpart: prefix + "bot",
+	}
+	reg.Namespaces.UserIDs.Register(regexp.MustCompile(
+		fmt.Sprintf("@%s.*:%s", regexp.QuoteMeta(prefix), regexp.QuoteMeta(serverName))), true)
+
+	hs := synapse.RunForTest(t, synapse.WithServerName(serverName), synapse.WithAppservice(reg))
+	served = true
+	return Target{
+		Name:       "synapse",
+		BaseURL:    hs.BaseURL(),
+		ServerName: hs.ServerName(),
+		AppService: &AppService{
+			ID:              reg.ID,
+			ASToken:         reg.AppToken,
+			HSToken:         reg.ServerToken,
+			SenderLocalpart: reg.SenderLocalpart,
+			UserPrefix:      prefix,
+			PushAddr:        ln.Addr().String(),
+			Listener:        ln,
+		},
+	}
+}
+
+func randomHex(t *testing.T, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatalf("reading random bytes: %v", err)
+	}
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,194 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+)
+
+// relationsPages walks /v1/.../relations/{root}/m.thread in dir with limit through mautrix.
+func relationsPages(t testing.TB, c *Client, room id.RoomID, root id.EventID, dir mautrix.Direction, limit int) []*event.Event {
+	t.Helper()
+	var all []*event.Event
+	from := ""
+	for i := 0; i < 50; i++ {
+		resp, err := c.Mautrix(t).GetRelations(context.Background(), room, root, &mautrix.ReqGetRelations{
+			RelationType: event.RelThread, Dir: dir, From: from, Limit: limit,
+		})
+		if err != nil {
+			t.Fatalf("mautrix GetRelations(%s, dir=%c, from=%q): %v", root, dir, from, err)
+		}
+		if len(resp.Chunk) > limit {
+			t.Fatalf("relations limit=%d returned %d", limit, len(resp.Chunk))
+		}
+		all = append(all, resp.Chunk...)
+		if resp.NextBatch == "" {
+			return all
+		}
+		from = resp.NextBatch
+	}
+	t.Fatalf("relations of %s never ended", root)
+	return nil
+}
+
+// threadsPages walks /v1/rooms/{id}/threads with limit and returns the root event ids in order
+// and the raw root events.
+func threadsPages(t testing.TB, c *Client, room id.RoomID, limit int) ([]string, []gjson.Result) {
+	t.Helper()
+	var ids []string
+	var roots []gjson.Result
+	from := ""
+	for i := 0; i < 50; i++ {
+		opts := []ReqOpt{WithQuery("limit", strconv.Itoa(limit))}
+		if from != "" {
+			opts = append(opts, WithQuery("from", from))
+		}
+		res := c.MustDo(t, "GET", CS("v1", "rooms", string(room), "threads"), nil, opts...)
+		chunk := res.Get("chunk").Array()
+		if len(chunk) > limit {
+			t.Fatalf("threads limit=%d returned %d: %s", limit, len(chunk), res.Raw)
+		}
+		for _, ev := range chunk {
+			ids = append(ids, ev.Get("event_id").String())
+			roots = append(roots, ev)
+		}
+		from = res.Get("next_batch").String()
+		if from == "" {
+			return ids, roots
+		}
+	}
+	t.Fatalf("threads of %s never ended", room)
+	return nil, nil
+}
+
+func (s *suite) testThreads(t *testing.T) {
+	t.Parallel()
+
+	t.Run("RelationsBothDirectionsPaged", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "rel")
+		bob := s.registerUser(t, "relb")
+		room := s.publicRoomWith(t, alice, bob)
+		l := s.label(t, 7)
+		root := s.sendText(t, alice, room, l[0])
+		other := s.sendText(t, alice, room, l[6]) // a second root whose reply must not leak in
+		s.sendThreadReply(t, bob, room, other, "other-thread-"+l[6])
+		var replies []string
+		for i, b := range l[1:6] {
+			sender := alice
+			if i%2 == 0 {
+				sender = bob
+			}
+			s.sendThreadReply(t, sender, room, root, b)
+			replies = append(replies, b)
+		}
+
+		fwd := relationsPages(t, bob, room, root, mautrix.DirectionForward, 2)
+		MustEqualStrings(t, "thread replies dir=f (root excluded)", bodies(fwd), replies)
+		back := relationsPages(t, bob, room, root, mautrix.DirectionBackward, 2)
+		rev := slices.Clone(replies)
+		slices.Reverse(rev)
+		MustEqualStrings(t, "thread replies dir=b", bodies(back), rev)
+
+		// Default direction is backwards (newest first), per spec and Synapse.
+		def := bob.MustDo(t, "GET", CS("v1", "rooms", string(room), "relations", string(root), "m.thread"), nil, WithQuery("limit", "1"))
+		MatchJSON(t, "relations default dir", def, KeyEqual("chunk.0.content.body", replies[len(replies)-1]), KeyNonEmptyString("next_batch"))
+		for _, ev := range fwd {
+			rel := ev.Content.AsMessage().RelatesTo
+			if rel == nil || rel.Type != event.RelThread || rel.EventID != root {
+				t.Fatalf("reply %s lost its m.thread relation: %+v", ev.ID, ev.Content.Raw)
+			}
+		}
+	})
+
+	t.Run("ThreadsListNewestActivityFirst", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "thr")
+		room := s.createRoom(t, alice, nil)
+		l := s.label(t, 4)
+		r1 := s.sendText(t, alice, room, l[0])
+		r2 := s.sendText(t, alice, room, l[1])
+		r3 := s.sendText(t, alice, room, l[2])
+		s.sendText(t, alice, room, l[3]) // a plain message: not a thread
+		s.sendThreadReply(t, alice, room, r1, "r1-a")
+		s.sendThreadReply(t, alice, room, r2, "r2-a")
+		s.sendThreadReply(t, alice, room, r3, "r3-a")
+		last := s.sendThreadReply(t, alice, room, r1, "r1-b")
+
+		want := []string{string(r1), string(r3), string(r2)}
+		var roots []gjson.Result
+		// Synapse updates its thread list when the reply is persisted; poll briefly to be safe.
+		eventually(t, 10*time.Second, "threads list newest activity first", func() (bool, string) {
+			var ids []string
+			ids, roots = threadsPages(t, alice, room, 1)
+			return slices.Equal(ids, want), fmt.Sprintf("got %q, want %q", ids, want)
+		})
+		// Each root carries its bundled thread summary.
+		summary := roots[0].Get("unsigned.m\\.relations.m\\.thread")
+		MatchJSON(t, "bundled m.thread on the /threads root", summary,
+			KeyEqual("count", 2), KeyEqual("latest_event.event_id", string(last)), KeyEqual("latest_event.content.body", "r1-b"))
+	})
+
+	t.Run("BundledThreadAggregation", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "agg")
+		bob := s.registerUser(t, "aggb")
+		room := s.publicRoomWith(t, alice, bob)
+		l := s.label(t, 1)
+		root := s.sendText(t, alice, room, l[0])
+		s.sendThreadReply(t, bob, room, root, "one")
+		s.sendThreadReply(t, alice, room, root, "two")
+		last := s.sendThreadReply(t, bob, room, root, "three")
+
+		checks := []Check{KeyEqual("count", 3), KeyEqual("latest_event.event_id", string(last)),
+			KeyEqual("latest_event.sender", string(bob.UserID)), KeyEqual("latest_event.content.body", "three")}
+		const path = "unsigned.m\\.relations.m\\.thread"
+		eventually(t, 10*time.Second, "bundled aggregation on /event", func() (bool, string) {
+			ev := alice.MustDo(t, "GET", CS("v3", "rooms", string(room), "event", string(root)), nil)
+			for _, c := range checks {
+				if err := c(ev.Get(path)); err != nil {
+					return false, err.Error() + " in " + ev.Raw
+				}
+			}
+			return true, ""
+		})
+
+		// The daemon reads roots from /messages pages, so the bundle must be there too.
+		filter := `{"types":["m.room.message"]}`
+		msgs := bob.MustDo(t, "GET", CS("v3", "rooms", string(room), "messages"), nil,
+			WithQuery("dir", "f"), WithQuery("limit", "10"), WithQuery("filter", filter))
+		var found gjson.Result
+		for _, ev := range msgs.Get("chunk").Array() {
+			if ev.Get("event_id").String() == string(root) {
+				found = ev
+			}
+		}
+		if !found.Exists() {
+			t.Fatalf("root %s missing from /messages: %s", root, msgs.Raw)
+		}
+		MatchJSON(t, "bundled m.thread on the /messages root", found.Get(path), checks...)
+
+		// mautrix must expose it to the daemon as parsed relations.
+		resp, err := bob.Mautrix(t).Messages(context.Background(), room, "", "", mautrix.DirectionForward, onlyMessages, 10)
+		if err != nil {
+			t.Fatalf("mautrix Messages: %v", err)
+		}
+		for _, ev := range resp.Chunk {
+			if ev.ID != root {
+				continue
+			}
+			thread := ev.Unsigned.Relations.GetThread()
+			if thread == nil || thread.Count != 3 || thread.LatestEvent == nil || thread.LatestEvent.ID != last {
+				t.Fatalf("mautrix parsed thread aggregation %+v on root %s; want count 3, latest %s", thread, root, last)
+			}
+		}
+	})
+}

@@ -1,0 +1,154 @@
+package fakehs
+
+import (
+	"encoding/json"
+	"sort"
+	"time"
+
+	"maunium.net/go/mautrix/id"
+)
+
+// relatesTo is the part of content the server indexes.
+type relatesTo struct {
+	RelatesTo *struct {
+		RelType string     `json:"rel_type"`
+		EventID id.EventID `json:"event_id"`
+	} `json:"m.relates_to"`
+	Membership string `json:"membership"`
+}
+
+// appendEvent stores a new event at the end of the room's timeline and
+// updates state, relation indexes, memberships, appservice queues and
+// long-polls. Called with s.mu write-locked. The caller fills Sender, Type,
+// StateKey, Content and optionally TS, Imported and txn fields.
+func (s *Server) appendEvent(rm *room, e *evt, c *caller) *evt {
+	st := s.state
+	e.ID = id.EventID("$" + randomID(32))
+	e.Room = rm
+	if e.TS == 0 {
+		e.TS = time.Now().UnixMilli()
+	}
+	e.Stream = st.nextStream()
+	var rel relatesTo
+	_ = json.Unmarshal(e.Content, &rel) // content was validated as a JSON object
+	if rel.RelatesTo != nil && rel.RelatesTo.RelType != "" && rel.RelatesTo.EventID != "" {
+		e.RelType, e.RelTo = rel.RelatesTo.RelType, rel.RelatesTo.EventID
+	}
+	if e.Type == "m.room.member" {
+		e.Membership = rel.Membership
+	}
+	rm.events = append(rm.events, e)
+	st.events[e.ID] = e
+	if e.StateKey != nil {
+		rm.state[stateKey{e.Type, *e.StateKey}] = e
+		if e.Type == "m.room.member" {
+			if u := st.users[id.UserID(*e.StateKey)]; u != nil {
+				u.rooms[rm.ID] = true
+			}
+		}
+	}
+	if c != nil && e.TxnID != "" {
+		e.txnScope = c.txnScope()
+		st.txns[txnKey{e.txnScope, rm.ID, e.TxnID}] = e.ID
+	}
+	s.indexRelation(rm, e)
+	if !e.Imported {
+		for _, as := range s.asList {
+			if as.interested(e) {
+				as.enqueue(e)
+			}
+		}
+		st.notify()
+	}
+	return e
+}
+
+// indexRelation records e under the event it relates to, and in the
+// thread index when it is an m.thread reply to a known root.
+func (s *Server) indexRelation(rm *room, e *evt) {
+	if e.RelTo == "" {
+		return
+	}
+	parent := s.state.events[e.RelTo]
+	if parent == nil || parent.Room != rm {
+		return
+	}
+	rm.children[e.RelTo] = append(rm.children[e.RelTo], e)
+	if e.RelType != "m.thread" {
+		return
+	}
+	th := rm.threads[e.RelTo]
+	if th == nil {
+		th = &thread{Root: parent, Participants: map[id.UserID]bool{parent.Sender: true}}
+		rm.threads[e.RelTo] = th
+	} else {
+		rm.removeThreadOrder(th)
+	}
+	th.Replies = append(th.Replies, e)
+	th.Participants[e.Sender] = true
+	rm.threadOrder = append(rm.threadOrder, th)
+}
+
+// removeThreadOrder takes th out of threadOrder, found by binary search on
+// its (unique) latest stream position, before it moves to the end.
+func (rm *room) removeThreadOrder(th *thread) {
+	ls := th.latestStream()
+	i := sort.Search(len(rm.threadOrder), func(i int) bool { return rm.threadOrder[i].latestStream() >= ls })
+	if i < len(rm.threadOrder) && rm.threadOrder[i] == th {
+		rm.threadOrder = append(rm.threadOrder[:i], rm.threadOrder[i+1:]...)
+	}
+}
+
+// clientEvent is the client-server API shape of an event.
+type clientEvent struct {
+	Content        json.RawMessage `json:"content"`
+	EventID        id.EventID      `json:"event_id"`
+	OriginServerTS int64           `json:"origin_server_ts"`
+	RoomID         id.RoomID       `json:"room_id"`
+	Sender         id.UserID       `json:"sender"`
+	StateKey       *string         `json:"state_key,omitempty"`
+	Type           string          `json:"type"`
+	Unsigned       map[string]any  `json:"unsigned,omitempty"`
+}
+
+// render turns a stored event into what the viewer sees: age, the
+// sender's own transaction_id (Synapse only shows it to the same access
+// token, or the same appservice user) and bundled m.thread aggregations.
+func (s *Server) render(e *evt, viewer *caller) *clientEvent {
+	ce := s.renderPlain(e, viewer)
+	if th := e.Room.threads[e.ID]; th != nil {
+		participated := viewer != nil && th.Participants[viewer.User]
+		ce.unsigned()["m.relations"] = map[string]any{"m.thread": map[string]any{
+			"count":                    len(th.Replies),
+			"latest_event":             s.renderPlain(th.latest(), viewer),
+			"current_user_participated": participated,
+		}}
+	}
+	return ce
+}
+
+// renderPlain renders without aggregations (for latest_event inside one).
+func (s *Server) renderPlain(e *evt, viewer *caller) *clientEvent {
+	ce := &clientEvent{Content: e.Content, EventID: e.ID, OriginServerTS: e.TS, RoomID: e.Room.ID,
+		Sender: e.Sender, StateKey: e.StateKey, Type: e.Type}
+	ce.unsigned()["age"] = time.Now().UnixMilli() - e.TS
+	if viewer != nil && e.TxnID != "" && e.txnScope == viewer.txnScope() {
+		ce.unsigned()["transaction_id"] = e.TxnID
+	}
+	return ce
+}
+
+func (ce *clientEvent) unsigned() map[string]any {
+	if ce.Unsigned == nil {
+		ce.Unsigned = map[string]any{}
+	}
+	return ce.Unsigned
+}
+
+func (s *Server) renderAll(events []*evt, viewer *caller) []*clientEvent {
+	out := make([]*clientEvent, 0, len(events))
+	for _, e := range events {
+		out = append(out, s.render(e, viewer))
+	}
+	return out
+}

@@ -1,0 +1,530 @@
+package fakeagent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+	mcpclient "github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// ExecEnv is the environment variable a test binary checks to run as a child
+// program instead of running tests (see ExecIfRequested).
+const ExecEnv = "ZOOID_TEST_EXEC"
+
+// ExecIfRequested runs the fake agent and exits when the process was started
+// with ExecEnv=fake-agent and arguments "fake-agent ...". Call it first in
+// TestMain so os.Executable() can serve as the agent command.
+func ExecIfRequested() {
+	if os.Getenv(ExecEnv) == "fake-agent" && len(os.Args) > 1 && os.Args[1] == "fake-agent" {
+		os.Exit(Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
+}
+
+// mcpTimeout bounds starting an MCP server and each call to it.
+const mcpTimeout = 30 * time.Second
+
+// Main is the agent program: ACP over stdin/stdout, scripted by the
+// controller at --control. It returns the exit code.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "fake-agent" {
+		args = args[1:]
+	}
+	fs := flag.NewFlagSet("fake-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	control := fs.String("control", "", "controller unix socket")
+	name := fs.String("agent", "", "agent name the script is keyed by")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *control == "" || *name == "" {
+		fmt.Fprintln(stderr, "fake-agent: --control and --agent are required")
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ctl, err := dialControl(*control, *name)
+	if err != nil {
+		fmt.Fprintf(stderr, "fake-agent: %v\n", err)
+		return 2
+	}
+	defer ctl.close()
+	if err := ctl.call("hello", hello{Pid: os.Getpid(), Argv: os.Args, Env: os.Environ()}, nil); err != nil {
+		fmt.Fprintf(stderr, "fake-agent: %v\n", err)
+		return 2
+	}
+
+	a := &agent{ctl: ctl, log: log, stderr: stderr, sessions: map[acp.SessionId]*session{}}
+	conn := acp.NewAgentSideConnection(a, stdout, stdin)
+	conn.SetLogger(log)
+	a.conn = conn
+	<-conn.Done()
+	a.shutdown()
+	return 0
+}
+
+// control is the agent's end of the control socket: synchronous calls, so
+// every observation is recorded before the agent goes on.
+type control struct {
+	agent string
+	mu    sync.Mutex
+	conn  net.Conn
+	rd    *bufio.Scanner
+	next  int64
+}
+
+func dialControl(sock, agent string) (*control, error) {
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		return nil, fmt.Errorf("dialing controller: %w", err)
+	}
+	sc := bufio.NewScanner(conn)
+	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
+	return &control{agent: agent, conn: conn, rd: sc}, nil
+}
+
+func (c *control) close() { _ = c.conn.Close() }
+
+func (c *control) call(op string, data any, reply *message) error {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("control %s: %w", op, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.next++
+	line, err := json.Marshal(message{ID: c.next, Op: op, Agent: c.agent, Data: raw})
+	if err != nil {
+		return fmt.Errorf("control %s: %w", op, err)
+	}
+	if _, err := c.conn.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("control %s: %w", op, err)
+	}
+	if !c.rd.Scan() {
+		err := c.rd.Err()
+		if err == nil {
+			err = io.EOF
+		}
+		return fmt.Errorf("control %s: reading reply: %w", op, err)
+	}
+	var m message
+	if err := json.Unmarshal(c.rd.Bytes(), &m); err != nil {
+		return fmt.Errorf("control %s: %w", op, err)
+	}
+	if m.Err != "" {
+		return fmt.Errorf("control %s: %s", op, m.Err)
+	}
+	if reply != nil {
+		*reply = m
+	}
+	return nil
+}
+
+type agent struct {
+	ctl    *control
+	log    *slog.Logger
+	stderr io.Writer
+	conn   *acp.AgentSideConnection
+	nextID atomic.Int64
+
+	mu       sync.Mutex
+	sessions map[acp.SessionId]*session
+}
+
+type session struct {
+	id  acp.SessionId
+	cwd string
+
+	mcpReady chan struct{} // closed when every MCP server was started (or failed)
+	mcps     []*mcpConn    // written before mcpReady closes
+
+	mu         sync.Mutex
+	cancelTurn context.CancelFunc // non-nil while a turn runs
+}
+
+type mcpConn struct {
+	name   string
+	client *mcpclient.Client
+	tools  []string
+}
+
+var _ acp.Agent = (*agent)(nil)
+
+func (a *agent) shutdown() {
+	a.mu.Lock()
+	ss := make([]*session, 0, len(a.sessions))
+	for _, s := range a.sessions {
+		ss = append(ss, s)
+	}
+	a.mu.Unlock()
+	for _, s := range ss {
+		<-s.mcpReady
+		for _, m := range s.mcps {
+			_ = m.client.Close()
+		}
+	}
+}
+
+func (a *agent) Initialize(ctx context.Context, req acp.InitializeRequest) (acp.InitializeResponse, error) {
+	return acp.InitializeResponse{
+		ProtocolVersion: acp.ProtocolVersionNumber,
+		AgentInfo:       &acp.Implementation{Name: "zooid-fake-agent", Version: "0"},
+		AuthMethods:     []acp.AuthMethod{},
+	}, nil
+}
+
+func (a *agent) Authenticate(ctx context.Context, req acp.AuthenticateRequest) (acp.AuthenticateResponse, error) {
+	return acp.AuthenticateResponse{}, nil
+}
+
+func (a *agent) NewSession(ctx context.Context, req acp.NewSessionRequest) (acp.NewSessionResponse, error) {
+	id := acp.SessionId(fmt.Sprintf("fake-%d-%d", os.Getpid(), a.nextID.Add(1)))
+	s := &session{id: id, cwd: req.Cwd, mcpReady: make(chan struct{})}
+	a.mu.Lock()
+	a.sessions[id] = s
+	a.mu.Unlock()
+	if err := a.ctl.call("session", SessionInfo{SessionID: id, Cwd: req.Cwd, McpServers: req.McpServers}, nil); err != nil {
+		return acp.NewSessionResponse{}, err
+	}
+	// Real agents bring their MCP servers up alongside the session; doing it in
+	// the background also keeps session/new from waiting on the daemon.
+	go a.startMCP(s, req.McpServers)
+	return acp.NewSessionResponse{SessionId: id}, nil
+}
+
+func (a *agent) startMCP(s *session, servers []acp.McpServer) {
+	defer close(s.mcpReady)
+	for _, srv := range servers {
+		if srv.Stdio == nil {
+			a.report("mcp_error", MCPError{SessionID: s.id, Err: "only stdio MCP servers are supported"})
+			continue
+		}
+		m, err := a.dialMCP(s.cwd, srv.Stdio)
+		if err != nil {
+			a.report("mcp_error", MCPError{SessionID: s.id, Server: srv.Stdio.Name, Err: err.Error()})
+			continue
+		}
+		s.mcps = append(s.mcps, m)
+		a.report("tool_list", m.tools)
+	}
+}
+
+// dialMCP starts one stdio MCP server the way agents do: the entry's command
+// and args, the agent's environment plus the entry's env, in the session cwd.
+func (a *agent) dialMCP(cwd string, e *acp.McpServerStdio) (*mcpConn, error) {
+	env := make([]string, 0, len(e.Env))
+	for _, v := range e.Env {
+		env = append(env, v.Name+"="+v.Value)
+	}
+	cmdFunc := func(ctx context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
+		cmd := exec.CommandContext(ctx, command, args...)
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Dir = cwd
+		cmd.Stderr = a.stderr
+		return cmd, nil
+	}
+	cl, err := mcpclient.NewStdioMCPClientWithOptions(e.Command, env, e.Args, transport.WithCommandFunc(cmdFunc))
+	if err != nil {
+		return nil, fmt.Errorf("starting MCP server %s: %w", e.Name, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), mcpTimeout)
+	defer cancel()
+	var init mcp.InitializeRequest
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "zooid-fake-agent", Version: "0"}
+	if _, err := cl.Initialize(ctx, init); err != nil {
+		_ = cl.Close()
+		return nil, fmt.Errorf("initializing MCP server %s: %w", e.Name, err)
+	}
+	m := &mcpConn{name: e.Name, client: cl}
+	names, err := m.list(ctx)
+	if err != nil {
+		_ = cl.Close()
+		return nil, err
+	}
+	m.tools = names
+	return m, nil
+}
+
+func (m *mcpConn) list(ctx context.Context) ([]string, error) {
+	res, err := m.client.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("listing tools of MCP server %s: %w", m.name, err)
+	}
+	names := make([]string, 0, len(res.Tools))
+	for _, t := range res.Tools {
+		names = append(names, t.Name)
+	}
+	return names, nil
+}
+
+// report sends an observation; a broken control socket only gets logged
+// because the test will notice the missing observation anyway.
+func (a *agent) report(op string, data any) {
+	if err := a.ctl.call(op, data, nil); err != nil {
+		a.log.Warn("reporting to controller", "op", op, "err", err)
+	}
+}
+
+func (a *agent) session(id acp.SessionId) *session {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sessions[id]
+}
+
+func (a *agent) Cancel(ctx context.Context, n acp.CancelNotification) error {
+	a.report("cancel", Cancel{SessionID: n.SessionId})
+	if s := a.session(n.SessionId); s != nil {
+		s.mu.Lock()
+		if s.cancelTurn != nil {
+			s.cancelTurn()
+		}
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+func (a *agent) Prompt(ctx context.Context, req acp.PromptRequest) (acp.PromptResponse, error) {
+	s := a.session(req.SessionId)
+	if s == nil {
+		return acp.PromptResponse{}, acp.NewInvalidParams(map[string]any{"error": "unknown session " + string(req.SessionId)})
+	}
+	var text strings.Builder
+	for _, b := range req.Prompt {
+		if b.Text != nil {
+			text.WriteString(b.Text.Text)
+		}
+	}
+	var reply message
+	if err := a.ctl.call("prompt", Prompt{SessionID: s.id, Text: text.String()}, &reply); err != nil {
+		return acp.PromptResponse{}, acp.NewInternalError(map[string]any{"error": err.Error()})
+	}
+
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.mu.Lock()
+	s.cancelTurn = cancel
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.cancelTurn = nil
+		s.mu.Unlock()
+	}()
+
+	stop, err := a.run(tctx, s, reply.Turn)
+	if tctx.Err() != nil {
+		// ACP: a cancelled turn must end with the cancelled stop reason.
+		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+	}
+	if err != nil {
+		return acp.PromptResponse{}, acp.NewInternalError(map[string]any{"error": err.Error()})
+	}
+	return acp.PromptResponse{StopReason: stop}, nil
+}
+
+func (a *agent) run(ctx context.Context, s *session, turn Turn) (acp.StopReason, error) {
+	for _, act := range turn {
+		if act.Wait > 0 {
+			t := time.NewTimer(act.Wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return acp.StopReasonCancelled, nil
+			}
+		}
+		if act.Say != "" {
+			if err := a.say(ctx, s, act.Say); err != nil {
+				return "", err
+			}
+		}
+		for _, part := range act.Chunks {
+			if err := a.say(ctx, s, part); err != nil {
+				return "", err
+			}
+		}
+		if act.ListTools {
+			if err := a.listTools(ctx, s); err != nil {
+				return "", err
+			}
+		}
+		if act.CallTool != "" {
+			if err := a.callTool(ctx, s, act.CallTool, act.Args); err != nil {
+				return "", err
+			}
+		}
+		if act.Permission != "" {
+			a.askPermission(ctx, s, act.Permission)
+		}
+		if act.Crash {
+			os.Exit(3)
+		}
+		if act.Hang {
+			<-ctx.Done()
+			return acp.StopReasonCancelled, nil
+		}
+		if act.Stop != "" {
+			return act.Stop, nil
+		}
+		if ctx.Err() != nil {
+			return acp.StopReasonCancelled, nil
+		}
+	}
+	return acp.StopReasonEndTurn, nil
+}
+
+func (a *agent) say(ctx context.Context, s *session, text string) error {
+	err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: s.id, Update: acp.UpdateAgentMessageText(text)})
+	if err != nil {
+		return fmt.Errorf("sending chunk: %w", err)
+	}
+	return nil
+}
+
+func (a *agent) waitMCP(ctx context.Context, s *session) error {
+	select {
+	case <-s.mcpReady:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (a *agent) listTools(ctx context.Context, s *session) error {
+	if err := a.waitMCP(ctx, s); err != nil {
+		return nil // cancelled; Prompt reports the cancelled stop
+	}
+	var names []string
+	for _, m := range s.mcps {
+		lctx, cancel := context.WithTimeout(ctx, mcpTimeout)
+		got, err := m.list(lctx)
+		cancel()
+		if err != nil {
+			a.report("mcp_error", MCPError{SessionID: s.id, Server: m.name, Err: err.Error()})
+			continue
+		}
+		names = append(names, got...)
+	}
+	if names == nil {
+		names = []string{}
+	}
+	a.report("tool_list", names)
+	return nil
+}
+
+func (a *agent) callTool(ctx context.Context, s *session, name string, args map[string]any) error {
+	if err := a.waitMCP(ctx, s); err != nil {
+		return nil
+	}
+	res := ToolResult{SessionID: s.id, Tool: name, Args: args}
+	var target *mcpConn
+	for _, m := range s.mcps {
+		for _, t := range m.tools {
+			if t == name {
+				target = m
+			}
+		}
+		if target != nil {
+			break
+		}
+	}
+	if target == nil {
+		res.Err = fmt.Sprintf("no MCP server of this session offers tool %q", name)
+		a.report("tool_result", res)
+		return nil
+	}
+	callID := acp.ToolCallId(fmt.Sprintf("call-%d", a.nextID.Add(1)))
+	start := acp.StartToolCall(callID, name, acp.WithStartKind(acp.ToolKindOther),
+		acp.WithStartStatus(acp.ToolCallStatusInProgress), acp.WithStartRawInput(args))
+	if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: s.id, Update: start}); err != nil {
+		return fmt.Errorf("sending tool call: %w", err)
+	}
+
+	var req mcp.CallToolRequest
+	req.Params.Name = name
+	req.Params.Arguments = args
+	cctx, cancel := context.WithTimeout(ctx, mcpTimeout)
+	out, err := target.client.CallTool(cctx, req)
+	cancel()
+	status := acp.ToolCallStatusCompleted
+	switch {
+	case err != nil:
+		res.Err = err.Error()
+		status = acp.ToolCallStatusFailed
+	default:
+		res.IsError = out.IsError
+		res.Structured = out.StructuredContent
+		var texts []string
+		for _, c := range out.Content {
+			if tc, ok := mcp.AsTextContent(c); ok {
+				texts = append(texts, tc.Text)
+			}
+		}
+		res.Text = strings.Join(texts, "\n")
+		if out.IsError {
+			status = acp.ToolCallStatusFailed
+		}
+	}
+	a.report("tool_result", res)
+	upd := acp.UpdateToolCall(callID, acp.WithUpdateStatus(status), acp.WithUpdateRawOutput(res))
+	if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: s.id, Update: upd}); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("sending tool call update: %w", err)
+	}
+	return nil
+}
+
+func (a *agent) askPermission(ctx context.Context, s *session, title string) {
+	callID := acp.ToolCallId(fmt.Sprintf("perm-%d", a.nextID.Add(1)))
+	resp, err := a.conn.RequestPermission(ctx, acp.RequestPermissionRequest{
+		SessionId: s.id,
+		ToolCall:  acp.ToolCallUpdate{ToolCallId: callID, Title: &title},
+		Options: []acp.PermissionOption{
+			{Kind: acp.PermissionOptionKindAllowOnce, Name: "Allow", OptionId: "allow"},
+			{Kind: acp.PermissionOptionKindRejectOnce, Name: "Reject", OptionId: "reject"},
+		},
+	})
+	out := PermissionResult{SessionID: s.id, Title: title}
+	switch {
+	case err != nil:
+		out.Outcome = "error: " + err.Error()
+	case resp.Outcome.Selected != nil:
+		out.Outcome = string(resp.Outcome.Selected.OptionId)
+	default:
+		out.Outcome = "cancelled"
+	}
+	a.report("permission", out)
+}
+
+func (a *agent) CloseSession(ctx context.Context, req acp.CloseSessionRequest) (acp.CloseSessionResponse, error) {
+	return acp.CloseSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionClose)
+}
+
+func (a *agent) ListSessions(ctx context.Context, req acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
+	return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
+}
+
+func (a *agent) ResumeSession(ctx context.Context, req acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
+	return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
+}
+
+func (a *agent) SetSessionConfigOption(ctx context.Context, req acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
+	return acp.SetSessionConfigOptionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetConfigOption)
+}
+
+func (a *agent) SetSessionMode(ctx context.Context, req acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
+	return acp.SetSessionModeResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetMode)
+}

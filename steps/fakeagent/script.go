@@ -1,0 +1,130 @@
+// Package fakeagent is a real ACP agent program whose behaviour is scripted by
+// the test world over a control socket, plus the test-side Controller that
+// scripts it and records what it saw.
+//
+// The agent runs as a child process exactly like a real agent
+// (`zooid fake-agent --control SOCKET --agent NAME`, or a test binary
+// re-executing itself, see ExecIfRequested). It never reads test files: every
+// prompt turn is fetched from the controller, and every observation (prompts,
+// sessions, tool results, cancels, permission outcomes) is reported back.
+package fakeagent
+
+import (
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+)
+
+// DefaultReply is what an agent says when no turn is queued for it.
+const DefaultReply = "ok"
+
+// Turn is the script of one prompt turn: its actions run in order.
+type Turn []Action
+
+// Action is one step of a turn. Set fields run in this order: Wait, Say,
+// Chunks, ListTools, CallTool, Permission, Crash, Hang, Stop.
+type Action struct {
+	// Say sends one agent_message_chunk.
+	Say string `json:"say,omitempty"`
+	// Chunks sends one agent_message_chunk per element.
+	Chunks []string `json:"chunks,omitempty"`
+	// CallTool calls this MCP tool with Args on the session's MCP servers.
+	CallTool string         `json:"call_tool,omitempty"`
+	Args     map[string]any `json:"args,omitempty"`
+	// Stop ends the turn now with this stop reason.
+	Stop acp.StopReason `json:"stop,omitempty"`
+	// Crash makes the process exit with status 3 mid-turn.
+	Crash bool `json:"crash,omitempty"`
+	// Hang blocks the turn until session/cancel arrives; it then ends cancelled.
+	Hang bool `json:"hang,omitempty"`
+	// Wait sleeps (cancellable) before the other fields run.
+	Wait time.Duration `json:"wait,omitempty"`
+	// ListTools runs tools/list on every MCP server and reports the names.
+	ListTools bool `json:"list_tools,omitempty"`
+	// Permission sends session/request_permission for a tool call with this
+	// title (options allow_once "allow" and reject_once "reject") and reports
+	// the outcome.
+	Permission string `json:"permission,omitempty"`
+}
+
+// Say sends text as one message chunk.
+func Say(text string) Action { return Action{Say: text} }
+
+// SayInChunks sends each part as its own message chunk, in order.
+func SayInChunks(parts ...string) Action { return Action{Chunks: parts} }
+
+// CallTool calls an MCP tool by name.
+func CallTool(name string, args map[string]any) Action { return Action{CallTool: name, Args: args} }
+
+// Stop ends the turn with the given stop reason.
+func Stop(reason acp.StopReason) Action { return Action{Stop: reason} }
+
+// Crash exits the agent process with status 3.
+func Crash() Action { return Action{Crash: true} }
+
+// Hang blocks until the turn is cancelled.
+func Hang() Action { return Action{Hang: true} }
+
+// Wait sleeps for d, or until the turn is cancelled.
+func Wait(d time.Duration) Action { return Action{Wait: d} }
+
+// ListTools lists the tools of every MCP server of the session.
+func ListTools() Action { return Action{ListTools: true} }
+
+// AskPermission requests permission for a tool call with this title.
+func AskPermission(title string) Action { return Action{Permission: title} }
+
+// Prompt is one session/prompt the agent received.
+type Prompt struct {
+	SessionID acp.SessionId `json:"session_id"`
+	Text      string        `json:"text"`
+	At        time.Time     `json:"at"`
+}
+
+// SessionInfo is what one session/new contained, plus the agent process that
+// received it.
+type SessionInfo struct {
+	SessionID  acp.SessionId   `json:"session_id"`
+	Cwd        string          `json:"cwd"`
+	McpServers []acp.McpServer `json:"mcp_servers"`
+	// Env and Argv are the agent process's environment and argv at start.
+	Env  []string `json:"env"`
+	Argv []string `json:"argv"`
+	Pid  int      `json:"pid"`
+}
+
+// ToolResult is the outcome of one CallTool action.
+type ToolResult struct {
+	SessionID acp.SessionId  `json:"session_id"`
+	Tool      string         `json:"tool"`
+	Args      map[string]any `json:"args"`
+	// IsError is the tool result's isError flag.
+	IsError bool `json:"is_error"`
+	// Text joins the text contents of the result.
+	Text       string `json:"text"`
+	Structured any    `json:"structured,omitempty"`
+	// Err is a protocol-level error (no such tool, MCP failure); empty on success.
+	Err string `json:"err,omitempty"`
+}
+
+// Cancel is one session/cancel the agent received.
+type Cancel struct {
+	SessionID acp.SessionId `json:"session_id"`
+	At        time.Time     `json:"at"`
+}
+
+// PermissionResult is the client's answer to one Permission action.
+type PermissionResult struct {
+	SessionID acp.SessionId `json:"session_id"`
+	Title     string        `json:"title"`
+	// Outcome is the selected option id ("allow", "reject") or "cancelled";
+	// "error: ..." when the request failed.
+	Outcome string `json:"outcome"`
+}
+
+// MCPError is a failure to start or initialize one MCP server of a session.
+type MCPError struct {
+	SessionID acp.SessionId `json:"session_id"`
+	Server    string        `json:"server"`
+	Err       string        `json:"err"`
+}

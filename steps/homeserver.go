@@ -1,0 +1,279 @@
+package steps
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/appservice"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/docker/synapse"
+	"github.com/zooid-dev/zooid/fakehs"
+)
+
+// homeserver is what a scenario needs of the server it runs against.
+type homeserver interface {
+	// baseURL is the client-server API base URL.
+	baseURL() string
+	// registerHuman creates a human account and returns its access token.
+	registerHuman(ctx context.Context, localpart, displayName string) (id.UserID, string, error)
+	// importRoom creates a room with its history in one go; ok is false where the
+	// server can't (a real server), and the world then seeds by sending.
+	importRoom(seed roomSeed) (room id.RoomID, events []id.EventID, ok bool, err error)
+}
+
+// roomSeed is a room to create with a ready-made history.
+type roomSeed struct {
+	creator        id.UserID
+	name           string
+	aliasLocalpart string
+	members        []id.UserID
+	events         []seedEvent
+}
+
+// seedEvent is one message of a seeded history; threadRoot is the index of
+// its thread root in the seed, or -1 for a top-level message.
+type seedEvent struct {
+	sender     id.UserID
+	body       string
+	ts         time.Time
+	threadRoot int
+}
+
+// lease is one scenario's use of a homeserver: the server, the names that are
+// the scenario's own on it, and the appservice registration the daemon must
+// serve (its URL is where the daemon listens).
+type lease struct {
+	hs      homeserver
+	names   names
+	reg     *appservice.Registration
+	listen  string // host:port of the daemon's push listener
+	release func()
+}
+
+// backend hands out leases; one backend serves a whole run.
+type backend interface {
+	lease(ctx context.Context) (*lease, error)
+	close(ctx context.Context) error
+	// kind is "fake", "synapse" or "url", for tag filtering and messages.
+	kind() string
+}
+
+// newBackend selects the homeserver: "fake" (default), "synapse", or a URL.
+func newBackend(ctx context.Context, which string, slots int) (backend, error) {
+	switch which {
+	case "", "fake":
+		return fakeBackend{}, nil
+	case "synapse":
+		return startSynapse(ctx, slots)
+	default:
+		if strings.HasPrefix(which, "http://") || strings.HasPrefix(which, "https://") {
+			return nil, fmt.Errorf("homeserver %q: a bare URL can't be given the appservice registrations the daemon needs; use \"fake\" or \"synapse\"", which)
+		}
+		return nil, fmt.Errorf("unknown homeserver %q (want fake, synapse or a URL)", which)
+	}
+}
+
+// randomHex is n random bytes in hex, for tokens and prefixes.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err))
+	}
+	return hex.EncodeToString(b)
+}
+
+// freeListen picks a free loopback port for a push listener.
+func freeListen() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("finding a free port: %w", err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		return "", fmt.Errorf("freeing port %s: %w", addr, err)
+	}
+	return addr, nil
+}
+
+// registration builds the appservice registration for a scenario's names.
+func registration(n names, listen string) *appservice.Registration {
+	rateLimited := false
+	return &appservice.Registration{
+		ID:              "zooid-" + strings.TrimSuffix(n.agentPrefix, "-"),
+		URL:             "http://" + listen,
+		AppToken:        "as-" + randomHex(16),
+		ServerToken:     "hs-" + randomHex(16),
+		SenderLocalpart: n.senderLocalpart(),
+		RateLimited:     &rateLimited,
+		Namespaces: appservice.Namespaces{
+			UserIDs: appservice.NamespaceList{{Regex: n.agentNamespace(), Exclusive: true}},
+		},
+	}
+}
+
+// fakeBackend starts a fresh fakehs per scenario, so nothing is shared.
+type fakeBackend struct{}
+
+func (fakeBackend) kind() string                  { return "fake" }
+func (fakeBackend) close(context.Context) error   { return nil }
+func (fakeBackend) lease(context.Context) (*lease, error) {
+	n := names{serverName: "localhost", agentPrefix: "zs-"}
+	listen, err := freeListen()
+	if err != nil {
+		return nil, err
+	}
+	reg := registration(n, listen)
+	srv, err := fakehs.Start(fakehs.WithServerName(n.serverName), fakehs.WithAppservice(reg))
+	if err != nil {
+		return nil, fmt.Errorf("starting fakehs: %w", err)
+	}
+	return &lease{
+		hs: fakeHS{srv}, names: n, reg: reg, listen: listen,
+		release: func() { _ = srv.Close() },
+	}, nil
+}
+
+// fakeHS adapts *fakehs.Server.
+type fakeHS struct{ srv *fakehs.Server }
+
+func (f fakeHS) baseURL() string { return f.srv.URL() }
+
+func (f fakeHS) registerHuman(_ context.Context, localpart, displayName string) (id.UserID, string, error) {
+	uid, tok, err := f.srv.RegisterUser(localpart, displayName)
+	if err != nil {
+		return "", "", fmt.Errorf("registering %s on fakehs: %w", localpart, err)
+	}
+	return uid, tok, nil
+}
+
+func (f fakeHS) importRoom(seed roomSeed) (id.RoomID, []id.EventID, bool, error) {
+	rs := fakehs.RoomSeed{
+		Creator: seed.creator, Name: seed.name, AliasLocalpart: seed.aliasLocalpart,
+		Members: seed.members,
+	}
+	for _, e := range seed.events {
+		rs.Events = append(rs.Events, fakehs.SeedEvent{
+			Sender: e.sender, Type: "m.room.message",
+			Content:    map[string]any{"msgtype": "m.text", "body": e.body},
+			Timestamp:  e.ts,
+			ThreadRoot: e.threadRoot,
+		})
+	}
+	r, err := f.srv.ImportRoom(rs)
+	if err != nil {
+		return "", nil, true, fmt.Errorf("importing %s into fakehs: %w", seed.aliasLocalpart, err)
+	}
+	return r.RoomID, r.EventIDs, true, nil
+}
+
+// synapseBackend is one Synapse for the whole run, started with one
+// appservice registration per slot; a scenario leases a slot for its agents.
+type synapseBackend struct {
+	c         *synapse.Container
+	runPrefix string // humans and aliases of this run
+	slots     chan *slot
+	seq       int
+	mu        sync.Mutex
+}
+
+// slot is one fixed appservice registration on the shared Synapse.
+type slot struct {
+	names  names
+	reg    *appservice.Registration
+	listen string
+}
+
+func startSynapse(ctx context.Context, k int) (*synapseBackend, error) {
+	if k < 1 {
+		k = 1
+	}
+	run := randomHex(3)
+	b := &synapseBackend{runPrefix: run, slots: make(chan *slot, k)}
+	var opts []synapse.Option
+	var all []*slot
+	for i := range k {
+		n := names{serverName: "localhost", agentPrefix: fmt.Sprintf("zs%s%d-", run, i), humanPrefix: "h" + run + "-"}
+		listen, err := freeListen()
+		if err != nil {
+			return nil, err
+		}
+		s := &slot{names: n, reg: registration(n, listen), listen: listen}
+		all = append(all, s)
+		opts = append(opts, synapse.WithAppservice(s.reg))
+	}
+	c, err := synapse.Run(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("starting synapse: %w", err)
+	}
+	b.c = c
+	for _, s := range all {
+		s.names.serverName = c.ServerName()
+		// The registration's regex was written before the server name was known.
+		s.reg.Namespaces.UserIDs[0].Regex = s.names.agentNamespace()
+		b.slots <- s
+	}
+	return b, nil
+}
+
+func (b *synapseBackend) kind() string { return "synapse" }
+
+func (b *synapseBackend) close(ctx context.Context) error {
+	if err := b.c.Terminate(ctx); err != nil {
+		return fmt.Errorf("terminating synapse: %w", err)
+	}
+	return nil
+}
+
+func (b *synapseBackend) lease(ctx context.Context) (*lease, error) {
+	var s *slot
+	select {
+	case s = <-b.slots:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for a free synapse slot: %w", ctx.Err())
+	}
+	b.mu.Lock()
+	b.seq++
+	seq := b.seq
+	b.mu.Unlock()
+	n := s.names
+	n.aliasSuffix = fmt.Sprintf("-%s%d", b.runPrefix, seq)
+	return &lease{
+		hs: synapseHS{b.c}, names: n, reg: s.reg, listen: s.listen,
+		release: func() { b.slots <- s },
+	}, nil
+}
+
+// synapseHS adapts the shared container.
+type synapseHS struct{ c *synapse.Container }
+
+func (s synapseHS) baseURL() string { return s.c.BaseURL() }
+
+func (s synapseHS) registerHuman(ctx context.Context, localpart, displayName string) (id.UserID, string, error) {
+	uid, tok, err := s.c.RegisterUser(ctx, localpart, "pw-"+randomHex(8), false)
+	if err != nil {
+		return "", "", fmt.Errorf("registering %s on synapse: %w", localpart, err)
+	}
+	cli, err := mautrix.NewClient(s.c.BaseURL(), uid, tok)
+	if err != nil {
+		return "", "", fmt.Errorf("client for %s: %w", uid, err)
+	}
+	if err := cli.SetDisplayName(ctx, displayName); err != nil {
+		return "", "", fmt.Errorf("setting display name of %s: %w", uid, err)
+	}
+	return uid, tok, nil
+}
+
+func (synapseHS) importRoom(roomSeed) (id.RoomID, []id.EventID, bool, error) {
+	return "", nil, false, nil
+}
+
+var errNotStarted = errors.New("the scenario has not started its homeserver yet")

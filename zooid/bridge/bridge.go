@@ -1,0 +1,150 @@
+// Package bridge is `zooid mcp`: the stdio MCP server an agent starts. It connects
+// to the agent's private unix socket, says which session binding it belongs to, and
+// then only pipes line-delimited JSON-RPC between stdio and the socket. It holds no
+// token and knows nothing of Matrix.
+package bridge
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Hello is the first line a bridge writes on the socket.
+type Hello struct {
+	Binding string `json:"zooid_binding"`
+}
+
+// Welcome is the daemon's one-line answer to Hello. On refusal the daemon closes
+// the connection after writing it.
+type Welcome struct {
+	OK    bool   `json:"zooid_ok"`
+	Error string `json:"zooid_error,omitempty"`
+}
+
+// RefusedMessage is the one refusal text for an unknown binding and for another
+// agent's binding alike, so a socket cannot be used to probe for bindings.
+const RefusedMessage = "binding refused: not a live session of this socket's agent"
+
+// MaxLine bounds one JSON-RPC line in either direction.
+const MaxLine = 16 << 20
+
+// ErrRefused is returned by Dial when the daemon refuses the binding.
+var ErrRefused = errors.New("zooid refused the connection")
+
+// Dial connects to socket and performs the binding handshake. On success the
+// returned reader holds any bytes already buffered after the handshake.
+func Dial(ctx context.Context, socket, binding string) (net.Conn, *bufio.Reader, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socket)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connecting to %s: %w", socket, err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	} else {
+		_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	}
+	hello, _ := json.Marshal(Hello{Binding: binding})
+	if _, err := conn.Write(append(hello, '\n')); err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("sending handshake: %w", err)
+	}
+	r := bufio.NewReaderSize(conn, 64<<10)
+	line, err := r.ReadBytes('\n')
+	if err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("reading handshake answer: %w", err)
+	}
+	var w Welcome
+	if err := json.Unmarshal(line, &w); err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("reading handshake answer: %w", err)
+	}
+	if !w.OK {
+		conn.Close()
+		msg := w.Error
+		if msg == "" {
+			msg = "no reason given"
+		}
+		return nil, nil, fmt.Errorf("%w: %s", ErrRefused, msg)
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return conn, r, nil
+}
+
+// Pipe copies stdin lines to conn and conn's bytes to stdout until either side
+// closes; it then closes conn and returns. Closing stdin half-closes the socket so
+// answers to requests already sent still arrive.
+func Pipe(conn net.Conn, fromConn *bufio.Reader, stdin io.Reader, stdout io.Writer) error {
+	var (
+		wg       sync.WaitGroup
+		outErr   error
+		doneConn = make(chan struct{})
+	)
+	wg.Add(1)
+	go func() { // owner: Pipe; ends when the socket closes or stdout fails
+		defer wg.Done()
+		defer close(doneConn)
+		_, outErr = io.Copy(stdout, fromConn)
+	}()
+	inErr := make(chan error, 1)
+	go func() { // owner: Pipe; a blocked stdin read ends with the process
+		_, err := io.Copy(conn, stdin)
+		if uc, ok := conn.(*net.UnixConn); ok {
+			_ = uc.CloseWrite()
+		}
+		inErr <- err
+	}()
+	var err error
+	select {
+	case <-doneConn:
+	case err = <-inErr:
+		if err != nil {
+			conn.Close()
+		}
+		<-doneConn
+	}
+	conn.Close()
+	wg.Wait()
+	if err != nil {
+		return fmt.Errorf("copying stdin to the socket: %w", err)
+	}
+	if outErr != nil && !errors.Is(outErr, net.ErrClosed) {
+		return fmt.Errorf("copying the socket to stdout: %w", outErr)
+	}
+	return nil
+}
+
+// Main is `zooid mcp --socket PATH --binding ID`; it returns the exit code.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("zooid mcp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	socket := fs.String("socket", "", "the agent's zooid socket")
+	binding := fs.String("binding", "", "the session binding id")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *socket == "" || strings.TrimSpace(*binding) == "" || fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "zooid mcp: usage: zooid mcp --socket PATH --binding ID (started by the zooid daemon, not by hand)")
+		return 2
+	}
+	conn, r, err := Dial(context.Background(), *socket, *binding)
+	if err != nil {
+		fmt.Fprintf(stderr, "zooid mcp: %v\n", err)
+		return 1
+	}
+	if err := Pipe(conn, r, stdin, stdout); err != nil {
+		fmt.Fprintf(stderr, "zooid mcp: %v\n", err)
+		return 1
+	}
+	return 0
+}

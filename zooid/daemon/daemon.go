@@ -1,0 +1,297 @@
+// Package daemon wires Zooid together: the Matrix transport feeds the router,
+// the router wakes agents, each (agent, thread) gets an ACP session with the
+// Zooid MCP server injected, and the agent's prose is posted back as notices.
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/history"
+	"github.com/zooid-dev/zooid/zooid/matrix"
+	"github.com/zooid-dev/zooid/zooid/mcpserver"
+	"github.com/zooid-dev/zooid/zooid/router"
+	"github.com/zooid-dev/zooid/zooid/tools"
+)
+
+// DefaultTurnTimeout bounds one agent turn; a turn that runs longer is treated
+// as a hung agent: cancelled, its process ended, and an error notice posted.
+const DefaultTurnTimeout = 30 * time.Minute
+
+// Options configures a Daemon.
+type Options struct {
+	// Config is the validated zooid.yaml.
+	Config *config.Config
+	// Logger receives the daemon's logs; nil discards them.
+	Logger *slog.Logger
+	// BridgeCommand is the argv prefix agents run to reach Zooid MCP; default
+	// is this executable with the "mcp" subcommand.
+	BridgeCommand []string
+	// TurnTimeout bounds one agent turn; zero means DefaultTurnTimeout.
+	TurnTimeout time.Duration
+}
+
+// Daemon is a running Zooid. Create it with New, then Start; Close stops it.
+type Daemon struct {
+	opts   Options
+	log    *slog.Logger
+	agents map[string]*agentRuntime
+	byUser map[id.UserID]*agentRuntime
+
+	transport  *matrix.Transport
+	router     *router.Router
+	routerInit sync.Once
+	mcp        *mcpserver.Server
+	sessions   *sessions
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// agentRuntime is what the daemon knows of one configured agent.
+type agentRuntime struct {
+	cfg     config.Agent
+	userID  id.UserID
+	rooms   []id.RoomID
+	socket  string
+	workDir string
+}
+
+// New validates the wiring of cfg; nothing is started until Start.
+func New(opts Options) (*Daemon, error) {
+	if opts.Config == nil {
+		return nil, errors.New("daemon: no config")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.TurnTimeout <= 0 {
+		opts.TurnTimeout = DefaultTurnTimeout
+	}
+	d := &Daemon{
+		opts:   opts,
+		log:    opts.Logger,
+		agents: make(map[string]*agentRuntime),
+		byUser: make(map[id.UserID]*agentRuntime),
+	}
+	for _, a := range opts.Config.Agents {
+		rt := &agentRuntime{cfg: a}
+		if a.Matrix != nil {
+			rt.userID = a.Matrix.UserID
+			d.byUser[rt.userID] = rt
+		}
+		d.agents[a.Name] = rt
+	}
+	return d, nil
+}
+
+// matrixTransport returns the single Matrix transport of the config, if any.
+func (d *Daemon) matrixTransport() *config.MatrixTransport {
+	for _, t := range d.opts.Config.Transports {
+		if t.Type == "matrix" && t.Matrix != nil {
+			return t.Matrix
+		}
+	}
+	return nil
+}
+
+// Start brings the daemon up: agent users registered, rooms joined, the MCP
+// sockets listening and the event intake running. It returns once all of that
+// is ready, or with the first error (after undoing what it started).
+func (d *Daemon) Start(ctx context.Context) error {
+	cfg := d.opts.Config
+	mt := d.matrixTransport()
+	if mt == nil {
+		return errors.New("daemon: no matrix transport configured")
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("creating state dir: %w", err)
+	}
+
+	var mAgents []matrix.Agent
+	for _, a := range cfg.Agents {
+		if a.Matrix == nil {
+			continue
+		}
+		mAgents = append(mAgents, matrix.Agent{
+			Name:        a.Name,
+			UserID:      a.Matrix.UserID,
+			DisplayName: a.Matrix.DisplayName,
+			Rooms:       a.Matrix.Rooms,
+		})
+	}
+	tr, err := matrix.New(matrix.Options{
+		Homeserver: mt.Homeserver,
+		ServerName: mt.ServerName,
+		ASToken:    mt.ASToken,
+		HSToken:    mt.HSToken,
+		Listen:     mt.Listen,
+		StateDir:   filepath.Join(cfg.StateDir, "matrix"),
+		Agents:     mAgents,
+		Logger:     d.log.With("component", "matrix"),
+	})
+	if err != nil {
+		return fmt.Errorf("creating matrix transport: %w", err)
+	}
+	d.transport = tr
+
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return fmt.Errorf("making cursor key: %w", err)
+	}
+	rooms := history.New(history.Options{
+		Client:    tr.Client,
+		Agents:    d.agentName,
+		CursorKey: key,
+		Transport: "matrix",
+		Send:      d.sendMessage,
+	})
+	srv, err := mcpserver.New(mcpserver.Options{
+		RunDir:        cfg.RunDir,
+		Rooms:         rooms,
+		Logger:        d.log.With("component", "mcp"),
+		BridgeCommand: d.opts.BridgeCommand,
+	})
+	if err != nil {
+		return fmt.Errorf("starting mcp server: %w", err)
+	}
+	d.mcp = srv
+	for _, rt := range d.agents {
+		if rt.cfg.Matrix == nil {
+			continue
+		}
+		if rt.socket, err = srv.ListenAgent(rt.cfg.Name); err != nil {
+			d.Close()
+			return fmt.Errorf("listening for agent %s: %w", rt.cfg.Name, err)
+		}
+		if rt.workDir, err = d.workDir(rt.cfg); err != nil {
+			d.Close()
+			return err
+		}
+	}
+
+	d.sessions = newSessions(d.runTurn, d.endSession)
+	// The router needs room ids, which exist only once the transport has joined
+	// or created the rooms, so it is built when the first event arrives.
+	if err := tr.Start(ctx, d.handleEvent); err != nil {
+		d.Close()
+		return fmt.Errorf("starting matrix transport: %w", err)
+	}
+	return nil
+}
+
+// buildRouter builds the router from the resolved room ids. It runs once the
+// transport is up; rooms that failed to resolve are logged and skipped.
+func (d *Daemon) buildRouter() *router.Router {
+	var ras []router.Agent
+	for _, rt := range d.agents {
+		if rt.cfg.Matrix == nil {
+			continue
+		}
+		rt.rooms = rt.rooms[:0]
+		for _, r := range rt.cfg.Matrix.Rooms {
+			rid, ok := d.transport.RoomID(r)
+			if !ok {
+				d.log.Warn("room not resolved; agent not bound there", "agent", rt.cfg.Name, "room", r)
+				continue
+			}
+			rt.rooms = append(rt.rooms, rid)
+		}
+		trigger := router.Mention
+		if rt.cfg.Matrix.Trigger == "any" {
+			trigger = router.Any
+		}
+		ras = append(ras, router.Agent{
+			Name:        rt.cfg.Name,
+			UserID:      rt.userID,
+			DisplayName: rt.cfg.Matrix.DisplayName,
+			Rooms:       rt.rooms,
+			Trigger:     trigger,
+		})
+	}
+	return router.New(ras)
+}
+
+// Run starts the daemon and serves until ctx ends, then closes it.
+func (d *Daemon) Run(ctx context.Context) error {
+	if err := d.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return d.Close()
+}
+
+// Close stops intake, ends every session (and so every agent process), closes
+// the MCP sockets and waits for all of it. It is safe to call more than once.
+func (d *Daemon) Close() error {
+	d.closeOnce.Do(func() {
+		var errs []error
+		if d.transport != nil {
+			errs = append(errs, d.transport.Close())
+		}
+		if d.sessions != nil {
+			d.sessions.close()
+		}
+		if d.mcp != nil {
+			errs = append(errs, d.mcp.Close())
+		}
+		d.closeErr = errors.Join(errs...)
+	})
+	return d.closeErr
+}
+
+// agentName says whether user is one of the configured agents, and its name.
+func (d *Daemon) agentName(user id.UserID) (string, bool) {
+	rt, ok := d.byUser[user]
+	if !ok {
+		return "", false
+	}
+	return rt.cfg.Name, true
+}
+
+// workDir is where the agent's process runs: its configured dir, else a
+// private directory under the state dir so agents never share a cwd by accident.
+func (d *Daemon) workDir(a config.Agent) (string, error) {
+	dir := a.Dir
+	if dir == "" {
+		dir = filepath.Join(d.opts.Config.StateDir, "agents", a.Name)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("agent %s: working dir %q: %w", a.Name, dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return "", fmt.Errorf("agent %s: creating working dir: %w", a.Name, err)
+	}
+	return abs, nil
+}
+
+// sendMessage posts content as user; it is the one sender everything shares so
+// retries and txn ids behave the same everywhere.
+func (d *Daemon) sendMessage(ctx context.Context, as id.UserID, room id.RoomID, content *event.MessageEventContent, txnID string) (id.EventID, error) {
+	return d.transport.Send(ctx, as, room, event.EventMessage, content, txnID)
+}
+
+// callerFor is the tool caller of a session.
+func (d *Daemon) callerFor(rt *agentRuntime, key sessionKey) tools.Caller {
+	return tools.Caller{
+		Agent:      rt.cfg.Name,
+		UserID:     rt.userID,
+		Transport:  "matrix",
+		Room:       key.room,
+		Thread:     key.thread,
+		Kind:       tools.Conversation,
+		SessionKey: key.String(),
+	}
+}

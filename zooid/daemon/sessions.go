@@ -1,0 +1,152 @@
+package daemon
+
+import (
+	"context"
+	"sync"
+
+	"maunium.net/go/mautrix/id"
+)
+
+// sessionKey names one conversation: an agent in one thread of one room.
+type sessionKey struct {
+	agent  string
+	room   id.RoomID
+	thread id.EventID
+}
+
+// String is the stable session key handed to tools (task parents refer to it).
+func (k sessionKey) String() string {
+	return k.agent + "|" + string(k.room) + "|" + string(k.thread)
+}
+
+// turnRequest is one prompt waiting for its session.
+type turnRequest struct {
+	text    string
+	trigger id.EventID // the event that woke the agent; replies relate to it
+	sender  id.UserID
+}
+
+// sessions owns every live session and the goroutine that serialises its turns.
+// Turns of one session never overlap; sessions run concurrently.
+type sessions struct {
+	run func(ctx context.Context, s *session, req turnRequest)
+	end func(s *session)
+
+	mu     sync.Mutex
+	byKey  map[sessionKey]*session
+	wg     sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+	closed bool
+}
+
+func newSessions(run func(context.Context, *session, turnRequest), end func(*session)) *sessions {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &sessions{run: run, end: end, byKey: make(map[sessionKey]*session), ctx: ctx, cancel: cancel}
+}
+
+// session is the daemon's side of one (agent, thread) conversation. Its fields
+// beyond the queue belong to the turn loop goroutine alone.
+type session struct {
+	key sessionKey
+
+	mu      sync.Mutex
+	queue   []turnRequest
+	wake    chan struct{}
+	stopped chan struct{} // closed to end the loop after the current turn
+	stop    sync.Once
+	cancel  context.CancelFunc
+
+	state any // the runner's per-session state (process, ACP session, binding)
+}
+
+// enqueue adds a turn for key, opening the session when it is new.
+func (m *sessions) enqueue(key sessionKey, req turnRequest) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	s, ok := m.byKey[key]
+	if !ok {
+		ctx, cancel := context.WithCancel(m.ctx)
+		s = &session{key: key, wake: make(chan struct{}, 1), stopped: make(chan struct{}), cancel: cancel}
+		m.byKey[key] = s
+		m.wg.Add(1)
+		go m.loop(ctx, s)
+	}
+	s.mu.Lock()
+	s.queue = append(s.queue, req)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loop runs queued turns one at a time until the session is ended.
+func (m *sessions) loop(ctx context.Context, s *session) {
+	defer m.wg.Done()
+	defer m.end(s)
+	for {
+		s.mu.Lock()
+		var req turnRequest
+		have := len(s.queue) > 0
+		if have {
+			req = s.queue[0]
+			s.queue = s.queue[1:]
+		}
+		s.mu.Unlock()
+		if have {
+			m.run(ctx, s, req)
+			continue
+		}
+		select {
+		case <-s.wake:
+		case <-s.stopped:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// endSession stops the session for key: a running turn is cancelled, queued
+// turns are dropped. The next message for the key opens a fresh session.
+func (m *sessions) endSession(key sessionKey) bool {
+	m.mu.Lock()
+	s, ok := m.byKey[key]
+	if ok {
+		delete(m.byKey, key)
+	}
+	m.mu.Unlock()
+	if !ok {
+		return false
+	}
+	s.mu.Lock()
+	s.queue = nil
+	s.mu.Unlock()
+	s.stop.Do(func() { close(s.stopped) })
+	s.cancel()
+	return true
+}
+
+// forget drops key's entry without stopping it, when its runner decided the
+// session is dead (a crash): the next message must open a fresh one.
+func (m *sessions) forget(s *session) {
+	m.mu.Lock()
+	if m.byKey[s.key] == s {
+		delete(m.byKey, s.key)
+	}
+	m.mu.Unlock()
+	s.stop.Do(func() { close(s.stopped) })
+}
+
+// close ends every session and waits for their loops to finish.
+func (m *sessions) close() {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	m.cancel()
+	m.wg.Wait()
+}

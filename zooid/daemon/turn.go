@@ -1,0 +1,222 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	acp "github.com/coder/acp-go-sdk"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/acpagent"
+)
+
+// agentSession is a session's live agent: its process, ACP session and the
+// Zooid MCP binding it was given. It belongs to the session's turn loop.
+type agentSession struct {
+	conn    *acpagent.Conn
+	acp     *acpagent.Session
+	binding string
+}
+
+// runTurn prompts the session's agent with one message and posts what it says.
+func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
+	rt := d.agents[s.key.agent]
+	post := &poster{d: d, as: rt.userID, room: s.key.room, thread: s.key.thread, trigger: req.trigger, agent: rt.cfg.Name}
+
+	st, _ := s.state.(*agentSession)
+	if st != nil {
+		select {
+		case <-st.conn.Done():
+			// The process died between turns: start afresh rather than fail the turn.
+			d.closeAgent(st)
+			st, s.state = nil, nil
+		default:
+		}
+	}
+	if st == nil {
+		var err error
+		st, err = d.openAgent(ctx, rt, s, post)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			d.log.Error("starting agent", "agent", rt.cfg.Name, "err", err)
+			post.failure(ctx, "start_failed", fmt.Sprintf("%s could not be started: %v", rt.cfg.Name, err))
+			return
+		}
+		s.state = st
+	}
+
+	turnCtx, cancel := context.WithTimeout(ctx, d.opts.TurnTimeout)
+	defer cancel()
+	var buf strings.Builder
+	stop, err := st.acp.Prompt(turnCtx, req.text, func(u acpagent.Update) {
+		if u.Text != "" {
+			buf.WriteString(u.Text)
+			return
+		}
+		// Anything but prose (a tool call, a plan) ends a paragraph: what was
+		// said so far goes out as one whole message.
+		post.notice(ctx, buf.String())
+		buf.Reset()
+	})
+	post.notice(ctx, buf.String())
+
+	switch {
+	case err == nil:
+		d.log.Info("turn ended", "agent", rt.cfg.Name, "room", s.key.room, "thread", s.key.thread, "stop", stop)
+	case ctx.Err() != nil:
+		// The session was cleared or the daemon is stopping: no one to tell.
+		d.retire(s, st)
+	case errors.Is(err, acpagent.ErrCrashed):
+		d.log.Warn("agent crashed mid-turn", "agent", rt.cfg.Name, "err", err)
+		post.failure(ctx, "agent_crashed", fmt.Sprintf("%s stopped unexpectedly (%v). The next message starts a fresh session.", rt.cfg.Name, st.conn.Err()))
+		d.retire(s, st)
+	case errors.Is(turnCtx.Err(), context.DeadlineExceeded):
+		d.log.Warn("agent turn timed out", "agent", rt.cfg.Name, "timeout", d.opts.TurnTimeout)
+		post.failure(ctx, "agent_timeout", fmt.Sprintf("%s did not finish its turn within %s and was stopped. The next message starts a fresh session.", rt.cfg.Name, d.opts.TurnTimeout))
+		d.retire(s, st)
+	default:
+		d.log.Warn("agent turn failed", "agent", rt.cfg.Name, "err", err)
+		post.failure(ctx, "agent_error", fmt.Sprintf("%s failed: %v. The next message starts a fresh session.", rt.cfg.Name, err))
+		d.retire(s, st)
+	}
+}
+
+// retire ends a session whose agent can no longer be trusted with the thread.
+func (d *Daemon) retire(s *session, st *agentSession) {
+	d.closeAgent(st)
+	s.state = nil
+	d.sessions.forget(s)
+}
+
+// openAgent starts the agent process and its ACP session, with Zooid MCP injected.
+func (d *Daemon) openAgent(ctx context.Context, rt *agentRuntime, s *session, post *poster) (*agentSession, error) {
+	command, args := rt.cfg.ACP.Resolve()
+	spec := acpagent.Spec{
+		Command: command,
+		Args:    args,
+		Env:     agentEnv(d.secrets(), rt.cfg.ACP.Env),
+		Dir:     rt.workDir,
+	}
+	opts := acpagent.Options{
+		Logger: d.log.With("agent", rt.cfg.Name),
+		OnPermission: func(req acp.RequestPermissionRequest, granted bool) {
+			if !granted {
+				post.notice(ctx, fmt.Sprintf("%s asked for permission to run %q; denied by policy.", rt.cfg.Name, toolTitle(req)))
+			}
+		},
+	}
+	if rt.cfg.Permission == "allow" {
+		opts.Permission = allowOnce
+	}
+	conn, err := acpagent.Start(ctx, spec, opts)
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", command, err)
+	}
+	caller := d.callerFor(rt, s.key)
+	binding := d.mcp.Bind(caller)
+	sess, err := conn.NewSession(ctx, rt.workDir, []acp.McpServer{d.mcp.StdioEntry(binding)})
+	if err != nil {
+		d.mcp.Unbind(binding)
+		conn.Close()
+		return nil, fmt.Errorf("opening ACP session: %w", err)
+	}
+	return &agentSession{conn: conn, acp: sess, binding: binding}, nil
+}
+
+// endSession runs when a session's loop ends: its agent process goes with it.
+func (d *Daemon) endSession(s *session) {
+	if st, ok := s.state.(*agentSession); ok {
+		d.closeAgent(st)
+		s.state = nil
+	}
+}
+
+func (d *Daemon) closeAgent(st *agentSession) {
+	if st == nil {
+		return
+	}
+	d.mcp.Unbind(st.binding)
+	if err := st.conn.Close(); err != nil {
+		d.log.Debug("closing agent process", "err", err)
+	}
+}
+
+// allowOnce grants a permission request with its first allow option.
+func allowOnce(_ context.Context, req acp.RequestPermissionRequest) acp.RequestPermissionResponse {
+	for _, o := range req.Options {
+		if o.Kind == acp.PermissionOptionKindAllowOnce || o.Kind == acp.PermissionOptionKindAllowAlways {
+			return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeSelected(o.OptionId)}
+		}
+	}
+	return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeCancelled()}
+}
+
+func toolTitle(req acp.RequestPermissionRequest) string {
+	if req.ToolCall.Title != nil && *req.ToolCall.Title != "" {
+		return *req.ToolCall.Title
+	}
+	return string(req.ToolCall.ToolCallId)
+}
+
+// poster posts one turn's messages into its thread as the agent. Message n of
+// a turn gets a txn id derived from the trigger, so a retried post can't double.
+type poster struct {
+	d       *Daemon
+	as      id.UserID
+	agent   string
+	room    id.RoomID
+	thread  id.EventID
+	trigger id.EventID
+	n       int
+}
+
+func (p *poster) txnID(kind string) string {
+	p.n++
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00%s\x00%d", p.agent, p.trigger, kind, p.n)))
+	return "zooid." + hex.EncodeToString(h[:12])
+}
+
+// relation puts a message in the session's thread, replying to the trigger as
+// Element does so clients without thread support still show context.
+func (p *poster) relation() *event.RelatesTo {
+	return (&event.RelatesTo{}).SetThread(p.thread, p.trigger)
+}
+
+// notice posts text as an m.notice in the thread; blank text is skipped.
+func (p *poster) notice(ctx context.Context, text string) {
+	text = strings.TrimSpace(text)
+	if text == "" {
+		return
+	}
+	content := &event.MessageEventContent{MsgType: event.MsgNotice, Body: text, RelatesTo: p.relation()}
+	if _, err := p.d.sendMessage(ctx, p.as, p.room, content, p.txnID("notice")); err != nil {
+		p.d.log.Error("posting agent reply", "agent", p.agent, "room", p.room, "err", err)
+	}
+}
+
+// failure posts a machine-readable dev.zooid.error event and a readable notice.
+func (p *poster) failure(ctx context.Context, code, text string) {
+	content := map[string]any{
+		"agent":     p.agent,
+		"code":      code,
+		"error":     text,
+		"thread_id": p.thread,
+		"m.relates_to": map[string]any{
+			"rel_type": "m.thread", "event_id": p.thread,
+		},
+	}
+	if _, err := p.d.transport.Send(ctx, p.as, p.room, EventError, content, p.txnID("error")); err != nil {
+		p.d.log.Error("posting error event", "agent", p.agent, "err", err)
+	}
+	p.notice(ctx, "⚠ "+text)
+}
+
+// EventError is the custom event posted in a thread when an agent fails.
+var EventError = event.Type{Type: "dev.zooid.error", Class: event.MessageEventType}

@@ -1,0 +1,136 @@
+package matrix
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+)
+
+// dispatcher moves inbox records to one worker per room, so a slow handler in one room does
+// not hold up the others while each room keeps its order. A record leaves the inbox only
+// after handle returns, so a crash redelivers rather than loses.
+type dispatcher struct {
+	t       *Transport
+	handle  Handler
+	last    uint64 // highest sequence handed to a worker
+	workers map[id.RoomID]*roomWorker
+	wg      sync.WaitGroup
+}
+
+type roomWorker struct {
+	mu    sync.Mutex
+	queue []pending
+	kick  chan struct{}
+}
+
+func newDispatcher(t *Transport, handle Handler) *dispatcher {
+	return &dispatcher{t: t, handle: handle, workers: map[id.RoomID]*roomWorker{}}
+}
+
+func (d *dispatcher) run(ctx context.Context) {
+	defer d.wg.Wait()
+	// A periodic rescan covers a failed read; the wake channel covers the normal case.
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		d.pump(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.t.wake:
+		case <-tick.C:
+		}
+	}
+}
+
+func (d *dispatcher) pump(ctx context.Context) {
+	items, err := d.t.store.pendingAfter(d.last)
+	if err != nil {
+		d.t.log.Error("reading inbox", "err", err)
+		return
+	}
+	for _, p := range items {
+		d.last = p.seq
+		w := d.workers[p.rec.Room]
+		if w == nil {
+			w = &roomWorker{kick: make(chan struct{}, 1)}
+			d.workers[p.rec.Room] = w
+			d.wg.Add(1)
+			go func() {
+				defer d.wg.Done()
+				d.work(ctx, w)
+			}()
+		}
+		w.mu.Lock()
+		w.queue = append(w.queue, p)
+		w.mu.Unlock()
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (d *dispatcher) work(ctx context.Context, w *roomWorker) {
+	for {
+		w.mu.Lock()
+		var p pending
+		ok := len(w.queue) > 0
+		if ok {
+			p = w.queue[0]
+			w.queue = w.queue[1:]
+		}
+		w.mu.Unlock()
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.kick:
+				continue
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		d.deliver(ctx, p)
+	}
+}
+
+func (d *dispatcher) deliver(ctx context.Context, p pending) {
+	ev, err := decodeEvent(p.rec)
+	switch {
+	case err != nil:
+		d.t.log.Warn("dropping undecodable event", "seq", p.seq, "err", err)
+	case !d.t.isBound(ev.RoomID):
+		d.t.log.Debug("ignoring event of unbound room", "room", ev.RoomID, "event", ev.ID)
+	default:
+		d.handle(ctx, ev)
+	}
+	if err := d.t.store.done(p.seq); err != nil {
+		d.t.log.Error("marking event handled", "seq", p.seq, "err", err)
+	}
+}
+
+// decodeEvent parses a recorded event the way mautrix clients expect: class from the
+// presence of a state key, content parsed for known types with the raw map kept.
+func decodeEvent(rec inboxRecord) (*event.Event, error) {
+	ev := &event.Event{}
+	if err := json.Unmarshal(rec.Event, ev); err != nil {
+		return nil, err
+	}
+	if ev.RoomID == "" {
+		ev.RoomID = rec.Room
+	}
+	if ev.StateKey != nil {
+		ev.Type.Class = event.StateEventType
+	} else {
+		ev.Type.Class = event.MessageEventType
+	}
+	// Unknown (custom) types stay unparsed; their content is in ev.Content.Raw.
+	_ = ev.Content.ParseRaw(ev.Type)
+	return ev, nil
+}

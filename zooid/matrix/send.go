@@ -1,0 +1,88 @@
+package matrix
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+)
+
+// Send posts an event into room as the agent user as, with txnID as the Matrix transaction
+// id so that a retry (here or by the caller) can't post twice. A 429 waits the server's
+// retry_after_ms (bounded) and retries; 5xx and connection failures back off and retry with
+// the same txn id; any other 4xx fails at once with the Matrix errcode in the error. An
+// empty txnID gets a random one, shared by the retries of this call.
+func (t *Transport) Send(ctx context.Context, as id.UserID, room id.RoomID, evType event.Type, content any, txnID string) (id.EventID, error) {
+	if txnID == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		txnID = "zooid-" + hex.EncodeToString(b[:])
+	}
+	cli := t.Client(as)
+	if cli == nil {
+		return "", fmt.Errorf("sending %s to %s: no client for %s", evType.Type, room, as)
+	}
+	var lastErr error
+	for attempt := 1; attempt <= t.sendAttempts; attempt++ {
+		// mautrix's own retries are off: this loop owns the policy and the txn id.
+		resp, err := cli.SendMessageEvent(mautrix.WithMaxRetries(ctx, 0), room, evType, content, mautrix.ReqSendEvent{TransactionID: txnID})
+		if err == nil {
+			return resp.EventID, nil
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("sending %s to %s as %s: %w", evType.Type, room, as, ctx.Err())
+		}
+		wait, retry := t.retryPolicy(err, attempt)
+		if !retry || attempt == t.sendAttempts {
+			break
+		}
+		t.log.Warn("send failed, retrying", "user", as, "room", room, "txn", txnID, "attempt", attempt, "retry_in", wait, "err", err)
+		if !sleep(ctx, wait) {
+			return "", fmt.Errorf("sending %s to %s as %s: %w", evType.Type, room, as, ctx.Err())
+		}
+	}
+	var httpErr mautrix.HTTPError
+	if errors.As(lastErr, &httpErr) && httpErr.RespError != nil {
+		return "", fmt.Errorf("sending %s to %s as %s: %s: %w", evType.Type, room, as, httpErr.RespError.ErrCode, lastErr)
+	}
+	return "", fmt.Errorf("sending %s to %s as %s: %w", evType.Type, room, as, lastErr)
+}
+
+// retryPolicy says whether a failed send is worth retrying and after how long.
+func (t *Transport) retryPolicy(err error, attempt int) (time.Duration, bool) {
+	var httpErr mautrix.HTTPError
+	if !errors.As(err, &httpErr) || httpErr.Response == nil {
+		// No HTTP response: the connection failed, the event may or may not have landed;
+		// the same txn id makes the retry safe either way.
+		return backoff(t.backoffBase, attempt, 10*time.Second), true
+	}
+	status := httpErr.Response.StatusCode
+	switch {
+	case status == http.StatusTooManyRequests:
+		wait := t.backoffBase
+		if httpErr.RespError != nil {
+			if ms, ok := httpErr.RespError.ExtraData["retry_after_ms"].(float64); ok && ms > 0 {
+				wait = time.Duration(ms) * time.Millisecond
+			}
+		}
+		if s := httpErr.Response.Header.Get("Retry-After"); s != "" {
+			if secs, err := strconv.Atoi(s); err == nil && secs > 0 && wait == t.backoffBase {
+				wait = time.Duration(secs) * time.Second
+			}
+		}
+		return min(wait, t.maxRetryAfter), true
+	case status >= 500:
+		return backoff(t.backoffBase, attempt, 10*time.Second), true
+	default:
+		return 0, false
+	}
+}

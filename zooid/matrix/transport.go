@@ -1,0 +1,356 @@
+// Package matrix is Zooid's Matrix application-service transport: it registers the agents'
+// users, joins their rooms, receives events by appservice push or by an impersonated /sync
+// loop, records them durably before acknowledging, dedupes them and hands each to the daemon
+// once, and sends events as an agent with idempotent transaction ids and bounded retries.
+package matrix
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/appservice"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+)
+
+// Agent is one agent's Matrix identity and the rooms it is bound to.
+type Agent struct {
+	Name        string
+	UserID      id.UserID
+	DisplayName string
+	// Rooms are "#alias:server" or "!id:server" strings as written in zooid.yaml.
+	Rooms []string
+}
+
+// Options configures a Transport.
+type Options struct {
+	Homeserver string
+	ServerName string
+	ASToken    string
+	HSToken    string
+	// Listen is the address of the appservice push listener ("127.0.0.1:0" picks a port).
+	// Empty means no push: each agent runs an impersonated /sync loop instead.
+	Listen string
+	// StateDir holds the bbolt file with since tokens, seen event ids and the inbox.
+	StateDir string
+	Agents   []Agent
+	Logger   *slog.Logger
+}
+
+// Handler receives each event once, in order per room.
+type Handler func(ctx context.Context, ev *event.Event)
+
+// Transport is a running Matrix appservice connection for a set of agents.
+type Transport struct {
+	opts  Options
+	log   *slog.Logger
+	store *store
+
+	listener net.Listener
+	server   *http.Server
+
+	clientsMu sync.Mutex
+	clients   map[id.UserID]*mautrix.Client
+
+	roomsMu sync.RWMutex
+	rooms   map[string]id.RoomID // configured string → resolved id
+	bound   map[id.RoomID]bool
+
+	wake   chan struct{} // nudges the dispatcher after new inbox records
+	ready  chan struct{}
+	closed chan struct{}
+
+	mu        sync.Mutex
+	started   bool
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+
+	// retry tuning; tests shorten them.
+	sendAttempts  int
+	backoffBase   time.Duration
+	maxRetryAfter time.Duration
+	syncTimeout   time.Duration
+}
+
+// New validates opts, opens the state file and, in push mode, binds the listener so that
+// PushURL is known before Start.
+func New(opts Options) (*Transport, error) {
+	if err := validate(&opts); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	st, err := openStore(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	t := &Transport{
+		opts:          opts,
+		log:           log.With("component", "matrix"),
+		store:         st,
+		clients:       map[id.UserID]*mautrix.Client{},
+		rooms:         map[string]id.RoomID{},
+		bound:         map[id.RoomID]bool{},
+		wake:          make(chan struct{}, 1),
+		ready:         make(chan struct{}),
+		closed:        make(chan struct{}),
+		sendAttempts:  5,
+		backoffBase:   250 * time.Millisecond,
+		maxRetryAfter: 30 * time.Second,
+		syncTimeout:   30 * time.Second,
+	}
+	for _, a := range opts.Agents {
+		if _, err := t.newClient(a.UserID); err != nil {
+			_ = st.close()
+			return nil, err
+		}
+	}
+	if opts.Listen != "" {
+		ln, err := net.Listen("tcp", opts.Listen)
+		if err != nil {
+			_ = st.close()
+			return nil, fmt.Errorf("listening for appservice pushes on %s: %w", opts.Listen, err)
+		}
+		t.listener = ln
+		t.server = &http.Server{Handler: t.pushHandler(), ReadHeaderTimeout: 10 * time.Second}
+	}
+	return t, nil
+}
+
+func validate(o *Options) error {
+	var problems []string
+	if o.Homeserver == "" {
+		problems = append(problems, "homeserver is empty")
+	}
+	if o.ASToken == "" {
+		problems = append(problems, "as_token is empty")
+	}
+	if o.Listen != "" && o.HSToken == "" {
+		problems = append(problems, "hs_token is empty but a push listener is configured")
+	}
+	if o.StateDir == "" {
+		problems = append(problems, "state dir is empty")
+	}
+	if len(o.Agents) == 0 {
+		problems = append(problems, "no agents")
+	}
+	names := map[string]bool{}
+	users := map[id.UserID]bool{}
+	for i, a := range o.Agents {
+		if _, _, err := a.UserID.Parse(); err != nil {
+			problems = append(problems, fmt.Sprintf("agent %d (%q): user id %q: %v", i, a.Name, a.UserID, err))
+		}
+		if names[a.Name] {
+			problems = append(problems, fmt.Sprintf("agent %q listed twice", a.Name))
+		}
+		if users[a.UserID] {
+			problems = append(problems, fmt.Sprintf("user id %s used by two agents", a.UserID))
+		}
+		names[a.Name], users[a.UserID] = true, true
+		for _, r := range a.Rooms {
+			if !strings.HasPrefix(r, "#") && !strings.HasPrefix(r, "!") || !strings.Contains(r, ":") {
+				problems = append(problems, fmt.Sprintf("agent %q: room %q is neither #alias:server nor !id:server", a.Name, r))
+			}
+		}
+	}
+	if o.ServerName == "" && len(o.Agents) > 0 {
+		if _, hs, err := o.Agents[0].UserID.Parse(); err == nil {
+			o.ServerName = hs
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("matrix transport options: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func (t *Transport) newClient(user id.UserID) (*mautrix.Client, error) {
+	cli, err := mautrix.NewClient(t.opts.Homeserver, user, t.opts.ASToken)
+	if err != nil {
+		return nil, fmt.Errorf("client for %s at %s: %w", user, t.opts.Homeserver, err)
+	}
+	cli.SetAppServiceUserID = true
+	t.clientsMu.Lock()
+	t.clients[user] = cli
+	t.clientsMu.Unlock()
+	return cli, nil
+}
+
+// Client returns the cached client that acts as user through the appservice token, for reads
+// done as the agent. A user outside the configured agents still gets a client; the homeserver
+// refuses it unless the user is in the appservice's namespace.
+func (t *Transport) Client(user id.UserID) *mautrix.Client {
+	t.clientsMu.Lock()
+	cli := t.clients[user]
+	t.clientsMu.Unlock()
+	if cli != nil {
+		return cli
+	}
+	cli, err := t.newClient(user)
+	if err != nil {
+		// The homeserver URL was already parsed for the agents, so this can't fail in practice.
+		t.log.Error("creating client", "user", user, "err", err)
+		return nil
+	}
+	return cli
+}
+
+// RoomID maps a configured room ("#alias:server" or "!id:server") to its resolved id; it is
+// known once Start has joined the rooms.
+func (t *Transport) RoomID(room string) (id.RoomID, bool) {
+	t.roomsMu.RLock()
+	defer t.roomsMu.RUnlock()
+	r, ok := t.rooms[room]
+	return r, ok
+}
+
+// PushURL is the URL the homeserver should push transactions to (the real bound port); ""
+// in /sync mode.
+func (t *Transport) PushURL() string {
+	if t.listener == nil {
+		return ""
+	}
+	return "http://" + t.listener.Addr().String()
+}
+
+// Ready is closed once Start has set up users and rooms and is receiving events.
+func (t *Transport) Ready() <-chan struct{} { return t.ready }
+
+// Start registers the agents' users, sets display names, joins (or creates) their rooms, and
+// then receives events, calling handle for each once, in order per room. It returns when ctx
+// ends or Close is called (nil), or early with the setup error.
+func (t *Transport) Start(ctx context.Context, handle Handler) error {
+	t.mu.Lock()
+	if t.started {
+		t.mu.Unlock()
+		return errors.New("matrix transport already started")
+	}
+	select {
+	case <-t.closed:
+		t.mu.Unlock()
+		return errors.New("matrix transport is closed")
+	default:
+	}
+	t.started = true
+	ctx, cancel := context.WithCancel(ctx)
+	t.cancel = cancel
+	t.mu.Unlock()
+	defer cancel()
+
+	// Serve pushes from the start: events arriving during setup are recorded and wait in
+	// the inbox until the rooms are resolved.
+	if t.server != nil {
+		t.wg.Add(1)
+		go func() {
+			defer t.wg.Done()
+			if err := t.server.Serve(t.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				t.log.Error("appservice listener stopped", "err", err)
+			}
+		}()
+	}
+	if err := t.setup(ctx); err != nil {
+		t.shutdownServer()
+		return err
+	}
+	d := newDispatcher(t, handle)
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		d.run(ctx)
+	}()
+	if t.server == nil {
+		var first sync.WaitGroup
+		for _, a := range t.opts.Agents {
+			first.Add(1)
+			t.wg.Add(1)
+			go func() {
+				defer t.wg.Done()
+				t.syncLoop(ctx, a.UserID, first.Done)
+			}()
+		}
+		first.Wait()
+	}
+	close(t.ready)
+	t.log.Info("matrix transport ready", "push_url", t.PushURL(), "agents", len(t.opts.Agents))
+	<-ctx.Done()
+	t.shutdownServer()
+	return nil
+}
+
+func (t *Transport) shutdownServer() {
+	if t.server == nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = t.server.Shutdown(sctx)
+}
+
+// Close stops the listener and loops, waits for their goroutines and closes the state file.
+func (t *Transport) Close() error {
+	t.closeOnce.Do(func() {
+		t.mu.Lock()
+		close(t.closed)
+		if t.cancel != nil {
+			t.cancel()
+		}
+		started := t.started
+		t.mu.Unlock()
+		if !started && t.listener != nil {
+			_ = t.listener.Close()
+		}
+		t.shutdownServer()
+		t.wg.Wait()
+		t.closeErr = t.store.close()
+	})
+	return t.closeErr
+}
+
+// notify nudges the dispatcher without blocking.
+func (t *Transport) notify() {
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (t *Transport) isBound(room id.RoomID) bool {
+	t.roomsMu.RLock()
+	defer t.roomsMu.RUnlock()
+	return t.bound[room]
+}
+
+// Registration builds the appservice registration an operator installs on the homeserver:
+// the tokens, the push URL and exclusive user namespaces covering exactly the agents' users.
+func Registration(opts Options, url string) *appservice.Registration {
+	reg := &appservice.Registration{
+		ID:          "zooid",
+		URL:         url,
+		AppToken:    opts.ASToken,
+		ServerToken: opts.HSToken,
+	}
+	f := false
+	reg.RateLimited = &f
+	// A dedicated sender keeps the bare as_token from acting as any one agent.
+	reg.SenderLocalpart = "zooid"
+	for _, a := range opts.Agents {
+		reg.Namespaces.UserIDs = append(reg.Namespaces.UserIDs, appservice.Namespace{
+			Regex:     "^" + regexp.QuoteMeta(string(a.UserID)) + "$",
+			Exclusive: true,
+		})
+	}
+	return reg
+}

@@ -1,0 +1,378 @@
+// Package router holds Zooid's routing rules (behaviour.md §2 and the task-thread dispatch
+// of §5): which agents a Matrix message wakes, on which thread, and the per-thread memory
+// of who is being addressed. It does no I/O and is safe for concurrent use.
+package router
+
+import (
+	"container/list"
+	"slices"
+	"sync"
+
+	"maunium.net/go/mautrix/id"
+)
+
+// Trigger says what wakes an agent outside threads it is already in.
+type Trigger string
+
+// Triggers.
+const (
+	// Mention wakes the agent when it is mentioned (the default; "" means Mention).
+	Mention Trigger = "mention"
+	// Any wakes the agent on every human message in its rooms, except inside task threads.
+	Any Trigger = "any"
+)
+
+// Agent is the routing view of one configured agent.
+type Agent struct {
+	Name        string
+	UserID      id.UserID
+	DisplayName string
+	Rooms       []id.RoomID
+	Trigger     Trigger
+}
+
+// Wake is one agent to prompt with one message.
+type Wake struct {
+	Agent string
+	Room  id.RoomID
+	// ThreadRoot is the session's thread: the message itself when it is top-level.
+	ThreadRoot id.EventID
+	// Text is the body with the agent's own mention stripped.
+	Text    string
+	EventID id.EventID
+	Sender  id.UserID
+}
+
+// AgentPostHook decides what an agent's own message wakes. By default agent messages wake
+// nobody; the tasks package installs a hook for in-thread handoffs (an assignee mentioning
+// another agent in its task thread). mentioned lists the other agents the post mentions,
+// bound to the room, in configuration order.
+type AgentPostHook func(m Message, from string, mentioned []string) []Wake
+
+// DefaultThreadMemory is how many threads the router remembers.
+const DefaultThreadMemory = 10_000
+
+// Router applies the routing rules for a fixed set of agents.
+type Router struct {
+	agents []*agentInfo
+	byUser map[id.UserID]*agentInfo
+	byName map[string]*agentInfo
+
+	mu       sync.Mutex
+	threads  map[threadKey]*list.Element
+	lru      *list.List // of *thread, most recent first
+	capacity int
+	hook     AgentPostHook
+}
+
+type agentInfo struct {
+	Agent
+	rooms   map[id.RoomID]bool
+	matcher *matcher
+}
+
+type threadKey struct {
+	room id.RoomID
+	root id.EventID
+}
+
+// thread is the routing memory of one thread.
+type thread struct {
+	key threadKey
+	// addressees get a bare human reply: the last agent that posted, else the agents the
+	// root (or the latest human mention) addressed.
+	addressees []string
+	// sessions are the agents woken in this thread, whose sessions a /clear ends.
+	sessions []string
+	task     bool
+	assignee string
+}
+
+// New builds a router for agents; their order is the order of wakes.
+func New(agents []Agent) *Router {
+	r := &Router{
+		byUser:   map[id.UserID]*agentInfo{},
+		byName:   map[string]*agentInfo{},
+		threads:  map[threadKey]*list.Element{},
+		lru:      list.New(),
+		capacity: DefaultThreadMemory,
+	}
+	for _, a := range agents {
+		ai := &agentInfo{Agent: a, rooms: map[id.RoomID]bool{}, matcher: newMatcher(a.UserID, a.DisplayName)}
+		for _, room := range a.Rooms {
+			ai.rooms[room] = true
+		}
+		r.agents = append(r.agents, ai)
+		r.byUser[a.UserID] = ai
+		r.byName[a.Name] = ai
+	}
+	return r
+}
+
+// SetThreadMemory changes how many threads are remembered (least recently used go first).
+func (r *Router) SetThreadMemory(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.capacity = max(n, 1)
+	r.evict()
+}
+
+// SetAgentPostHook installs the hook that decides what agents' own messages wake.
+func (r *Router) SetAgentPostHook(h AgentPostHook) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hook = h
+}
+
+// IsAgent reports whether u is one of the agents' users, and which.
+func (r *Router) IsAgent(u id.UserID) (name string, ok bool) {
+	if a := r.byUser[u]; a != nil {
+		return a.Name, true
+	}
+	return "", false
+}
+
+// Route returns the agents m wakes, in configuration order, and updates thread memory.
+func (r *Router) Route(m Message) []Wake {
+	if m.IsReset || m.IsTaskResult {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+
+	if sender := r.byUser[m.Sender]; sender != nil {
+		return r.routeAgentPost(m, sender)
+	}
+	if m.ThreadRoot == "" {
+		return r.routeTopLevel(m)
+	}
+	return r.routeThreadReply(m)
+}
+
+// Observe updates thread memory from m without waking anyone, e.g. to rebuild memory from
+// history after a restart.
+func (r *Router) Observe(m Message) {
+	if m.IsReset || m.IsTaskResult {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sender := r.byUser[m.Sender]; sender != nil {
+		if m.ThreadRoot != "" {
+			th := r.thread(m.Room, m.ThreadRoot, true)
+			th.addressees = []string{sender.Name}
+		} else if m.IsTaskRoot {
+			r.noteTaskRoot(m)
+		}
+		return
+	}
+	if m.ThreadRoot == "" {
+		if m.IsTaskRoot {
+			r.noteTaskRoot(m)
+			return
+		}
+		if names := r.mentioned(m, nil); len(names) > 0 {
+			th := r.thread(m.Room, m.EventID, true)
+			th.addressees = names
+		}
+		return
+	}
+	if names := r.mentioned(m, nil); len(names) > 0 {
+		th := r.thread(m.Room, m.ThreadRoot, true)
+		th.addressees = names
+	}
+}
+
+// Reset handles /clear in a thread: it returns the agents whose sessions for the thread end.
+// The thread's routing memory survives, so a later bare reply still finds its addressee.
+func (r *Router) Reset(room id.RoomID, root id.EventID) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	th := r.thread(room, root, false)
+	if th == nil {
+		return nil
+	}
+	out := slices.Clone(th.sessions)
+	th.sessions = nil
+	return out
+}
+
+func (r *Router) routeAgentPost(m Message, sender *agentInfo) []Wake {
+	if m.ThreadRoot == "" && m.IsTaskRoot {
+		// A delegation: only the assignee wakes, even when it is the delegating agent
+		// itself, because the task runs in a session of its own.
+		return r.wakeTaskRoot(m)
+	}
+	if m.ThreadRoot != "" {
+		th := r.thread(m.Room, m.ThreadRoot, true)
+		th.addressees = []string{sender.Name}
+		th.addSession(sender.Name)
+	}
+	if r.hook == nil {
+		return nil
+	}
+	var others []string
+	for _, name := range r.mentioned(m, nil) {
+		if name != sender.Name {
+			others = append(others, name)
+		}
+	}
+	wakes := r.hook(m, sender.Name, others)
+	for _, w := range wakes {
+		if w.ThreadRoot != "" {
+			r.thread(w.Room, w.ThreadRoot, true).addSession(w.Agent)
+		}
+	}
+	return wakes
+}
+
+func (r *Router) noteTaskRoot(m Message) *thread {
+	th := r.thread(m.Room, m.EventID, true)
+	th.task = true
+	th.assignee = m.TaskAssignee
+	th.addressees = nil
+	if a := r.byName[m.TaskAssignee]; a != nil && a.rooms[m.Room] {
+		th.addressees = []string{a.Name}
+	}
+	return th
+}
+
+func (r *Router) wakeTaskRoot(m Message) []Wake {
+	th := r.noteTaskRoot(m)
+	if len(th.addressees) == 0 {
+		return nil
+	}
+	a := r.byName[th.addressees[0]]
+	th.addSession(a.Name)
+	return []Wake{r.wake(a, m, m.EventID)}
+}
+
+func (r *Router) routeTopLevel(m Message) []Wake {
+	if m.IsTaskRoot {
+		return r.wakeTaskRoot(m)
+	}
+	var wakes []Wake
+	mentioned := r.mentioned(m, nil)
+	for _, a := range r.agents {
+		if !a.rooms[m.Room] {
+			continue
+		}
+		if slices.Contains(mentioned, a.Name) || a.Trigger == Any {
+			wakes = append(wakes, r.wake(a, m, m.EventID))
+		}
+	}
+	if len(wakes) == 0 {
+		return nil
+	}
+	th := r.thread(m.Room, m.EventID, true)
+	th.addressees = nil
+	for _, w := range wakes {
+		th.addressees = append(th.addressees, w.Agent)
+		th.addSession(w.Agent)
+	}
+	return wakes
+}
+
+func (r *Router) routeThreadReply(m Message) []Wake {
+	th := r.thread(m.Room, m.ThreadRoot, false)
+	mentioned := r.mentioned(m, nil)
+	var targets []string
+	switch {
+	case len(mentioned) > 0:
+		// A human mention switches who the thread is talking to.
+		targets = mentioned
+	case th != nil && th.task:
+		if th.assignee != "" && r.byName[th.assignee] != nil && r.byName[th.assignee].rooms[m.Room] {
+			targets = []string{th.assignee}
+		}
+	case th != nil:
+		targets = th.addressees
+	}
+	if th == nil || !th.task {
+		for _, a := range r.agents {
+			if a.Trigger == Any && a.rooms[m.Room] && !slices.Contains(targets, a.Name) {
+				targets = append(targets, a.Name)
+			}
+		}
+	}
+	if len(targets) == 0 {
+		return nil
+	}
+	if th == nil {
+		th = r.thread(m.Room, m.ThreadRoot, true)
+	}
+	if len(mentioned) > 0 {
+		th.addressees = slices.Clone(mentioned)
+	}
+	var wakes []Wake
+	for _, a := range r.agents {
+		if !slices.Contains(targets, a.Name) || !a.rooms[m.Room] {
+			continue
+		}
+		th.addSession(a.Name)
+		wakes = append(wakes, r.wake(a, m, m.ThreadRoot))
+	}
+	return wakes
+}
+
+// mentioned lists the agents bound to m's room that m mentions, in configuration order.
+func (r *Router) mentioned(m Message, _ []string) []string {
+	var out []string
+	for _, a := range r.agents {
+		if !a.rooms[m.Room] {
+			continue
+		}
+		if m.Mentions != nil {
+			if slices.Contains(m.Mentions.UserIDs, a.UserID) {
+				out = append(out, a.Name)
+			}
+			continue
+		}
+		if a.matcher.mentionedIn(m.Body) {
+			out = append(out, a.Name)
+		}
+	}
+	return out
+}
+
+func (r *Router) wake(a *agentInfo, m Message, root id.EventID) Wake {
+	return Wake{
+		Agent:      a.Name,
+		Room:       m.Room,
+		ThreadRoot: root,
+		Text:       a.matcher.strip(m.Body),
+		EventID:    m.EventID,
+		Sender:     m.Sender,
+	}
+}
+
+// thread returns the memory of (room, root), creating it when create is set, and marks it
+// most recently used.
+func (r *Router) thread(room id.RoomID, root id.EventID, create bool) *thread {
+	k := threadKey{room, root}
+	if el, ok := r.threads[k]; ok {
+		r.lru.MoveToFront(el)
+		return el.Value.(*thread)
+	}
+	if !create {
+		return nil
+	}
+	th := &thread{key: k}
+	r.threads[k] = r.lru.PushFront(th)
+	r.evict()
+	return th
+}
+
+func (r *Router) evict() {
+	for r.lru.Len() > r.capacity {
+		el := r.lru.Back()
+		r.lru.Remove(el)
+		delete(r.threads, el.Value.(*thread).key)
+	}
+}
+
+func (th *thread) addSession(name string) {
+	if !slices.Contains(th.sessions, name) {
+		th.sessions = append(th.sessions, name)
+	}
+}
