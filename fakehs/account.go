@@ -25,22 +25,22 @@ func (s *Server) handleLoginFlows(r *http.Request) (any, error) {
 
 func (s *Server) handleCapabilities(r *http.Request, c *caller) (any, error) {
 	return map[string]any{"capabilities": map[string]any{
-		"m.change_password":     map[string]bool{"enabled": false},
-		"m.room_versions":       map[string]any{"default": "10", "available": map[string]string{"10": "stable"}},
-		"m.set_displayname":     map[string]bool{"enabled": true},
-		"m.set_avatar_url":      map[string]bool{"enabled": true},
-		"m.3pid_changes":        map[string]bool{"enabled": false},
-		"m.get_login_token":     map[string]bool{"enabled": false},
+		"m.change_password": map[string]bool{"enabled": false},
+		"m.room_versions":   map[string]any{"default": "10", "available": map[string]string{"10": "stable"}},
+		"m.set_displayname": map[string]bool{"enabled": true},
+		"m.set_avatar_url":  map[string]bool{"enabled": true},
+		"m.3pid_changes":    map[string]bool{"enabled": false},
+		"m.get_login_token": map[string]bool{"enabled": false},
 	}}, nil
 }
 
 type reqRegister struct {
-	Username      string `json:"username"`
-	Password      string `json:"password"`
-	DeviceID      string `json:"device_id"`
-	InhibitLogin  bool   `json:"inhibit_login"`
-	Type          string `json:"type"`
-	Auth          *struct {
+	Username     string `json:"username"`
+	Password     string `json:"password"`
+	DeviceID     string `json:"device_id"`
+	InhibitLogin bool   `json:"inhibit_login"`
+	Type         string `json:"type"`
+	Auth         *struct {
 		Type    string `json:"type"`
 		Session string `json:"session"`
 	} `json:"auth"`

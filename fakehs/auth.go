@@ -18,8 +18,8 @@ type user struct {
 	DisplayName string
 	AvatarURL   string
 	// rooms lists every room the user has any membership in, for /sync.
-	rooms      map[id.RoomID]bool
-	appservice *asState // set for an appservice's sender user
+	rooms       map[id.RoomID]bool
+	appservice  *asState // set for an appservice's sender user
 	accountData map[string]json.RawMessage
 }
 

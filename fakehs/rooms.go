@@ -38,14 +38,16 @@ func (s *Server) handleCreateRoom(r *http.Request, c *caller) (any, error) {
 	if err := readJSON(r, &req); err != nil {
 		return nil, err
 	}
-	rm, err := s.createRoom(c, &req)
+	rm, err := s.createRoom(c, &req, false)
 	if err != nil {
 		return nil, err
 	}
 	return map[string]id.RoomID{"room_id": rm.ID}, nil
 }
 
-func (s *Server) createRoom(c *caller, req *reqCreateRoom) (*room, error) {
+// createRoom creates the room and its initial state; imported rooms are
+// history from the start, so their state events are not pushed either.
+func (s *Server) createRoom(c *caller, req *reqCreateRoom, imported bool) (*room, error) {
 	preset := req.Preset
 	if preset == "" {
 		preset = "private_chat"
@@ -79,7 +81,7 @@ func (s *Server) createRoom(c *caller, req *reqCreateRoom) (*room, error) {
 	s.state.rooms[rm.ID] = rm
 	empty := ""
 	put := func(typ string, key *string, content any) {
-		s.appendEvent(rm, &evt{Sender: c.User, Type: typ, StateKey: key, Content: asRaw(content)}, nil)
+		s.appendEvent(rm, &evt{Sender: c.User, Type: typ, StateKey: key, Content: asRaw(content), Imported: imported}, nil)
 	}
 	create := map[string]any{}
 	if len(req.CreationContent) > 0 {
@@ -411,7 +413,7 @@ func (s *Server) handlePutAlias(r *http.Request, c *caller) (any, error) {
 		return nil, err
 	}
 	alias := id.RoomAlias(r.PathValue("alias"))
-	if !strings.HasPrefix(string(alias), "#") || alias.Homeserver() != s.cfg.serverName {
+	if !strings.HasPrefix(string(alias), "#") || !strings.HasSuffix(string(alias), ":"+s.cfg.serverName) {
 		return nil, mErr(http.StatusBadRequest, "M_INVALID_PARAM", "Room alias must be local: %s", alias)
 	}
 	if _, ok := s.state.aliases[alias]; ok {
@@ -485,7 +487,7 @@ func (s *Server) handlePutState(r *http.Request, c *caller) (any, error) {
 	}
 	typ, key := r.PathValue("type"), r.PathValue("key")
 	if typ == "m.room.member" {
-		return nil, errForbidden("Use the membership endpoints to change membership")
+		return s.putMember(rm, c, id.UserID(key), content)
 	}
 	if have, need := rm.powerLevel(c.User, typ, true); have < need {
 		return nil, errForbidden("You don't have permission to post that to the room. user_level (%d) < send_level (%d)", have, need)
@@ -544,4 +546,36 @@ func (s *Server) handleMembers(r *http.Request, c *caller) (any, error) {
 		chunk = append(chunk, e)
 	}
 	return map[string]any{"chunk": s.renderAll(chunk, c)}, nil
+}
+
+// putMember handles PUT /state/m.room.member/{userId} the way Synapse does:
+// through the membership rules, with the caller's content kept (so a
+// per-room display name is possible).
+func (s *Server) putMember(rm *room, c *caller, target id.UserID, content json.RawMessage) (any, error) {
+	var mc struct {
+		Membership string `json:"membership"`
+	}
+	_ = json.Unmarshal(content, &mc)
+	current := rm.membership(target)
+	self := target == c.User
+	switch {
+	case self && mc.Membership == "join" && current == "join":
+	case self && mc.Membership == "leave":
+	case !self && mc.Membership == "invite":
+		if have, need := rm.powerLevel(c.User, "invite", false); have < need {
+			return nil, errForbidden("You don't have permission to invite users")
+		}
+		if current == "join" || current == "ban" {
+			return nil, errForbidden("%s is already in the room or banned", target)
+		}
+	case !self && mc.Membership == "leave":
+		if have, need := rm.powerLevel(c.User, "kick", false); have < need || (current != "join" && current != "invite") {
+			return nil, errForbidden("You don't have permission to kick this user")
+		}
+	default:
+		return nil, errForbidden("Membership change %q for %s is not allowed here", mc.Membership, target)
+	}
+	key := string(target)
+	e := s.appendEvent(rm, &evt{Sender: c.User, Type: "m.room.member", StateKey: &key, Content: content}, c)
+	return map[string]id.EventID{"event_id": e.ID}, nil
 }

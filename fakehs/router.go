@@ -79,6 +79,11 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc(get+v3+"/sync", s.handleSync)
 
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if knownPathOtherMethod(mux, r) {
+			// Synapse: a known path with the wrong method is 405 M_UNRECOGNIZED.
+			writeError(w, mErr(http.StatusMethodNotAllowed, "M_UNRECOGNIZED", "Unrecognized request"))
+			return
+		}
 		writeError(w, mErr(http.StatusNotFound, "M_UNRECOGNIZED", "Unrecognized request"))
 	})
 	return s.faultMiddleware(mux)
@@ -137,4 +142,19 @@ func (s *Server) handleAcceptMember(r *http.Request, c *caller) (any, error) {
 		return nil, err
 	}
 	return struct{}{}, nil
+}
+
+// knownPathOtherMethod reports whether the path is routed for another method.
+func knownPathOtherMethod(mux *http.ServeMux, r *http.Request) bool {
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+			return true
+		}
+	}
+	return false
 }

@@ -65,10 +65,10 @@ type Server struct {
 	url      string
 	secret   []byte // keys pagination-token MACs so tokens can't be forged
 
-	ctx    context.Context // cancelled by Close; ends long-polls and pushers
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // pushers
-	once   sync.Once
+	ctx      context.Context // cancelled by Close; ends long-polls and pushers
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // pushers
+	once     sync.Once
 	closeErr error
 
 	mu     sync.RWMutex

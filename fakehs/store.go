@@ -86,6 +86,8 @@ type evt struct {
 	// txnScope and TxnID let the sender's own reads show unsigned.transaction_id.
 	txnScope string
 	TxnID    string
+	// Redacts is the target of an m.room.redaction.
+	Redacts id.EventID
 	// Membership of a m.room.member event, parsed once.
 	Membership string
 }

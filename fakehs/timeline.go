@@ -108,7 +108,9 @@ type clientEvent struct {
 	Sender         id.UserID       `json:"sender"`
 	StateKey       *string         `json:"state_key,omitempty"`
 	Type           string          `json:"type"`
-	Unsigned       map[string]any  `json:"unsigned,omitempty"`
+	// Redacts is set on redactions: room version 10 keeps it top-level.
+	Redacts  id.EventID     `json:"redacts,omitempty"`
+	Unsigned map[string]any `json:"unsigned,omitempty"`
 }
 
 // render turns a stored event into what the viewer sees: age, the
@@ -119,8 +121,8 @@ func (s *Server) render(e *evt, viewer *caller) *clientEvent {
 	if th := e.Room.threads[e.ID]; th != nil {
 		participated := viewer != nil && th.Participants[viewer.User]
 		ce.unsigned()["m.relations"] = map[string]any{"m.thread": map[string]any{
-			"count":                    len(th.Replies),
-			"latest_event":             s.renderPlain(th.latest(), viewer),
+			"count":                     len(th.Replies),
+			"latest_event":              s.renderPlain(th.latest(), viewer),
 			"current_user_participated": participated,
 		}}
 	}
@@ -130,7 +132,7 @@ func (s *Server) render(e *evt, viewer *caller) *clientEvent {
 // renderPlain renders without aggregations (for latest_event inside one).
 func (s *Server) renderPlain(e *evt, viewer *caller) *clientEvent {
 	ce := &clientEvent{Content: e.Content, EventID: e.ID, OriginServerTS: e.TS, RoomID: e.Room.ID,
-		Sender: e.Sender, StateKey: e.StateKey, Type: e.Type}
+		Sender: e.Sender, StateKey: e.StateKey, Type: e.Type, Redacts: e.Redacts}
 	ce.unsigned()["age"] = time.Now().UnixMilli() - e.TS
 	if viewer != nil && e.TxnID != "" && e.txnScope == viewer.txnScope() {
 		ce.unsigned()["transaction_id"] = e.TxnID

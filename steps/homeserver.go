@@ -158,7 +158,7 @@ func (f fakeHS) registerHuman(_ context.Context, localpart, displayName string) 
 func (f fakeHS) importRoom(seed roomSeed) (id.RoomID, []id.EventID, bool, error) {
 	rs := fakehs.RoomSeed{
 		Creator: seed.creator, Name: seed.name, AliasLocalpart: seed.aliasLocalpart,
-		Members: seed.members,
+		Preset: "public_chat", Members: seed.members,
 	}
 	for _, e := range seed.events {
 		rs.Events = append(rs.Events, fakehs.SeedEvent{

@@ -1,11 +1,14 @@
 package main
 
 import (
-	"fmt"
 	"io"
+	"os"
+
+	"github.com/zooid-dev/zooid/steps/fakeagent"
 )
 
+// cmdFakeAgent runs the scripted ACP agent over this process's stdio; the
+// test controller at --control decides what it does.
 func cmdFakeAgent(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "zooid: not built yet")
-	return 1
+	return fakeagent.Main(args, os.Stdin, stdout, stderr)
 }

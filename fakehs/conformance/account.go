@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"testing"
+	"time"
 )
 
 func (s *suite) testAccount(t *testing.T) {
@@ -38,10 +39,7 @@ func (s *suite) testAccount(t *testing.T) {
 	t.Run("RegisterTakenUsernameIsUserInUse", func(t *testing.T) {
 		t.Parallel()
 		alice := s.registerUser(t, "taken")
-		res := s.unauthed().Do(t, "POST", CS("v3", "register"), map[string]any{
-			"username": alice.UserID.Localpart(), "password": "other",
-			"auth": map[string]any{"type": "m.login.dummy"},
-		})
+		res := s.registerUIA(t, map[string]any{"username": alice.UserID.Localpart(), "password": "other"})
 		MustStatus(t, res, http.StatusBadRequest, "M_USER_IN_USE")
 	})
 
@@ -106,5 +104,17 @@ func (s *suite) testAccount(t *testing.T) {
 		room := s.publicRoomWith(t, bob, alice)
 		members := bob.MustDo(t, "GET", CS("v3", "rooms", string(room), "joined_members"), nil)
 		MatchJSON(t, "joined_members", field(members.Get("joined"), string(alice.UserID)), KeyEqual("display_name", name))
+
+		// A later change reaches rooms already joined (Synapse rewrites the member events,
+		// possibly just after the profile request returns).
+		renamed := "Alice renamed " + s.runID
+		alice.MustDo(t, "PUT", CS("v3", "profile", string(alice.UserID), "displayname"), map[string]any{"displayname": renamed})
+		eventually(t, 10*time.Second, "renamed member in joined_members", func() (bool, string) {
+			members := bob.MustDo(t, "GET", CS("v3", "rooms", string(room), "joined_members"), nil)
+			got := field(members.Get("joined"), string(alice.UserID)).Get("display_name").String()
+			return got == renamed, "display_name " + got
+		})
+		member := bob.MustDo(t, "GET", CS("v3", "rooms", string(room), "state", "m.room.member", string(alice.UserID)), nil)
+		MatchJSON(t, "member event after rename", member, KeyEqual("displayname", renamed), KeyEqual("membership", "join"))
 	})
 }

@@ -100,3 +100,21 @@ func MustEqualStrings(t testing.TB, what string, got, want []string) {
 func field(obj gjson.Result, key string) gjson.Result {
 	return obj.Get(gjson.Escape(key))
 }
+
+// MatchResponse fails unless res is 2xx and its body passes every check, printing the exact
+// request and response.
+func MatchResponse(t testing.TB, what string, res *Response, checks ...Check) {
+	t.Helper()
+	if res.StatusCode < 200 || res.StatusCode > 299 {
+		t.Fatalf("%s: want 2xx: %s", what, res)
+	}
+	var errs []string
+	for _, c := range checks {
+		if err := c(res.JSON()); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		t.Fatalf("%s: %s\nexchange: %s", what, strings.Join(errs, "; "), res)
+	}
+}

@@ -111,6 +111,8 @@ func (s *suite) testRooms(t *testing.T) {
 				t.Fatalf("joined_rooms still lists %s after leave: %s", room, after.Raw)
 			}
 		}
+		MustStatus(t, bob.Do(t, "PUT", CS("v3", "rooms", string(room), "send", "m.room.message", "conf-"+randomID(6)),
+			map[string]any{"msgtype": "m.text", "body": "after leave"}), http.StatusForbidden, "M_FORBIDDEN")
 		members, err = alice.Mautrix(t).JoinedMembers(context.Background(), room)
 		if err != nil {
 			t.Fatalf("mautrix JoinedMembers after leave: %v", err)

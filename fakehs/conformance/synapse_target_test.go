@@ -25,20 +25,21 @@ func synapseTarget(t *testing.T) Target {
 	}
 	served := false
 	defer func() {
-		// On success the suite owns the listener; on a failure before that, close it here.
+		// On success the suite owns the listener; on a failure or skip before that,
+		// close it here.
 		if !served {
 			ln.Close()
 		}
 	}()
 
-	suffix := randomHex(t, 4)
+	suffix := synapseRandomHex(t, 4)
 	const serverName = "localhost"
 	prefix := "zooidconf_" + suffix + "_"
 	reg := &appservice.Registration{
 		ID:              "zooid-conformance-" + suffix,
 		URL:             "http://" + ln.Addr().String(),
-		AppToken:        "as_" + randomHex(t, 24),
-		ServerToken:     "hs_" + randomHex(t, 24),
+		AppToken:        "as_" + synapseRandomHex(t, 24),
+		ServerToken:     "hs_" + synapseRandomHex(t, 24),
 		SenderLocalpart: prefix + "bot",
 	}
 	reg.Namespaces.UserIDs.Register(regexp.MustCompile(
@@ -62,7 +63,7 @@ func synapseTarget(t *testing.T) Target {
 	}
 }
 
-func randomHex(t *testing.T, n int) string {
+func synapseRandomHex(t *testing.T, n int) string {
 	t.Helper()
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {

@@ -98,10 +98,34 @@ func (s *suite) testThreads(t *testing.T) {
 		slices.Reverse(rev)
 		MustEqualStrings(t, "thread replies dir=b", bodies(back), rev)
 
+		// A backward walk started before new replies arrive neither repeats nor returns them,
+		// and misses nothing.
+		var walked []*event.Event
+		from, lastLate := "", ""
+		for i := 0; i < 20; i++ {
+			resp, err := bob.Mautrix(t).GetRelations(context.Background(), room, root, &mautrix.ReqGetRelations{
+				RelationType: event.RelThread, Dir: mautrix.DirectionBackward, From: from, Limit: 2,
+			})
+			if err != nil {
+				t.Fatalf("GetRelations while replies arrive: %v", err)
+			}
+			walked = append(walked, resp.Chunk...)
+			lastLate = fmt.Sprintf("late-%s-%d", l[0], i)
+			s.sendThreadReply(t, alice, room, root, lastLate)
+			if resp.NextBatch == "" {
+				break
+			}
+			from = resp.NextBatch
+		}
+		MustEqualStrings(t, "thread replies dir=b while replies arrive", bodies(walked), rev)
+
 		// Default direction is backwards (newest first), per spec and Synapse.
 		def := bob.MustDo(t, "GET", CS("v1", "rooms", string(room), "relations", string(root), "m.thread"), nil, WithQuery("limit", "1"))
-		MatchJSON(t, "relations default dir", def, KeyEqual("chunk.0.content.body", replies[len(replies)-1]), KeyNonEmptyString("next_batch"))
+		MatchJSON(t, "relations default dir", def, KeyEqual("chunk.0.content.body", lastLate), KeyNonEmptyString("next_batch"))
 		for _, ev := range fwd {
+			if err := ev.Content.ParseRaw(ev.Type); err != nil {
+				t.Fatalf("parsing reply %s: %v", ev.ID, err)
+			}
 			rel := ev.Content.AsMessage().RelatesTo
 			if rel == nil || rel.Type != event.RelThread || rel.EventID != root {
 				t.Fatalf("reply %s lost its m.thread relation: %+v", ev.ID, ev.Content.Raw)
@@ -160,6 +184,16 @@ func (s *suite) testThreads(t *testing.T) {
 			}
 			return true, ""
 		})
+
+		// Replies are ordinary timeline events too: the daemon's room history reads them from
+		// /messages with their relation intact.
+		hist := page(t, bob, room, "", mautrix.DirectionForward, onlyMessages, 10)
+		MustEqualStrings(t, "room history with thread replies", bodies(hist.Chunk), []string{l[0], "one", "two", "three"})
+		for _, ev := range hist.Chunk[1:] {
+			if rel := ev.Content.AsMessage().RelatesTo; rel == nil || rel.GetThreadParent() != root {
+				t.Fatalf("reply %s in /messages lost its thread relation: %v", ev.ID, ev.Content.Raw)
+			}
+		}
 
 		// The daemon reads roots from /messages pages, so the bundle must be there too.
 		filter := `{"types":["m.room.message"]}`

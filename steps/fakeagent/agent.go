@@ -68,10 +68,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	a := &agent{ctl: ctl, log: log, stderr: stderr, sessions: map[acp.SessionId]*session{}}
+	a := &agent{ctl: ctl, log: log, stderr: stderr, sessions: map[acp.SessionId]*session{}, ready: make(chan struct{})}
 	conn := acp.NewAgentSideConnection(a, stdout, stdin)
 	conn.SetLogger(log)
 	a.conn = conn
+	close(a.ready)
 	<-conn.Done()
 	a.shutdown()
 	return 0
@@ -139,6 +140,7 @@ type agent struct {
 	log    *slog.Logger
 	stderr io.Writer
 	conn   *acp.AgentSideConnection
+	ready  chan struct{} // closed once conn is set; handlers may run before that
 	nextID atomic.Int64
 
 	mu       sync.Mutex
@@ -299,6 +301,7 @@ func (a *agent) Cancel(ctx context.Context, n acp.CancelNotification) error {
 }
 
 func (a *agent) Prompt(ctx context.Context, req acp.PromptRequest) (acp.PromptResponse, error) {
+	<-a.ready
 	s := a.session(req.SessionId)
 	if s == nil {
 		return acp.PromptResponse{}, acp.NewInvalidParams(map[string]any{"error": "unknown session " + string(req.SessionId)})

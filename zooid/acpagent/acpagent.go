@@ -5,7 +5,9 @@ package acpagent
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -79,6 +82,10 @@ type Conn struct {
 	acp  *acp.ClientSideConnection
 
 	stdin io.Closer
+	out   *updateCounter
+	// delivered counts session/update notifications handled, to compare with
+	// out.updates when draining after a crash.
+	delivered atomic.Int64
 
 	done    chan struct{}
 	exitErr error // set before done is closed
@@ -152,7 +159,8 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 		sessions: map[acp.SessionId]*Session{},
 	}
 	c.log = opts.Logger.With("pid", c.pid)
-	c.acp = acp.NewClientSideConnection(&client{c: c}, stdinW, stdoutR)
+	c.out = newUpdateCounter(stdoutR)
+	c.acp = acp.NewClientSideConnection(&client{c: c}, stdinW, c.out)
 	c.acp.SetLogger(c.log)
 
 	stderrDone := make(chan struct{})
@@ -292,6 +300,22 @@ func (c *Conn) signalGroup(sig syscall.Signal) error {
 	return nil
 }
 
+// drainUpdates waits (bounded) until every session/update the agent wrote
+// before its output ended has been delivered: the protocol library hands
+// queued notifications over after it has already failed the pending request,
+// and chunks sent just before a crash belong to the turn.
+func (c *Conn) drainUpdates() {
+	deadline := time.Now().Add(5 * time.Second)
+	select {
+	case <-c.out.eof:
+	case <-time.After(time.Until(deadline)):
+		return
+	}
+	for c.delivered.Load() < c.out.updates.Load() && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 // exited reports whether the process or its protocol stream has ended.
 func (c *Conn) exited() bool {
 	select {
@@ -318,6 +342,12 @@ func (c *Conn) classify(err error) error {
 	case <-c.acp.Done():
 	case <-t.C:
 		return err
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
 	t2 := time.NewTimer(3 * time.Second)
 	defer t2.Stop()
@@ -421,7 +451,11 @@ func (s *Session) Prompt(ctx context.Context, text string, onUpdate func(Update)
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			return "", fmt.Errorf("prompt: %w", c.classify(r.err))
+			err := c.classify(r.err)
+			if errors.Is(err, ErrCrashed) || errors.Is(err, ErrClosed) {
+				c.drainUpdates()
+			}
+			return "", fmt.Errorf("prompt: %w", err)
 		}
 		return r.resp.StopReason, nil
 	case <-ctx.Done():
@@ -472,6 +506,7 @@ type client struct{ c *Conn }
 var _ acp.Client = (*client)(nil)
 
 func (cl *client) SessionUpdate(ctx context.Context, n acp.SessionNotification) error {
+	defer cl.c.delivered.Add(1)
 	u := Update{Raw: n.Update, ToolCall: n.Update.ToolCall, ToolCallUpdate: n.Update.ToolCallUpdate}
 	if m := n.Update.AgentMessageChunk; m != nil && m.Content.Text != nil {
 		u.Text = m.Content.Text.Text
@@ -568,5 +603,65 @@ func (cl *client) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitRe
 func closeAll(fs ...*os.File) {
 	for _, f := range fs {
 		_ = f.Close()
+	}
+}
+
+// updateCounter passes the agent's stdout through, counting session/update
+// notifications so a crash can wait for the ones already read.
+type updateCounter struct {
+	r       io.Reader
+	partial []byte
+	updates atomic.Int64
+	eof     chan struct{}
+	eofOnce sync.Once
+}
+
+func newUpdateCounter(r io.Reader) *updateCounter {
+	return &updateCounter{r: r, eof: make(chan struct{})}
+}
+
+// maxPartial bounds the bytes kept for a line still being read; longer lines
+// are not counted (the protocol library refuses lines over 10 MiB too).
+const maxPartial = 10 << 20
+
+var sessionUpdateMethod = []byte(`"session/update"`)
+
+func (u *updateCounter) Read(p []byte) (int, error) {
+	n, err := u.r.Read(p)
+	data := p[:n]
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			if len(u.partial)+len(data) <= maxPartial {
+				u.partial = append(u.partial, data...)
+			} else {
+				u.partial = u.partial[:0]
+			}
+			break
+		}
+		line := data[:i]
+		if len(u.partial) > 0 {
+			line = append(u.partial, line...)
+		}
+		u.count(line)
+		u.partial = u.partial[:0]
+		data = data[i+1:]
+	}
+	if err != nil {
+		u.eofOnce.Do(func() { close(u.eof) })
+	}
+	return n, err
+}
+
+func (u *updateCounter) count(line []byte) {
+	if !bytes.Contains(line, sessionUpdateMethod) {
+		return
+	}
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.Unmarshal(line, &m) == nil && m.ID == nil && m.Method == acp.ClientMethodSessionUpdate {
+		u.updates.Add(1)
 	}
 }

@@ -55,8 +55,10 @@ type Daemon struct {
 	mcp        *mcpserver.Server
 	sessions   *sessions
 
-	closeOnce sync.Once
-	closeErr  error
+	stopIntake context.CancelFunc
+	wg         sync.WaitGroup
+	closeOnce  sync.Once
+	closeErr   error
 }
 
 // agentRuntime is what the daemon knows of one configured agent.
@@ -182,13 +184,29 @@ func (d *Daemon) Start(ctx context.Context) error {
 	}
 
 	d.sessions = newSessions(d.runTurn, d.endSession)
-	// The router needs room ids, which exist only once the transport has joined
-	// or created the rooms, so it is built when the first event arrives.
-	if err := tr.Start(ctx, d.handleEvent); err != nil {
+	// The transport serves until the daemon closes, not until the caller's
+	// start-up context ends; Start waits only for it to be ready.
+	runCtx, cancel := context.WithCancel(context.Background())
+	d.stopIntake = cancel
+	errc := make(chan error, 1)
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		errc <- tr.Start(runCtx, d.handleEvent)
+	}()
+	select {
+	case <-tr.Ready():
+		return nil
+	case err := <-errc:
 		d.Close()
+		if err == nil {
+			err = errors.New("transport stopped during start-up")
+		}
 		return fmt.Errorf("starting matrix transport: %w", err)
+	case <-ctx.Done():
+		d.Close()
+		return fmt.Errorf("starting matrix transport: %w", ctx.Err())
 	}
-	return nil
 }
 
 // buildRouter builds the router from the resolved room ids. It runs once the
@@ -237,9 +255,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 func (d *Daemon) Close() error {
 	d.closeOnce.Do(func() {
 		var errs []error
+		if d.stopIntake != nil {
+			d.stopIntake()
+		}
 		if d.transport != nil {
 			errs = append(errs, d.transport.Close())
 		}
+		d.wg.Wait()
 		if d.sessions != nil {
 			d.sessions.close()
 		}

@@ -2,11 +2,14 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"maunium.net/go/mautrix/id"
 )
 
 // recorder runs turns by remembering them, optionally blocking until released.
@@ -122,7 +125,7 @@ func TestCloseStopsEveryLoop(t *testing.T) {
 	rec.gate = make(chan struct{}) // turns block until their context ends
 	m := newSessions(rec.run, rec.end)
 	for i := range 5 {
-		m.enqueue(sessionKey{agent: "a", thread: "$" + string(rune('0'+i))}, turnRequest{text: "x"})
+		m.enqueue(sessionKey{agent: "a", thread: id.EventID(fmt.Sprintf("$%d", i))}, turnRequest{text: "x"})
 	}
 	done := make(chan struct{})
 	go func() { m.close(); close(done) }()

@@ -3,6 +3,7 @@ package matrix
 import (
 	"context"
 	"encoding/json"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -55,6 +56,14 @@ func (d *dispatcher) pump(ctx context.Context) {
 	}
 	for _, p := range items {
 		d.last = p.seq
+		if !d.t.isBound(p.rec.Room) {
+			// Not for any agent: drop it here rather than start a worker for the room.
+			d.t.log.Debug("ignoring event of unbound room", "room", p.rec.Room, "seq", p.seq)
+			if err := d.t.store.done(p.seq); err != nil {
+				d.t.log.Error("dropping event of unbound room", "seq", p.seq, "err", err)
+			}
+			continue
+		}
 		w := d.workers[p.rec.Room]
 		if w == nil {
 			w = &roomWorker{kick: make(chan struct{}, 1)}
@@ -108,11 +117,22 @@ func (d *dispatcher) deliver(ctx context.Context, p pending) {
 	case !d.t.isBound(ev.RoomID):
 		d.t.log.Debug("ignoring event of unbound room", "room", ev.RoomID, "event", ev.ID)
 	default:
-		d.handle(ctx, ev)
+		d.call(ctx, ev)
 	}
 	if err := d.t.store.done(p.seq); err != nil {
 		d.t.log.Error("marking event handled", "seq", p.seq, "err", err)
 	}
+}
+
+// call runs the handler, containing a panic: a poison event must not crash the daemon on
+// every start by being redelivered from the inbox.
+func (d *dispatcher) call(ctx context.Context, ev *event.Event) {
+	defer func() {
+		if p := recover(); p != nil {
+			d.t.log.Error("event handler panicked; event dropped", "event", ev.ID, "room", ev.RoomID, "panic", p, "stack", string(debug.Stack()))
+		}
+	}()
+	d.handle(ctx, ev)
 }
 
 // decodeEvent parses a recorded event the way mautrix clients expect: class from the

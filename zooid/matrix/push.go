@@ -79,14 +79,14 @@ func (t *Transport) handleTransaction(w http.ResponseWriter, r *http.Request) {
 	for _, ev := range txn.Events {
 		b.events = append(b.events, inboxRecord{Event: ev})
 	}
-	n, err := t.store.record(b)
+	n, replayed, err := t.store.record(b)
 	if err != nil {
 		// Not acknowledged: the homeserver retries the transaction later.
 		t.log.Error("recording pushed transaction", "txn", txnID, "err", err)
 		writeError(w, http.StatusInternalServerError, "M_UNKNOWN", "could not record transaction")
 		return
 	}
-	t.log.Debug("pushed transaction", "txn", txnID, "events", len(txn.Events), "new", n)
+	t.log.Debug("pushed transaction", "txn", txnID, "events", len(txn.Events), "new", n, "replayed", replayed)
 	if n > 0 {
 		t.notify()
 	}

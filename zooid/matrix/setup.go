@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"maunium.net/go/mautrix"
-	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 )
 
@@ -19,6 +18,11 @@ func (t *Transport) setup(ctx context.Context) error {
 			return err
 		}
 		if a.DisplayName != "" {
+			// Only when it differs: every change is a new member event in each room.
+			cur, err := t.Client(a.UserID).GetOwnDisplayName(ctx)
+			if err == nil && cur.DisplayName == a.DisplayName {
+				continue
+			}
 			if err := t.Client(a.UserID).SetDisplayName(ctx, a.DisplayName); err != nil {
 				return fmt.Errorf("setting display name of %s: %w", a.UserID, err)
 			}
@@ -35,8 +39,19 @@ func (t *Transport) setup(ctx context.Context) error {
 			members[r] = append(members[r], a.UserID)
 		}
 	}
+	joined := map[id.UserID]map[id.RoomID]bool{}
+	for _, a := range t.opts.Agents {
+		resp, err := t.Client(a.UserID).JoinedRooms(ctx)
+		if err != nil {
+			return fmt.Errorf("listing joined rooms of %s: %w", a.UserID, err)
+		}
+		joined[a.UserID] = map[id.RoomID]bool{}
+		for _, r := range resp.JoinedRooms {
+			joined[a.UserID][r] = true
+		}
+	}
 	for _, r := range order {
-		roomID, err := t.joinRoom(ctx, r, members[r])
+		roomID, err := t.joinRoom(ctx, r, members[r], joined)
 		if err != nil {
 			return err
 		}
@@ -69,9 +84,12 @@ func (t *Transport) register(ctx context.Context, a Agent) error {
 
 // joinRoom joins every member to room. An alias that doesn't resolve is created by the first
 // member (if the alias is on our server), who then invites the others.
-func (t *Transport) joinRoom(ctx context.Context, room string, users []id.UserID) (id.RoomID, error) {
+func (t *Transport) joinRoom(ctx context.Context, room string, users []id.UserID, joined map[id.UserID]map[id.RoomID]bool) (id.RoomID, error) {
 	if strings.HasPrefix(room, "!") {
 		for _, u := range users {
+			if joined[u][id.RoomID(room)] {
+				continue
+			}
 			if _, err := t.Client(u).JoinRoom(ctx, room, nil); err != nil {
 				return "", fmt.Errorf("joining %s as %s: %w", room, u, err)
 			}
@@ -85,6 +103,10 @@ func (t *Transport) joinRoom(ctx context.Context, room string, users []id.UserID
 		return "", err
 	}
 	for _, u := range users {
+		// Re-joining is not free: homeservers may record it as a new membership event.
+		if joined[u][roomID] {
+			continue
+		}
 		if _, err := t.Client(u).JoinRoom(ctx, string(roomID), nil); err != nil {
 			return "", fmt.Errorf("joining %s (%s) as %s: %w", alias, roomID, u, err)
 		}
@@ -107,10 +129,6 @@ func (t *Transport) resolveOrCreate(ctx context.Context, cli *mautrix.Client, al
 	if t.opts.ServerName != "" && server != t.opts.ServerName {
 		return "", fmt.Errorf("room %s does not exist and is on %s, not this homeserver (%s), so it can't be created", alias, server, t.opts.ServerName)
 	}
-	var invite []id.UserID
-	for _, u := range users[1:] {
-		invite = append(invite, u)
-	}
 	created, err := cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{
 		// Public join rule so the operator's humans can join by alias; not listed in the
 		// directory.
@@ -118,8 +136,7 @@ func (t *Transport) resolveOrCreate(ctx context.Context, cli *mautrix.Client, al
 		Visibility:    "private",
 		RoomAliasName: local,
 		Name:          local,
-		Invite:        invite,
-		InitialState:  []*event.Event{},
+		Invite:        users[1:],
 	})
 	if err != nil {
 		if errors.Is(err, mautrix.MRoomInUse) {

@@ -94,21 +94,27 @@ type batch struct {
 	sinceFor id.UserID
 	since    string // next_batch to persist with the events, for /sync
 	events   []inboxRecord
+	// seenOnly marks the events as seen without filing them: history from a first sync,
+	// which must not be handled but must not come back as new either.
+	seenOnly bool
 }
 
 // record durably files a batch in one bbolt transaction: unseen events go to the inbox, the
 // transaction id and since token are stored with them, so an acknowledgement or a since
-// token never runs ahead of the inbox. It returns how many events were newly recorded.
-func (s *store) record(b batch) (int, error) {
-	added := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
+// token never runs ahead of the inbox. It returns how many events were newly recorded and
+// whether the transaction id had been seen before.
+func (s *store) record(b batch) (added int, replayed bool, err error) {
+	err = s.db.Update(func(tx *bolt.Tx) error {
 		added = 0
+		replayed = false
 		if b.txnID != "" {
 			txns := tx.Bucket(bucketTxn)
 			if txns.Get([]byte(b.txnID)) != nil {
-				return nil
-			}
-			if err := remember(txns, tx.Bucket(bucketTxnOrder), []byte(b.txnID), s.txnLimit); err != nil {
+				// Still run the events through the event-id dedupe below rather than
+				// skipping: a homeserver that lost its txn counter reuses ids for new
+				// events, and those must not be dropped.
+				replayed = true
+			} else if err := remember(txns, tx.Bucket(bucketTxnOrder), []byte(b.txnID), s.txnLimit); err != nil {
 				return fmt.Errorf("recording txn %s: %w", b.txnID, err)
 			}
 		}
@@ -126,6 +132,9 @@ func (s *store) record(b batch) (int, error) {
 			}
 			if err := remember(seen, tx.Bucket(bucketSeenOrder), []byte(re.ID), s.seenLimit); err != nil {
 				return fmt.Errorf("recording event %s: %w", re.ID, err)
+			}
+			if b.seenOnly {
+				continue
 			}
 			if rec.Room == "" {
 				rec.Room = re.RoomID
@@ -150,7 +159,7 @@ func (s *store) record(b batch) (int, error) {
 		}
 		return nil
 	})
-	return added, err
+	return added, replayed, err
 }
 
 // remember adds key to a bounded set, evicting the oldest entries beyond limit.
@@ -217,4 +226,14 @@ func (s *store) since(user id.UserID) (string, error) {
 		return nil
 	})
 	return tok, err
+}
+
+// seen reports whether an event id has been recorded (handled or waiting).
+func (s *store) seen(eid id.EventID) (bool, error) {
+	var ok bool
+	err := s.db.View(func(tx *bolt.Tx) error {
+		ok = tx.Bucket(bucketSeen).Get([]byte(eid)) != nil
+		return nil
+	})
+	return ok, err
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -19,7 +20,9 @@ type syncResponse struct {
 	Rooms     struct {
 		Join map[id.RoomID]struct {
 			Timeline struct {
-				Events []json.RawMessage `json:"events"`
+				Events    []json.RawMessage `json:"events"`
+				Limited   bool              `json:"limited"`
+				PrevBatch string            `json:"prev_batch"`
 			} `json:"timeline"`
 		} `json:"join"`
 	} `json:"rooms"`
@@ -64,7 +67,10 @@ func (t *Transport) syncOnce(ctx context.Context, cli *mautrix.Client, user id.U
 	if err != nil {
 		return fmt.Errorf("reading since token: %w", err)
 	}
-	q := map[string]string{"timeout": strconv.Itoa(int(t.syncTimeout / time.Millisecond))}
+	q := map[string]string{
+		"timeout": strconv.Itoa(int(t.syncTimeout / time.Millisecond)),
+		"filter":  fmt.Sprintf(`{"room":{"timeline":{"limit":%d}}}`, t.syncTimelineLimit),
+	}
 	if since != "" {
 		q["since"] = since
 	} else {
@@ -83,15 +89,24 @@ func (t *Transport) syncOnce(ctx context.Context, cli *mautrix.Client, user id.U
 	if resp.NextBatch == "" {
 		return fmt.Errorf("syncing as %s: response has no next_batch", user)
 	}
-	b := batch{sinceFor: user, since: resp.NextBatch}
-	if since != "" {
-		for room, jr := range resp.Rooms.Join {
-			for _, ev := range jr.Timeline.Events {
-				b.events = append(b.events, inboxRecord{Room: room, Event: ev})
+	b := batch{sinceFor: user, since: resp.NextBatch, seenOnly: since == ""}
+	for room, jr := range resp.Rooms.Join {
+		evs := jr.Timeline.Events
+		if since != "" && jr.Timeline.Limited && jr.Timeline.PrevBatch != "" {
+			// More arrived than the timeline holds (the daemon was down, or busy):
+			// fetch the gap so nothing is lost.
+			gap, err := t.fillGap(ctx, cli, room, jr.Timeline.PrevBatch)
+			if err != nil {
+				return fmt.Errorf("filling timeline gap of %s as %s: %w", room, user, err)
 			}
+			evs = append(gap, evs...)
+		}
+		for _, ev := range afterOwnJoin(evs, user) {
+			b.events = append(b.events, inboxRecord{Room: room, Event: ev})
 		}
 	}
-	n, err := t.store.record(b)
+	t.log.Debug("sync batch", "user", user, "since", since, "next_batch", resp.NextBatch, "events", len(b.events))
+	n, _, err := t.store.record(b)
 	if err != nil {
 		return fmt.Errorf("recording sync batch for %s: %w", user, err)
 	}
@@ -120,4 +135,81 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-tm.C:
 		return true
 	}
+}
+
+// memberEvent is the part of an m.room.member event needed to spot a fresh join.
+type memberEvent struct {
+	Type     string  `json:"type"`
+	StateKey *string `json:"state_key"`
+	Content  struct {
+		Membership string `json:"membership"`
+	} `json:"content"`
+	Unsigned struct {
+		PrevContent *struct {
+			Membership string `json:"membership"`
+		} `json:"prev_content"`
+	} `json:"unsigned"`
+}
+
+// afterOwnJoin drops the history before user's own fresh join in a timeline: a room joined
+// since the last sync comes with earlier messages, which were never meant for the agent.
+func afterOwnJoin(evs []json.RawMessage, user id.UserID) []json.RawMessage {
+	cut := 0
+	for i, raw := range evs {
+		var m memberEvent
+		if json.Unmarshal(raw, &m) != nil || m.Type != "m.room.member" || m.StateKey == nil || *m.StateKey != string(user) {
+			continue
+		}
+		if m.Content.Membership == "join" && (m.Unsigned.PrevContent == nil || m.Unsigned.PrevContent.Membership != "join") {
+			cut = i
+		}
+	}
+	return evs[cut:]
+}
+
+// maxGapPages bounds a gap fill; beyond it older messages are given up as stale.
+const maxGapPages = 20
+
+// fillGap pages back from prevBatch until it reaches an event already seen, returning the
+// unseen events oldest first.
+func (t *Transport) fillGap(ctx context.Context, cli *mautrix.Client, room id.RoomID, prevBatch string) ([]json.RawMessage, error) {
+	var back []json.RawMessage // newest first
+	from := prevBatch
+	for page := 0; page < maxGapPages && from != ""; page++ {
+		var resp struct {
+			Chunk []json.RawMessage `json:"chunk"`
+			End   string            `json:"end"`
+		}
+		_, err := cli.MakeFullRequest(ctx, mautrix.FullRequest{
+			Method: http.MethodGet,
+			URL: cli.BuildURLWithQuery(mautrix.ClientURLPath{"v3", "rooms", room, "messages"}, map[string]string{
+				"from": from, "dir": "b", "limit": strconv.Itoa(t.syncTimelineLimit),
+			}),
+			ResponseJSON: &resp,
+			MaxAttempts:  1,
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, raw := range resp.Chunk {
+			var re rawEvent
+			if json.Unmarshal(raw, &re) == nil && re.ID != "" {
+				seen, err := t.store.seen(re.ID)
+				if err != nil {
+					return nil, err
+				}
+				if seen {
+					slices.Reverse(back)
+					return back, nil
+				}
+			}
+			back = append(back, raw)
+		}
+		if len(resp.Chunk) == 0 || resp.End == from {
+			break
+		}
+		from = resp.End
+	}
+	slices.Reverse(back)
+	return back, nil
 }

@@ -81,6 +81,8 @@ type Transport struct {
 	backoffBase   time.Duration
 	maxRetryAfter time.Duration
 	syncTimeout   time.Duration
+	// syncTimelineLimit is the timeline size asked of /sync and the page size of gap fills.
+	syncTimelineLimit int
 }
 
 // New validates opts, opens the state file and, in push mode, binds the listener so that
@@ -111,6 +113,8 @@ func New(opts Options) (*Transport, error) {
 		backoffBase:   250 * time.Millisecond,
 		maxRetryAfter: 30 * time.Second,
 		syncTimeout:   30 * time.Second,
+
+		syncTimelineLimit: 100,
 	}
 	for _, a := range opts.Agents {
 		if _, err := t.newClient(a.UserID); err != nil {
@@ -247,7 +251,11 @@ func (t *Transport) Start(ctx context.Context, handle Handler) error {
 	t.started = true
 	ctx, cancel := context.WithCancel(ctx)
 	t.cancel = cancel
+	// Start counts as one of the goroutines Close waits for, so every later wg.Add
+	// happens while the count is above zero.
+	t.wg.Add(1)
 	t.mu.Unlock()
+	defer t.wg.Done()
 	defer cancel()
 
 	// Serve pushes from the start: events arriving during setup are recorded and wait in

@@ -233,6 +233,9 @@ func (s *Server) StdioEntry(bindingID string) acp.McpServer {
 		}
 	}
 	s.mu.Unlock()
+	if path == "" {
+		s.log.Error("stdio entry for a binding without a listening agent socket; the bridge will fail", "binding_known", false)
+	}
 	args := append(append([]string(nil), s.bridge[1:]...), "--socket", path, "--binding", bindingID)
 	return acp.McpServer{Stdio: &acp.McpServerStdio{
 		Name:    "zooid",
@@ -312,6 +315,15 @@ type conn struct {
 
 	closeOnce sync.Once
 	done      chan struct{}
+
+	cancelMu sync.Mutex
+	cancel   context.CancelFunc
+}
+
+func (c *conn) setCancel(cancel context.CancelFunc) {
+	c.cancelMu.Lock()
+	c.cancel = cancel
+	c.cancelMu.Unlock()
 }
 
 func (c *conn) SessionID() string                                   { return c.id }
@@ -323,6 +335,11 @@ func (c *conn) close() {
 	c.closeOnce.Do(func() {
 		close(c.done)
 		c.nc.Close()
+		c.cancelMu.Lock()
+		if c.cancel != nil {
+			c.cancel()
+		}
+		c.cancelMu.Unlock()
 	})
 }
 
@@ -406,15 +423,16 @@ func (s *Server) serve(agent string, nc net.Conn) {
 	}
 	defer s.mcp.UnregisterSession(s.ctx, c.id)
 
+	// Calls in flight end when the connection is closed (Unbind, Close), but a
+	// bridge that merely stops writing still gets its answers.
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
+	c.setCancel(cancel)
 	ctx = s.mcp.WithContext(ctx, c)
 
-	var reqs sync.WaitGroup
-	defer reqs.Wait()
-	reqs.Add(1)
+	notesDone := make(chan struct{})
 	go func() { // owner: serve; forwards notifications until the connection ends
-		defer reqs.Done()
+		defer close(notesDone)
 		for {
 			select {
 			case n := <-c.notes:
@@ -429,7 +447,7 @@ func (s *Server) serve(agent string, nc net.Conn) {
 			}
 		}
 	}()
-	defer cancel()
+	var inflight sync.WaitGroup
 	for sc.Scan() {
 		line := append([]byte(nil), sc.Bytes()...)
 		if len(line) == 0 {
@@ -437,7 +455,6 @@ func (s *Server) serve(agent string, nc net.Conn) {
 		}
 		// Requests run concurrently so a slow tool call doesn't block pings or
 		// cancellations; notifications are handled in order.
-		isRequest := hasID(line)
 		run := func() {
 			resp := s.mcp.HandleMessage(ctx, line)
 			if resp != nil {
@@ -447,13 +464,16 @@ func (s *Server) serve(agent string, nc net.Conn) {
 				}
 			}
 		}
-		if isRequest {
-			reqs.Add(1)
-			go func() { defer reqs.Done(); run() }() // owner: serve (reqs)
+		if hasID(line) {
+			inflight.Add(1)
+			go func() { defer inflight.Done(); run() }() // owner: serve (inflight)
 		} else {
 			run()
 		}
 	}
+	inflight.Wait()
+	cancel()
+	<-notesDone
 	if err := sc.Err(); err != nil && !errors.Is(err, net.ErrClosed) {
 		s.log.Debug("reading from bridge", "err", err)
 	}

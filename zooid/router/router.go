@@ -46,8 +46,20 @@ type Wake struct {
 // AgentPostHook decides what an agent's own message wakes. By default agent messages wake
 // nobody; the tasks package installs a hook for in-thread handoffs (an assignee mentioning
 // another agent in its task thread). mentioned lists the other agents the post mentions,
-// bound to the room, in configuration order.
-type AgentPostHook func(m Message, from string, mentioned []string) []Wake
+// bound to the room, in configuration order; th is the thread the post is in (zero for a
+// top-level post). The hook runs with the router locked, so it must not call the Router.
+type AgentPostHook func(m Message, from string, mentioned []string, th ThreadInfo) []Wake
+
+// ThreadInfo is what the router remembers of one thread.
+type ThreadInfo struct {
+	Room id.RoomID
+	Root id.EventID
+	// Task is set for task threads (their root carried dev.zooid.thread_start).
+	Task     bool
+	Assignee string
+	// Addressees get the next bare human reply.
+	Addressees []string
+}
 
 // DefaultThreadMemory is how many threads the router remembers.
 const DefaultThreadMemory = 10_000
@@ -171,16 +183,27 @@ func (r *Router) Observe(m Message) {
 			r.noteTaskRoot(m)
 			return
 		}
-		if names := r.mentioned(m, nil); len(names) > 0 {
+		if names := r.mentioned(m); len(names) > 0 {
 			th := r.thread(m.Room, m.EventID, true)
 			th.addressees = names
 		}
 		return
 	}
-	if names := r.mentioned(m, nil); len(names) > 0 {
+	if names := r.mentioned(m); len(names) > 0 {
 		th := r.thread(m.Room, m.ThreadRoot, true)
 		th.addressees = names
 	}
+}
+
+// Thread returns what the router remembers of the thread (room, root).
+func (r *Router) Thread(room id.RoomID, root id.EventID) (ThreadInfo, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	th := r.thread(room, root, false)
+	if th == nil {
+		return ThreadInfo{}, false
+	}
+	return th.info(), true
 }
 
 // Reset handles /clear in a thread: it returns the agents whose sessions for the thread end.
@@ -203,21 +226,23 @@ func (r *Router) routeAgentPost(m Message, sender *agentInfo) []Wake {
 		// itself, because the task runs in a session of its own.
 		return r.wakeTaskRoot(m)
 	}
+	var info ThreadInfo
 	if m.ThreadRoot != "" {
 		th := r.thread(m.Room, m.ThreadRoot, true)
 		th.addressees = []string{sender.Name}
 		th.addSession(sender.Name)
+		info = th.info()
 	}
 	if r.hook == nil {
 		return nil
 	}
 	var others []string
-	for _, name := range r.mentioned(m, nil) {
+	for _, name := range r.mentioned(m) {
 		if name != sender.Name {
 			others = append(others, name)
 		}
 	}
-	wakes := r.hook(m, sender.Name, others)
+	wakes := r.hook(m, sender.Name, others, info)
 	for _, w := range wakes {
 		if w.ThreadRoot != "" {
 			r.thread(w.Room, w.ThreadRoot, true).addSession(w.Agent)
@@ -252,7 +277,7 @@ func (r *Router) routeTopLevel(m Message) []Wake {
 		return r.wakeTaskRoot(m)
 	}
 	var wakes []Wake
-	mentioned := r.mentioned(m, nil)
+	mentioned := r.mentioned(m)
 	for _, a := range r.agents {
 		if !a.rooms[m.Room] {
 			continue
@@ -275,7 +300,7 @@ func (r *Router) routeTopLevel(m Message) []Wake {
 
 func (r *Router) routeThreadReply(m Message) []Wake {
 	th := r.thread(m.Room, m.ThreadRoot, false)
-	mentioned := r.mentioned(m, nil)
+	mentioned := r.mentioned(m)
 	var targets []string
 	switch {
 	case len(mentioned) > 0:
@@ -316,7 +341,7 @@ func (r *Router) routeThreadReply(m Message) []Wake {
 }
 
 // mentioned lists the agents bound to m's room that m mentions, in configuration order.
-func (r *Router) mentioned(m Message, _ []string) []string {
+func (r *Router) mentioned(m Message) []string {
 	var out []string
 	for _, a := range r.agents {
 		if !a.rooms[m.Room] {
@@ -375,4 +400,8 @@ func (th *thread) addSession(name string) {
 	if !slices.Contains(th.sessions, name) {
 		th.sessions = append(th.sessions, name)
 	}
+}
+
+func (th *thread) info() ThreadInfo {
+	return ThreadInfo{Room: th.key.room, Root: th.key.root, Task: th.task, Assignee: th.assignee, Addressees: slices.Clone(th.addressees)}
 }

@@ -1,0 +1,195 @@
+package fakehs
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/appservice"
+	"maunium.net/go/mautrix/id"
+)
+
+// txnLog records appservice transactions; the first failFirst attempts get 500.
+type txnLog struct {
+	mu        sync.Mutex
+	failFirst int
+	attempts  []txnAttempt
+}
+
+type txnAttempt struct {
+	TxnID, Auth, QueryToken string
+	Events                  []id.EventID
+	OK                      bool
+}
+
+func (l *txnLog) handler(t *testing.T) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Events []struct {
+				EventID id.EventID `json:"event_id"`
+			} `json:"events"`
+		}
+		data, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(data, &body); err != nil {
+			t.Errorf("transaction body %s: %v", data, err)
+		}
+		a := txnAttempt{TxnID: r.PathValue("txn"), Auth: r.Header.Get("Authorization"), QueryToken: r.URL.Query().Get("access_token")}
+		for _, e := range body.Events {
+			a.Events = append(a.Events, e.EventID)
+		}
+		l.mu.Lock()
+		a.OK = len(l.attempts) >= l.failFirst
+		l.attempts = append(l.attempts, a)
+		l.mu.Unlock()
+		if !a.OK {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("{}"))
+	})
+}
+
+func (l *txnLog) snapshot() []txnAttempt {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]txnAttempt(nil), l.attempts...)
+}
+
+func testRegistration(url string) *appservice.Registration {
+	reg := &appservice.Registration{ID: "zooid", URL: url, AppToken: "as-secret", ServerToken: "hs-secret", SenderLocalpart: "zooid"}
+	reg.Namespaces.UserIDs = appservice.NamespaceList{{Regex: "@agent-.*:localhost", Exclusive: true}}
+	return reg
+}
+
+func asClient(t *testing.T, s *Server, uid id.UserID) *mautrix.Client {
+	t.Helper()
+	cli, err := mautrix.NewClient(s.URL(), uid, "as-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli.SetAppServiceUserID = true
+	return cli
+}
+
+func TestAppserviceRegisterAndImpersonate(t *testing.T) {
+	s := New(t, WithAppservice(testRegistration("")))
+	ctx := context.Background()
+	bot := asClient(t, s, "@agent-ci:localhost")
+	// Synapse does not create namespace users on first use.
+	_, err := bot.Whoami(ctx)
+	if st, code := httpStatus(err); st != 403 || code != "M_FORBIDDEN" {
+		t.Fatalf("unregistered namespace user: %d %s", st, code)
+	}
+	_, _, err = bot.Register(ctx, &mautrix.ReqRegister[any]{Username: "agent-ci", Type: mautrix.AuthTypeAppservice, InhibitLogin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	who, err := bot.Whoami(ctx)
+	if err != nil || who.UserID != "@agent-ci:localhost" {
+		t.Fatalf("whoami %+v %v", who, err)
+	}
+	_, _, err = bot.Register(ctx, &mautrix.ReqRegister[any]{Username: "outsider", Type: mautrix.AuthTypeAppservice})
+	if st, code := httpStatus(err); st != 400 || code != "M_EXCLUSIVE" {
+		t.Fatalf("register outside namespace: %d %s", st, code)
+	}
+	outside := asClient(t, s, "@alice:localhost")
+	_, err = outside.Whoami(ctx)
+	if st, code := httpStatus(err); st != 403 || code != "M_FORBIDDEN" {
+		t.Fatalf("masquerade outside namespace: %d %s", st, code)
+	}
+	anon, _ := mautrix.NewClient(s.URL(), "", "")
+	_, err = anon.RegisterDummy(ctx, &mautrix.ReqRegister[any]{Username: "agent-x", Password: "p"})
+	if st, code := httpStatus(err); st != 400 || code != "M_EXCLUSIVE" {
+		t.Fatalf("user registering in exclusive namespace: %d %s", st, code)
+	}
+	// The sender user exists from the start.
+	sender := asClient(t, s, "")
+	sender.SetAppServiceUserID = false
+	if who, err := sender.Whoami(ctx); err != nil || who.UserID != "@zooid:localhost" {
+		t.Fatalf("sender whoami %+v %v", who, err)
+	}
+}
+
+func TestAppservicePushRetriesSameTransaction(t *testing.T) {
+	log := &txnLog{failFirst: 2}
+	mux := http.NewServeMux()
+	mux.Handle("PUT /_matrix/app/v1/transactions/{txn}", log.handler(t))
+	as := httptest.NewServer(mux)
+	t.Cleanup(as.Close)
+	s := New(t, WithAppservice(testRegistration(as.URL)), WithPushBackoff(10*time.Millisecond, 50*time.Millisecond))
+	ctx := context.Background()
+	alice := newClient(t, s, "alice")
+	other := newClient(t, s, "other")
+	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{Invite: []id.UserID{"@agent-ci:localhost"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet, err := other.CreateRoom(ctx, &mautrix.ReqCreateRoom{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendText(t, other, quiet.RoomID, "not for the appservice")
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Pending("zooid") > 0 || len(log.snapshot()) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("push not delivered: %+v", log.snapshot())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	attempts := log.snapshot()
+	first := attempts[0]
+	if len(first.Events) != 1 {
+		t.Fatalf("first transaction should hold only the invite: %+v", first)
+	}
+	for _, a := range attempts[:3] {
+		if a.TxnID != first.TxnID || len(a.Events) != len(first.Events) || a.Events[0] != first.Events[0] {
+			t.Fatalf("retry changed the transaction: %+v vs %+v", a, first)
+		}
+		if a.Auth != "Bearer hs-secret" || a.QueryToken != "hs-secret" {
+			t.Fatalf("hs_token not sent: %+v", a)
+		}
+	}
+	if !attempts[2].OK || attempts[0].OK || attempts[1].OK {
+		t.Fatalf("attempt outcomes %+v", attempts)
+	}
+	for _, a := range attempts {
+		for _, e := range a.Events {
+			if ev := s.Event(e); ev.RoomID == quiet.RoomID {
+				t.Fatalf("pushed an event from a room without namespace members: %s", e)
+			}
+		}
+	}
+	// Once the agent has joined, room messages go in new transactions, in order.
+	bot := asClient(t, s, "@agent-ci:localhost")
+	if _, _, err := bot.Register(ctx, &mautrix.ReqRegister[any]{Username: "agent-ci", Type: mautrix.AuthTypeAppservice, InhibitLogin: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bot.JoinRoom(ctx, string(room.RoomID), nil); err != nil {
+		t.Fatal(err)
+	}
+	e1 := sendText(t, alice, room.RoomID, "a")
+	e2 := sendText(t, alice, room.RoomID, "b")
+	for {
+		got := log.snapshot()
+		var seen []id.EventID
+		for _, a := range got[3:] {
+			seen = append(seen, a.Events...)
+		}
+		if len(seen) >= 3 {
+			if seen[1] != e1 || seen[2] != e2 || got[3].TxnID == first.TxnID {
+				t.Fatalf("later push %v txn %s", seen, got[3].TxnID)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("later events not pushed: %+v", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,80 @@
+package conformance
+
+import (
+	"net"
+	"os"
+	"regexp"
+	"testing"
+
+	"maunium.net/go/mautrix/appservice"
+
+	"github.com/zooid-dev/zooid/fakehs"
+)
+
+// TestConformance runs the suite against the homeserver chosen by ZOOID_TEST_HOMESERVER:
+// "fake" (default) for an in-process fakehs, "synapse" for the container, or a base URL.
+func TestConformance(t *testing.T) {
+	switch hs := os.Getenv("ZOOID_TEST_HOMESERVER"); hs {
+	case "", "fake":
+		Run(t, fakeTarget(t))
+	case "synapse":
+		Run(t, synapseTarget(t))
+	default:
+		Run(t, urlTarget(t, hs))
+	}
+}
+
+// fakeTarget starts fakehs with an appservice whose pushes go to a port reserved here and kept
+// open, so nothing else can take it between reservation and use.
+func fakeTarget(t *testing.T) Target {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("reserving the appservice push port: %v", err)
+	}
+	as := &AppService{
+		ID:              "zooid-conformance",
+		ASToken:         "as-" + randomID(16),
+		HSToken:         "hs-" + randomID(16),
+		SenderLocalpart: "zooidbot",
+		UserPrefix:      "zooid_",
+		PushAddr:        ln.Addr().String(),
+		Listener:        ln,
+	}
+	const serverName = "localhost"
+	reg := &appservice.Registration{
+		ID:              as.ID,
+		URL:             "http://" + as.PushAddr,
+		AppToken:        as.ASToken,
+		ServerToken:     as.HSToken,
+		SenderLocalpart: as.SenderLocalpart,
+		Namespaces: appservice.Namespaces{UserIDs: appservice.NamespaceList{{
+			Regex:     "@" + regexp.QuoteMeta(as.UserPrefix) + ".*:" + regexp.QuoteMeta(serverName),
+			Exclusive: true,
+		}}},
+	}
+	srv := fakehs.New(t, fakehs.WithServerName(serverName), fakehs.WithAppservice(reg))
+	return Target{Name: "fake", BaseURL: srv.URL(), ServerName: srv.ServerName(), AppService: as}
+}
+
+// urlTarget points the suite at an already running homeserver; its appservice comes from env.
+func urlTarget(t *testing.T, baseURL string) Target {
+	t.Helper()
+	serverName := os.Getenv("ZOOID_TEST_SERVER_NAME")
+	if serverName == "" {
+		serverName = "localhost"
+	}
+	target := Target{Name: baseURL, BaseURL: baseURL, ServerName: serverName}
+	asToken, hsToken := os.Getenv("ZOOID_TEST_AS_TOKEN"), os.Getenv("ZOOID_TEST_HS_TOKEN")
+	pushAddr, prefix := os.Getenv("ZOOID_TEST_AS_PUSH_ADDR"), os.Getenv("ZOOID_TEST_AS_USER_PREFIX")
+	if asToken != "" && hsToken != "" && pushAddr != "" && prefix != "" {
+		sender := os.Getenv("ZOOID_TEST_AS_SENDER_LOCALPART")
+		if sender == "" {
+			sender = "zooidbot"
+		}
+		target.AppService = &AppService{ID: "zooid", ASToken: asToken, HSToken: hsToken, SenderLocalpart: sender, UserPrefix: prefix, PushAddr: pushAddr}
+	} else {
+		t.Logf("no appservice for %s: the AppService tests will be skipped", baseURL)
+	}
+	return target
+}

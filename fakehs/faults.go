@@ -1,0 +1,162 @@
+package fakehs
+
+import (
+	"math/rand"
+	"net/http"
+	"path"
+	"strconv"
+	"sync"
+	"time"
+
+	"maunium.net/go/mautrix/id"
+)
+
+// Fault is a programmed misbehaviour for matching requests. A request
+// matches when Method (empty: any), PathPattern (path.Match syntax on the
+// escaped path, "*" is one segment; empty: any) and User (empty: any) fit.
+// The fault applies to the next Count matching requests, or, with Count 0,
+// to a Fraction of them chosen by a rand seeded with Seed (deterministic).
+// Latency is added first; then Drop hijacks and closes the connection, or
+// Status answers with Errcode (429 adds retry_after_ms from RetryAfter);
+// with neither, the request proceeds after the latency.
+type Fault struct {
+	Method      string
+	PathPattern string
+	User        id.UserID
+	Latency     time.Duration
+	Status      int
+	Errcode     string
+	RetryAfter  time.Duration
+	Drop        bool
+	Count       int
+	Fraction    float64
+	Seed        int64
+}
+
+type activeFault struct {
+	Fault
+	remaining int
+	rng       *rand.Rand
+}
+
+type faultSet struct {
+	mu     sync.Mutex
+	faults []*activeFault
+}
+
+func newFaultSet() *faultSet { return &faultSet{} }
+
+// InjectFault adds a fault; faults are checked in the order added and the
+// first that fires applies.
+func (s *Server) InjectFault(f Fault) {
+	s.faults.mu.Lock()
+	defer s.faults.mu.Unlock()
+	s.faults.faults = append(s.faults.faults, &activeFault{Fault: f, remaining: f.Count, rng: rand.New(rand.NewSource(f.Seed))})
+}
+
+// ClearFaults removes every fault.
+func (s *Server) ClearFaults() {
+	s.faults.mu.Lock()
+	defer s.faults.mu.Unlock()
+	s.faults.faults = nil
+}
+
+// pick returns the fault that fires for this request, consuming one use.
+func (fs *faultSet) pick(r *http.Request, userOf func() id.UserID) *Fault {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if len(fs.faults) == 0 {
+		return nil
+	}
+	var who id.UserID
+	resolved := false
+	for i, f := range fs.faults {
+		if f.Method != "" && f.Method != r.Method {
+			continue
+		}
+		if f.PathPattern != "" {
+			if ok, _ := path.Match(f.PathPattern, r.URL.EscapedPath()); !ok {
+				if ok2, _ := path.Match(f.PathPattern, r.URL.Path); !ok2 {
+					continue
+				}
+			}
+		}
+		if f.User != "" {
+			if !resolved {
+				who, resolved = userOf(), true
+			}
+			if who != f.User {
+				continue
+			}
+		}
+		if f.Count > 0 {
+			f.remaining--
+			if f.remaining <= 0 {
+				fs.faults = append(fs.faults[:i:i], fs.faults[i+1:]...)
+			}
+			return &f.Fault
+		}
+		if f.Fraction > 0 && f.rng.Float64() < f.Fraction {
+			return &f.Fault
+		}
+	}
+	return nil
+}
+
+// faultMiddleware applies injected faults before routing.
+func (s *Server) faultMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f := s.faults.pick(r, func() id.UserID { return s.peekUser(r) })
+		if f == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if f.Latency > 0 {
+			t := time.NewTimer(f.Latency)
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+				return
+			}
+		}
+		switch {
+		case f.Drop:
+			dropConnection(w)
+		case f.Status != 0:
+			writeFault(w, f)
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+func writeFault(w http.ResponseWriter, f *Fault) {
+	code := f.Errcode
+	if code == "" {
+		code = "M_UNKNOWN"
+		if f.Status == http.StatusTooManyRequests {
+			code = "M_LIMIT_EXCEEDED"
+		}
+	}
+	me := &matrixError{Status: f.Status, Errcode: code, Message: "injected fault"}
+	if f.Status == http.StatusTooManyRequests {
+		ms := f.RetryAfter.Milliseconds()
+		me.Extra = map[string]any{"retry_after_ms": ms}
+		w.Header().Set("Retry-After", strconv.FormatInt((ms+999)/1000, 10))
+	}
+	writeError(w, me)
+}
+
+// dropConnection closes the TCP connection without a response.
+func dropConnection(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic(http.ErrAbortHandler)
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	_ = conn.Close()
+}

@@ -1,0 +1,100 @@
+package fakehs
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"maunium.net/go/mautrix"
+)
+
+func TestFaultsCountUserAndRateLimit(t *testing.T) {
+	s := New(t)
+	ctx := context.Background()
+	alice, bob := newClient(t, s, "alice"), newClient(t, s, "bob")
+	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "public_chat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.JoinRoom(ctx, string(room.RoomID), nil); err != nil {
+		t.Fatal(err)
+	}
+	s.InjectFault(Fault{Method: "PUT", PathPattern: "/_matrix/client/v3/rooms/*/send/*/*", User: alice.UserID,
+		Status: 429, RetryAfter: 1500 * time.Millisecond, Count: 2})
+	path := "/_matrix/client/v3/rooms/" + string(room.RoomID) + "/send/m.room.message/"
+	for i, txn := range []string{"f1", "f2"} {
+		resp := rawDo(t, s, "PUT", alice.AccessToken, path+txn, `{"msgtype":"m.text","body":"x"}`)
+		var body struct {
+			Errcode    string `json:"errcode"`
+			RetryAfter int64  `json:"retry_after_ms"`
+		}
+		decode(t, resp, 429, &body)
+		if body.Errcode != "M_LIMIT_EXCEEDED" || body.RetryAfter != 1500 {
+			t.Fatalf("attempt %d: %+v", i, body)
+		}
+	}
+	// bob is not targeted; the third alice request passes.
+	decode(t, rawDo(t, s, "PUT", bob.AccessToken, path+"b1", `{"msgtype":"m.text","body":"x"}`), 200, nil)
+	decode(t, rawDo(t, s, "PUT", alice.AccessToken, path+"f3", `{"msgtype":"m.text","body":"x"}`), 200, nil)
+
+	s.InjectFault(Fault{PathPattern: "/_matrix/client/v3/account/whoami", Status: 502, Errcode: "M_UNKNOWN", Count: 1})
+	wantError(t, rawGet(t, s, alice.AccessToken, "/_matrix/client/v3/account/whoami"), 502, "M_UNKNOWN")
+	decode(t, rawGet(t, s, alice.AccessToken, "/_matrix/client/v3/account/whoami"), 200, nil)
+}
+
+func TestFaultDropAndLatency(t *testing.T) {
+	s := New(t)
+	s.InjectFault(Fault{PathPattern: "/_matrix/client/versions", Drop: true, Count: 1})
+	if resp, err := http.Get(s.URL() + "/_matrix/client/versions"); err == nil {
+		resp.Body.Close()
+		t.Fatal("dropped request got a response")
+	}
+	s.InjectFault(Fault{PathPattern: "/_matrix/client/versions", Latency: 150 * time.Millisecond, Count: 1})
+	start := time.Now()
+	resp, err := http.Get(s.URL() + "/_matrix/client/versions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || time.Since(start) < 150*time.Millisecond {
+		t.Fatalf("latency fault: %d after %v", resp.StatusCode, time.Since(start))
+	}
+}
+
+// The fraction is deterministic: the same seed fails the same requests.
+func TestFaultFractionIsDeterministic(t *testing.T) {
+	pattern := func() []int {
+		s := New(t)
+		s.InjectFault(Fault{PathPattern: "/_matrix/client/versions", Status: 503, Fraction: 0.5, Seed: 42})
+		var out []int
+		for i := 0; i < 20; i++ {
+			resp, err := http.Get(s.URL() + "/_matrix/client/versions")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			out = append(out, resp.StatusCode)
+		}
+		s.ClearFaults()
+		resp, err := http.Get(s.URL() + "/_matrix/client/versions")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("after ClearFaults: %v", err)
+		}
+		resp.Body.Close()
+		return out
+	}
+	a, b := pattern(), pattern()
+	failed := 0
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("run differs at %d: %v vs %v", i, a, b)
+		}
+		if a[i] == 503 {
+			failed++
+		}
+	}
+	if failed == 0 || failed == len(a) {
+		t.Fatalf("fraction 0.5 failed %d of %d", failed, len(a))
+	}
+}

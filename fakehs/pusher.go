@@ -1,0 +1,121 @@
+package fakehs
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxTxnEvents bounds one appservice transaction, as Synapse batches at 100.
+const maxTxnEvents = 100
+
+// runPusher is the one goroutine per appservice that delivers its queue in
+// order. A failed transaction is retried with the same txn id and the same
+// events until the appservice answers 2xx, backing off between attempts.
+func (s *Server) runPusher(as *asState) {
+	defer s.wg.Done()
+	client := &http.Client{Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	for {
+		batch := as.peek()
+		if len(batch) == 0 {
+			select {
+			case <-as.signal:
+				continue
+			case <-s.ctx.Done():
+				return
+			}
+		}
+		as.txnSeq++
+		txnID := strconv.FormatInt(as.txnSeq, 10)
+		body := s.transactionBody(batch)
+		if !s.deliver(client, as, txnID, body) {
+			return // closed
+		}
+		as.pop(len(batch))
+	}
+}
+
+func (as *asState) peek() []*evt {
+	as.qmu.Lock()
+	defer as.qmu.Unlock()
+	n := min(len(as.queue), maxTxnEvents)
+	return append([]*evt(nil), as.queue[:n]...)
+}
+
+func (as *asState) pop(n int) {
+	as.qmu.Lock()
+	defer as.qmu.Unlock()
+	as.queue = append(as.queue[:0:0], as.queue[n:]...)
+}
+
+// Pending returns how many events wait to be pushed to the appservice with this id.
+func (s *Server) Pending(asID string) int {
+	for _, as := range s.asList {
+		if as.reg.ID == asID {
+			as.qmu.Lock()
+			defer as.qmu.Unlock()
+			return len(as.queue)
+		}
+	}
+	return 0
+}
+
+func (s *Server) transactionBody(batch []*evt) []byte {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	events := s.renderAll(batch, nil)
+	return mustJSON(map[string]any{"events": events, "ephemeral": []any{}})
+}
+
+// deliver retries one transaction until a 2xx; false means the server closed.
+func (s *Server) deliver(client *http.Client, as *asState, txnID string, body []byte) bool {
+	wait := s.cfg.pushBackoff
+	for attempt := 1; ; attempt++ {
+		err := s.putTransaction(client, as, txnID, body)
+		if err == nil {
+			return true
+		}
+		s.log.Warn("fakehs: appservice push failed", "appservice", as.reg.ID, "txn", txnID, "attempt", attempt, "err", err)
+		select {
+		case <-time.After(wait):
+		case <-s.ctx.Done():
+			return false
+		}
+		wait = min(wait*2, s.cfg.pushMaxWait)
+	}
+}
+
+// putTransaction sends the hs_token both as a Bearer header and as
+// ?access_token=, as Synapse does for appservices that predate the header.
+func (s *Server) putTransaction(client *http.Client, as *asState, txnID string, body []byte) error {
+	if as.reg.URL == "" {
+		return nil // Synapse skips appservices without a URL
+	}
+	u := strings.TrimRight(as.reg.URL, "/") + "/_matrix/app/v1/transactions/" + url.PathEscape(txnID) +
+		"?access_token=" + url.QueryEscape(as.reg.ServerToken)
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("building transaction request: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+as.reg.ServerToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("pushing transaction %s: %w", txnID, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("pushing transaction %s: status %d", txnID, resp.StatusCode)
+	}
+	return nil
+}

@@ -1,0 +1,86 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/cucumber/godog"
+)
+
+// stepDef is one step of the vocabulary. The catalogue in features/README.md
+// is generated from these, so the documentation is the definition.
+type stepDef struct {
+	area    string // catalogue section
+	pattern string // godog regular expression
+	example string // how a feature writes it
+	doc     string // one line: what the step does or checks
+	fn      any
+}
+
+// areas orders the catalogue sections.
+var areas = []struct{ key, title, intro string }{
+	{"setup", "Setting the scene", "Given steps declare; the first step that acts creates rooms and starts the daemon, so setup costs one pass."},
+	{"script", "Scripting agents", "Each `will` step queues one turn; every prompt consumes the next queued turn, and an agent with none queued replies \"ok\"."},
+	{"humans", "Humans acting", "`@name` in a message becomes the user's Matrix id in the body and, unless told otherwise, an `m.mentions` entry."},
+	{"prompts", "What agents received", "Negative and counting checks first send a barrier mention to the agent and wait for it, so they never rely on sleeping."},
+	{"posts", "What was posted", "Read back through the client-server API as a human member of the room, so they hold on any homeserver."},
+	{"tools", "Calling tools", "A call is driven through the real chain: a human mention in the agent's current thread wakes it, its turn calls the tool through the bridge."},
+	{"results", "Tool results", "Checks on the most recent call (or paging walk) of any agent."},
+}
+
+// definitions lists every step bound to w; with a nil world it serves the
+// catalogue only.
+func definitions(w *world) []stepDef {
+	var all []stepDef
+	all = append(all, setupSteps(w)...)
+	all = append(all, scriptSteps(w)...)
+	all = append(all, humanSteps(w)...)
+	all = append(all, promptSteps(w)...)
+	all = append(all, postSteps(w)...)
+	all = append(all, toolSteps(w)...)
+	all = append(all, resultSteps(w)...)
+	return all
+}
+
+// register binds the vocabulary to a scenario.
+func register(sc *godog.ScenarioContext, w *world) {
+	for _, d := range definitions(w) {
+		sc.Step(d.pattern, d.fn)
+	}
+}
+
+// WriteCatalogue renders the step catalogue (features/README.md).
+func WriteCatalogue(out io.Writer) error {
+	var b strings.Builder
+	b.WriteString("<!-- Generated from steps/*.go by `go run ./steps/catalogue`; do not edit. -->\n")
+	b.WriteString("# Step catalogue\n\n")
+	b.WriteString("The vocabulary of the features in this directory. Steps speak in names (\"ori\", \"agent-a\",\n")
+	b.WriteString("\"#ops\"), never raw ids; the harness maps names to ids on whichever homeserver runs.\n\n")
+	b.WriteString("Run: `go test ./steps` (fakehs), `ZOOID_TEST_HOMESERVER=synapse go test ./steps`, or\n")
+	b.WriteString("`zooid sim [paths] [--homeserver fake|synapse] [--tags EXPR] [--format pretty|progress|junit|cucumber] [--concurrency N]`.\n")
+	b.WriteString("Scenarios tagged `@fake-only` need the fake homeserver's fault injection and are skipped elsewhere.\n\n")
+	b.WriteString("In tool arguments and expected JSON, strings are placeholders when they start with a sign:\n")
+	b.WriteString("`\"#ops\"` is the room's id, `\"#ops/thread-3\"` the root of the third generated thread of `#ops`,\n")
+	b.WriteString("`\"@ori\"` a user id, `\"$thread\"` the root of the current thread, `\"$next_before\"` the agent's\n")
+	b.WriteString("last cursor and `\"$tampered_next_before\"` that cursor with one character changed.\n")
+	defs := definitions(nil)
+	for _, a := range areas {
+		fmt.Fprintf(&b, "\n## %s\n\n%s\n\n", a.title, a.intro)
+		for _, d := range defs {
+			if d.area != a.key {
+				continue
+			}
+			fmt.Fprintf(&b, "- `%s`  \n  %s  \n  pattern: `%s`\n", d.example, d.doc, d.pattern)
+		}
+	}
+	_, err := io.WriteString(out, b.String())
+	if err != nil {
+		return fmt.Errorf("writing catalogue: %w", err)
+	}
+	return nil
+}
+
+// ctxStep is the shape of most steps.
+type ctxStep = func(context.Context) error

@@ -1,0 +1,83 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/zooid-dev/zooid/steps/fakeagent"
+	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/daemon"
+)
+
+// config builds the zooid.yaml equivalent of the scenario: one Matrix
+// transport holding the lease's appservice tokens, and each agent a fake
+// agent process (this executable) scripted by the controller.
+func (w *world) config(exe string) *config.Config {
+	n := w.names()
+	reg := w.lease.reg
+	cfg := &config.Config{
+		Transports: []config.Transport{{
+			Name: "matrix", Type: "matrix",
+			Matrix: &config.MatrixTransport{
+				Homeserver: w.lease.hs.baseURL(), ServerName: n.serverName,
+				ASToken: reg.AppToken, HSToken: reg.ServerToken,
+				Listen: w.lease.listen, ID: reg.ID, SenderLocalpart: reg.SenderLocalpart,
+			},
+		}},
+		StateDir: filepath.Join(w.dir, "state"),
+		RunDir:   filepath.Join(w.dir, "run"),
+	}
+	for _, an := range w.agentSeq {
+		a := w.agents[an]
+		rooms := make([]string, 0, len(a.rooms))
+		for _, r := range a.rooms {
+			rooms = append(rooms, string(n.alias(r)))
+		}
+		cfg.Agents = append(cfg.Agents, config.Agent{
+			Name: a.name,
+			ACP: config.ACP{Command: exe, Args: w.ctl.Args(a.name),
+				// A test binary runs the agent only when asked to (see fakeagent.ExecIfRequested).
+				Env: map[string]string{fakeagent.ExecEnv: "fake-agent"}},
+			Dir:  filepath.Join(w.dir, "agents", a.name),
+			Matrix: &config.AgentMatrix{
+				Transport: "matrix", UserID: n.agent(a.name), DisplayName: a.name,
+				Rooms: rooms, Trigger: a.trigger,
+			},
+		})
+	}
+	return cfg
+}
+
+// startDaemon starts the agent controller and the daemon in-process.
+func (w *world) startDaemon(ctx context.Context) error {
+	ctl, err := fakeagent.StartController("")
+	if err != nil {
+		return fmt.Errorf("starting the fake-agent controller: %w", err)
+	}
+	w.ctl = ctl
+	w.closers = append(w.closers, ctl.Close)
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding this executable for agents: %w", err)
+	}
+	for _, an := range w.agentSeq {
+		if err := os.MkdirAll(filepath.Join(w.dir, "agents", an), 0o700); err != nil {
+			return fmt.Errorf("agent dir: %w", err)
+		}
+	}
+	d, err := daemon.New(daemon.Options{
+		Config: w.config(exe), Logger: w.log.With("component", "daemon"),
+		BridgeCommand: []string{exe, "mcp"}, TurnTimeout: w.run.turnTimeout,
+	})
+	if err != nil {
+		return fmt.Errorf("configuring the daemon: %w", err)
+	}
+	if err := d.Start(ctx); err != nil {
+		return fmt.Errorf("starting the daemon: %w", err)
+	}
+	w.d = d
+	w.closers = append(w.closers, d.Close)
+	return nil
+}

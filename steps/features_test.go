@@ -1,0 +1,34 @@
+package steps
+
+import (
+	"flag"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+)
+
+var (
+	tagsFlag   = flag.String("godog.tags", "", "run only scenarios matching this tag expression")
+	formatFlag = flag.String("godog.format", "progress", "godog formatter: pretty, progress, junit or cucumber")
+	concFlag   = flag.Int("godog.concurrency", 4, "scenarios run at once")
+	pathsFlag  = flag.String("godog.paths", "", "comma-separated feature files or directories (default: features/)")
+)
+
+// TestFeatures runs every feature; each scenario is a subtest, so
+// `go test ./steps -run 'TestFeatures/Routing'` picks scenarios by name.
+func TestFeatures(t *testing.T) {
+	opts := Options{
+		Tags: *tagsFlag, Format: *formatFlag, Concurrency: *concFlag,
+		TestingT: t, Output: os.Stdout,
+	}
+	if *pathsFlag != "" {
+		opts.Paths = strings.Split(*pathsFlag, ",")
+	}
+	if os.Getenv("ZOOID_TEST_LOG") != "" {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if status := Run(opts); status != 0 {
+		t.Fatalf("features failed (godog status %d)", status)
+	}
+}

@@ -1,0 +1,216 @@
+// Package steps is the Gherkin harness: a fresh world per scenario (a
+// homeserver, the daemon in-process, scripted agents as real child
+// processes), the step vocabulary that drives it, and Run, which both
+// `go test ./steps` and `zooid sim` use to run the features.
+package steps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cucumber/godog"
+)
+
+// HomeserverEnv selects the homeserver when Options.Homeserver is empty.
+const HomeserverEnv = "ZOOID_TEST_HOMESERVER"
+
+// FakeOnlyTag marks scenarios that need fakehs (fault injection); they are
+// excluded on any other homeserver.
+const FakeOnlyTag = "@fake-only"
+
+// Options configures one run of the features.
+type Options struct {
+	// Paths are feature files or directories; empty means the module's features/.
+	Paths []string
+	// Homeserver is "fake", "synapse" or a URL; empty reads $ZOOID_TEST_HOMESERVER, then "fake".
+	Homeserver string
+	// Tags is a godog tag expression, e.g. "@mcp && ~@slow".
+	Tags string
+	// Format is pretty, progress, junit or cucumber (default progress).
+	Format string
+	// Concurrency is how many scenarios run at once (default 4).
+	Concurrency int
+	// Output receives the formatter's report (default stdout).
+	Output io.Writer
+	// TestingT, when set, runs each scenario as a subtest.
+	TestingT *testing.T
+	// Logger receives the daemon's and the harness's logs (default: discarded).
+	Logger *slog.Logger
+	// Wait bounds every wait of a step (default 10s; 30s on synapse).
+	Wait time.Duration
+	// TurnTimeout is the daemon's turn timeout, which hung agents hit (default 3s).
+	TurnTimeout time.Duration
+}
+
+// runner is what every scenario of a run shares.
+type runner struct {
+	backend     backend
+	log         *slog.Logger
+	wait        time.Duration
+	turnTimeout time.Duration
+}
+
+// Run runs the features and returns the godog exit status: 0 when all
+// passed, non-zero on failures or a bad option.
+func Run(opts Options) int {
+	out := opts.Output
+	if out == nil {
+		out = os.Stdout
+	}
+	st, err := prepare(&opts)
+	if err != nil {
+		fmt.Fprintf(out, "zooid sim: %v\n", err)
+		return 2
+	}
+	ctx := context.Background()
+	b, err := newBackend(ctx, opts.Homeserver, opts.Concurrency)
+	if err != nil {
+		fmt.Fprintf(out, "zooid sim: %v\n", err)
+		return 2
+	}
+	defer func() {
+		if err := b.close(ctx); err != nil {
+			fmt.Fprintf(out, "zooid sim: %v\n", err)
+		}
+	}()
+	if b.kind() != "fake" {
+		opts.Tags = andTags(opts.Tags, "~"+FakeOnlyTag)
+	}
+	r := &runner{backend: b, log: st.log, wait: st.wait, turnTimeout: st.turnTimeout}
+	if opts.Wait == 0 && b.kind() != "fake" {
+		r.wait = 30 * time.Second
+	}
+	suite := godog.TestSuite{
+		Name:                "zooid",
+		ScenarioInitializer: r.initScenario,
+		Options: &godog.Options{
+			Paths: opts.Paths, Tags: opts.Tags, Format: opts.Format,
+			Concurrency: opts.Concurrency, Output: out, TestingT: opts.TestingT,
+			Strict: true, NoColors: true,
+		},
+	}
+	return suite.Run()
+}
+
+type settings struct {
+	log         *slog.Logger
+	wait        time.Duration
+	turnTimeout time.Duration
+}
+
+// prepare fills defaults in opts.
+func prepare(opts *Options) (settings, error) {
+	st := settings{log: opts.Logger, wait: opts.Wait, turnTimeout: opts.TurnTimeout}
+	if st.log == nil {
+		st.log = slog.New(slog.DiscardHandler)
+	}
+	if st.wait == 0 {
+		st.wait = 10 * time.Second
+	}
+	if st.turnTimeout == 0 {
+		st.turnTimeout = 3 * time.Second
+	}
+	if opts.Homeserver == "" {
+		opts.Homeserver = os.Getenv(HomeserverEnv)
+	}
+	if opts.Format == "" {
+		opts.Format = "progress"
+	}
+	switch opts.Format {
+	case "pretty", "progress", "junit", "cucumber":
+	default:
+		return st, fmt.Errorf("unknown format %q (want pretty, progress, junit or cucumber)", opts.Format)
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 4
+	}
+	if len(opts.Paths) == 0 {
+		dir, err := FeaturesDir()
+		if err != nil {
+			return st, err
+		}
+		opts.Paths = []string{dir}
+	}
+	for i, p := range opts.Paths {
+		opts.Paths[i] = findPath(p)
+	}
+	return st, nil
+}
+
+// findPath resolves a relative feature path that doesn't exist from the
+// working directory against the module root, so "features/x.feature" works
+// from any directory of the module (go test runs in the package's).
+func findPath(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	file, _, _ := strings.Cut(p, ":") // godog allows file.feature:LINE
+	if _, err := os.Stat(file); err == nil {
+		return p
+	}
+	if root, err := ModuleRoot(); err == nil {
+		if _, err := os.Stat(filepath.Join(root, file)); err == nil {
+			return filepath.Join(root, p)
+		}
+	}
+	return p
+}
+
+// andTags joins two tag expressions.
+func andTags(a, b string) string {
+	if strings.TrimSpace(a) == "" {
+		return b
+	}
+	return "(" + a + ") && " + b
+}
+
+// FeaturesDir finds the module's features directory from the working
+// directory, walking up to the go.mod of this module.
+func FeaturesDir() (string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "features"), nil
+}
+
+// ModuleRoot walks up from the working directory to the directory whose
+// go.mod declares this module.
+func ModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("working directory: %w", err)
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.Contains(string(b), "module github.com/zooid-dev/zooid\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("not inside the zooid module: no go.mod of github.com/zooid-dev/zooid above the working directory; pass feature paths explicitly")
+		}
+		dir = parent
+	}
+}
+
+// initScenario gives each scenario its own world and closes it afterwards,
+// whether the scenario passed or not.
+func (r *runner) initScenario(sc *godog.ScenarioContext) {
+	w := newWorld(r)
+	register(sc, w)
+	sc.After(func(ctx context.Context, _ *godog.Scenario, err error) (context.Context, error) {
+		if cerr := w.close(); cerr != nil && err == nil {
+			return ctx, fmt.Errorf("closing the scenario: %w", cerr)
+		}
+		return ctx, nil
+	})
+}

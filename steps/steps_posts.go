@@ -1,0 +1,196 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+)
+
+func postSteps(w *world) []stepDef {
+	return []stepDef{
+		{area: "posts", pattern: `^([a-z0-9-]+) posts "([^"]*)" in the thread$`,
+			example: `agent-a posts "on it" in the thread`,
+			doc:     "Waits for exactly one m.notice with that body from the agent, in the current thread.",
+			fn:      w.stepPostsInThread},
+		{area: "posts", pattern: `^([a-z0-9-]+) posts "([^"]*)" in the thread of "([^"]+)"$`,
+			example: `agent-a posts "done" in the thread of "audit svc-a"`,
+			doc:     "Waits for exactly one m.notice with that body from the agent, in the thread whose root contains the quoted text.",
+			fn:      w.stepPostsInThreadOf},
+		{area: "posts", pattern: `^([a-z0-9-]+) posts "([^"]*)" top-level in "(#[a-z0-9-]+)"$`,
+			example: `agent-a posts "status: green" top-level in "#dev"`,
+			doc:     "Waits for exactly one m.notice with that body from the agent outside any thread of the room.",
+			fn:      w.stepPostsTopLevel},
+		{area: "posts", pattern: `^([a-z0-9-]+) posts an error notice in the thread$`,
+			example: `agent-a posts an error notice in the thread`,
+			doc:     "Waits for an m.notice from the agent in the current thread that says something failed.",
+			fn:      w.stepErrorNotice},
+		{area: "posts", pattern: `^([a-z0-9-]+) has posted nothing containing "([^"]*)"$`,
+			example: `agent-a has posted nothing containing "sneaky"`,
+			doc:     "No message from the agent in any room of the scenario contains the text (checked now).",
+			fn:      w.stepPostedNothing},
+	}
+}
+
+// seenMsg is a message read back from the homeserver.
+type seenMsg struct {
+	id      id.EventID
+	sender  id.UserID
+	msgtype string
+	body    string
+	thread  id.EventID // m.thread root; empty when top-level
+}
+
+func (m seenMsg) String() string {
+	where := "top-level"
+	if m.thread != "" {
+		where = "in thread " + short(string(m.thread))
+	}
+	return fmt.Sprintf("%s %s %s %q", m.sender, m.msgtype, where, m.body)
+}
+
+// readRoom reads the newest messages of a room through the client-server API
+// as a human member, newest first.
+func (w *world) readRoom(ctx context.Context, r *room, pages int) ([]seenMsg, error) {
+	reader := w.humans[w.humanSeq[0]]
+	var out []seenMsg
+	from := ""
+	for range pages {
+		resp, err := reader.cli.Messages(ctx, r.id, from, "", mautrix.DirectionBackward, nil, 100)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s as %s: %w", r.name, reader.name, err)
+		}
+		for _, ev := range resp.Chunk {
+			if ev.Type != event.EventMessage {
+				continue
+			}
+			m := seenMsg{id: ev.ID, sender: ev.Sender}
+			m.msgtype, _ = ev.Content.Raw["msgtype"].(string)
+			m.body, _ = ev.Content.Raw["body"].(string)
+			if rel, ok := ev.Content.Raw["m.relates_to"].(map[string]any); ok && rel["rel_type"] == "m.thread" {
+				s, _ := rel["event_id"].(string)
+				m.thread = id.EventID(s)
+			}
+			out = append(out, m)
+		}
+		if resp.End == "" || len(resp.Chunk) == 0 {
+			break
+		}
+		from = resp.End
+	}
+	return out, nil
+}
+
+// fromAgent filters messages of agent, rendering the rest for failure messages.
+func (w *world) fromAgent(msgs []seenMsg, agent string) (mine []seenMsg, seen string) {
+	uid := w.names().agent(agent)
+	var b strings.Builder
+	for _, m := range msgs {
+		if m.sender == uid {
+			mine = append(mine, m)
+			fmt.Fprintf(&b, "\n    %s", m)
+		}
+	}
+	if len(mine) == 0 {
+		return nil, fmt.Sprintf("no message from %s among the newest %d", agent, len(msgs))
+	}
+	return mine, fmt.Sprintf("%d messages from %s:%s", len(mine), agent, b.String())
+}
+
+// waitPost waits until the agent has posted exactly one message matching
+// match in the room, then checks it is an m.notice in the expected place.
+func (w *world) waitPost(ctx context.Context, agent string, r *room, what string, thread id.EventID, match func(seenMsg) bool) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	if _, err := w.agent(agent); err != nil {
+		return err
+	}
+	var found []seenMsg
+	err := w.eventually(ctx, fmt.Sprintf("%s posts %s in %s", agent, what, r.name), func() (bool, string, error) {
+		msgs, err := w.readRoom(ctx, r, 3)
+		if err != nil {
+			return false, "", err
+		}
+		mine, seen := w.fromAgent(msgs, agent)
+		found = found[:0]
+		for _, m := range mine {
+			if match(m) {
+				found = append(found, m)
+			}
+		}
+		return len(found) > 0, seen, nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(found) != 1 {
+		return fmt.Errorf("%s posted %s %d times: %v", agent, what, len(found), found)
+	}
+	m := found[0]
+	if m.msgtype != "m.notice" {
+		return fmt.Errorf("%s posted %s as %s, want m.notice", agent, what, m.msgtype)
+	}
+	if m.thread != thread {
+		return fmt.Errorf("%s posted %s in thread %q, want %q", agent, what, m.thread, thread)
+	}
+	return nil
+}
+
+func (w *world) stepPostsInThread(ctx context.Context, agent, text string) error {
+	if w.thread == nil {
+		return fmt.Errorf("there is no current thread yet")
+	}
+	return w.waitPost(ctx, agent, w.thread.room, fmt.Sprintf("%q", text), w.thread.root, func(m seenMsg) bool { return m.body == text })
+}
+
+func (w *world) stepPostsInThreadOf(ctx context.Context, agent, text, rootText string) error {
+	root, err := w.threadOf(rootText)
+	if err != nil {
+		return err
+	}
+	return w.waitPost(ctx, agent, root.room, fmt.Sprintf("%q", text), root.root, func(m seenMsg) bool { return m.body == text })
+}
+
+func (w *world) stepPostsTopLevel(ctx context.Context, agent, text, roomName string) error {
+	r, err := w.room(ctx, roomName)
+	if err != nil {
+		return err
+	}
+	return w.waitPost(ctx, agent, r, fmt.Sprintf("%q", text), "", func(m seenMsg) bool { return m.body == text })
+}
+
+// failureWords is how an error notice says something went wrong.
+var failureWords = regexp.MustCompile(`(?i)error|fail|crash|exit|stopp|died|unexpected`)
+
+func (w *world) stepErrorNotice(ctx context.Context, agent string) error {
+	if w.thread == nil {
+		return fmt.Errorf("there is no current thread yet")
+	}
+	return w.waitPost(ctx, agent, w.thread.room, "an error notice", w.thread.root, func(m seenMsg) bool {
+		return m.thread == w.thread.root && failureWords.MatchString(m.body)
+	})
+}
+
+func (w *world) stepPostedNothing(ctx context.Context, agent, text string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	for _, rn := range w.roomSeq {
+		msgs, err := w.readRoom(ctx, w.rooms[rn], 3)
+		if err != nil {
+			return err
+		}
+		mine, _ := w.fromAgent(msgs, agent)
+		for _, m := range mine {
+			if strings.Contains(m.body, text) {
+				return fmt.Errorf("%s posted %s in %s", agent, m, rn)
+			}
+		}
+	}
+	return nil
+}

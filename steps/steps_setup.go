@@ -1,0 +1,143 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// quoted matches one "name" of a list like "ori", "mia" and "kai".
+var quoted = regexp.MustCompile(`"([^"]+)"`)
+
+// quotedList is the regex of such a list.
+const quotedList = `((?:"[^"]+"(?:, | and )?)+)`
+
+func listOf(s string) []string {
+	var out []string
+	for _, m := range quoted.FindAllStringSubmatch(s, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// bareList splits ori, mia and agent-a.
+func bareList(s string) []string {
+	s = strings.ReplaceAll(s, " and ", ", ")
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func setupSteps(w *world) []stepDef {
+	return []stepDef{
+		{area: "setup", pattern: `^the homeserver has users? ` + quotedList + `$`,
+			example: `the homeserver has users "ori" and "mia"`,
+			doc:     "Registers human accounts; the first one creates the scenario's rooms.",
+			fn:      w.stepUsers},
+		{area: "setup", pattern: `^agents? ` + quotedList + ` (?:is|are) bound to ` + quotedList + `(?: with trigger (mention|any))?$`,
+			example: `agents "agent-a" and "agent-b" are bound to "#ops" with trigger any`,
+			doc:     "Configures agents in zooid.yaml, bound to those rooms; the trigger defaults to mention.",
+			fn:      w.stepAgents},
+		{area: "setup", pattern: `^"(#[a-z0-9-]+)" has (\d+) messages in (\d+) threads from ([a-z0-9, -]+)$`,
+			example: `"#ops" has 2000 messages in 40 threads from ori, mia, agent-a and agent-b`,
+			doc:     "Gives a room a generated history: that many thread roots spread evenly, the rest alternating top-level chatter and replies to recent threads (imported on fakehs, sent on a real server).",
+			fn:      w.stepBusyRoom},
+		{area: "setup", pattern: `^([a-z0-9-]+) is answering a mention in "(#[a-z0-9-]+)"$`,
+			example: `agent-a is answering a mention in "#ops"`,
+			doc:     "The first human mentions the agent top-level in the room and waits until it is prompted; that thread becomes the current one.",
+			fn:      w.stepAnswering},
+	}
+}
+
+func (w *world) stepUsers(ctx context.Context, list string) error {
+	for _, n := range listOf(list) {
+		if err := w.addHuman(ctx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *world) stepAgents(ctx context.Context, list, rooms, trigger string) error {
+	if w.started {
+		return fmt.Errorf("agents must be declared before the first action (the daemon is already running)")
+	}
+	if err := w.ensureHomeserver(ctx); err != nil {
+		return err
+	}
+	if trigger == "" {
+		trigger = "mention"
+	}
+	rs := listOf(rooms)
+	for _, r := range rs {
+		if _, err := w.room(ctx, r); err != nil {
+			return err
+		}
+	}
+	for _, n := range listOf(list) {
+		if err := checkName(n); err != nil {
+			return err
+		}
+		if _, ok := w.humans[n]; ok {
+			return fmt.Errorf("%q is already a human", n)
+		}
+		a, ok := w.agents[n]
+		if !ok {
+			a = &agentDecl{name: n}
+			w.agents[n] = a
+			w.agentSeq = append(w.agentSeq, n)
+		}
+		a.rooms = append(a.rooms, rs...)
+		a.trigger = trigger
+	}
+	return nil
+}
+
+func (w *world) stepBusyRoom(ctx context.Context, name, total, threads, senders string) error {
+	if w.started {
+		return fmt.Errorf("a busy room must be declared before the first action")
+	}
+	r, err := w.room(ctx, name)
+	if err != nil {
+		return err
+	}
+	t, _ := strconv.Atoi(total)
+	th, _ := strconv.Atoi(threads)
+	if t < 1 || th > t {
+		return fmt.Errorf("%s: %d messages can't hold %d threads", name, t, th)
+	}
+	ss := bareList(senders)
+	for _, s := range ss {
+		if _, ok := w.humans[s]; ok {
+			continue
+		}
+		if _, ok := w.agents[s]; ok {
+			continue
+		}
+		return fmt.Errorf("sender %q of %s is neither a declared user nor an agent (declare them first)", s, name)
+	}
+	r.busy = &busySpec{total: t, threads: th, senders: ss}
+	return nil
+}
+
+func (w *world) stepAnswering(ctx context.Context, agent, roomName string) error {
+	if _, err := w.agent(agent); err != nil {
+		return err
+	}
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	w.stepSeq++
+	text := fmt.Sprintf("@%s please take a look (%d)", agent, w.stepSeq)
+	p, err := w.say(ctx, w.humanSeq[0], roomName, text, "", true)
+	if err != nil {
+		return err
+	}
+	return w.waitPrompted(ctx, agent, p.core)
+}

@@ -1,0 +1,269 @@
+package steps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/steps/fakeagent"
+	"github.com/zooid-dev/zooid/zooid/daemon"
+)
+
+// world is one scenario: its homeserver lease, its humans, agents and rooms,
+// the daemon under test and the controller scripting the agents. Given steps
+// only declare agents and rooms; the first step that acts materialises them
+// (rooms created or imported, daemon started), so setup costs one pass.
+type world struct {
+	run *runner
+	log *slog.Logger
+
+	lease    *lease
+	dir      string // scratch directory, removed on close
+	as       *mautrix.Client
+	ctl      *fakeagent.Controller
+	d        *daemon.Daemon
+	started  bool
+	closers  []func() error // run in reverse by close
+	humans   map[string]*human
+	humanSeq []string
+	agents   map[string]*agentDecl
+	agentSeq []string
+	rooms    map[string]*room
+	roomSeq  []string
+
+	posts   []*post            // every message the harness posted, in order
+	thread  *post              // the thread steps mean by "the thread"
+	focus   map[string]*post   // per agent: the message it is answering
+	calls   map[string][]*call // per agent: tool calls made through steps
+	last    *call              // the most recent tool call of any agent
+	paging  map[string]*paging
+	pushes  int
+	stepSeq int
+}
+
+// human is a user of the homeserver that steps name.
+type human struct {
+	name string
+	id   id.UserID
+	cli  *mautrix.Client
+}
+
+// agentDecl is an agent as the scenario configured it.
+type agentDecl struct {
+	name    string
+	rooms   []string
+	trigger string
+}
+
+// room is a room as steps name it, and what the harness put in it.
+type room struct {
+	name    string
+	id      id.RoomID
+	busy    *busySpec
+	seeded  []seeded // the generated history, oldest first
+	created bool
+}
+
+// post is a message the harness sent as a human.
+type post struct {
+	room     *room
+	id       id.EventID
+	sender   string
+	text     string // as the step wrote it
+	core     string // the text without @mentions: what a prompt should contain
+	root     id.EventID
+	mentions []string
+}
+
+func newWorld(r *runner) *world {
+	return &world{
+		run: r, log: r.log,
+		humans: map[string]*human{}, agents: map[string]*agentDecl{}, rooms: map[string]*room{},
+		focus: map[string]*post{}, calls: map[string][]*call{}, paging: map[string]*paging{},
+	}
+}
+
+// waitCtx bounds one wait of a step.
+func (w *world) waitCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, w.run.wait)
+}
+
+// ensureHomeserver leases the scenario's homeserver on first use.
+func (w *world) ensureHomeserver(ctx context.Context) error {
+	if w.lease != nil {
+		return nil
+	}
+	l, err := w.run.backend.lease(ctx)
+	if err != nil {
+		return err
+	}
+	w.lease = l
+	w.closers = append(w.closers, func() error { l.release(); return nil })
+	dir, err := os.MkdirTemp("/tmp", "zw")
+	if err != nil {
+		return fmt.Errorf("scratch dir: %w", err)
+	}
+	w.dir = dir
+	w.closers = append(w.closers, func() error { return os.RemoveAll(dir) })
+	as, err := mautrix.NewClient(l.hs.baseURL(), id.NewUserID(l.reg.SenderLocalpart, l.names.serverName), l.reg.AppToken)
+	if err != nil {
+		return fmt.Errorf("appservice client: %w", err)
+	}
+	as.SetAppServiceUserID = true
+	w.as = as
+	return nil
+}
+
+// names is the scenario's name→id mapping; only valid after ensureHomeserver.
+func (w *world) names() names { return w.lease.names }
+
+// close tears everything down in reverse order of creation, whatever failed.
+func (w *world) close() error {
+	var errs []error
+	for i := len(w.closers) - 1; i >= 0; i-- {
+		if err := w.closers[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	w.closers = nil
+	return errors.Join(errs...)
+}
+
+// addHuman registers a human by name.
+func (w *world) addHuman(ctx context.Context, name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if _, ok := w.humans[name]; ok {
+		return nil
+	}
+	if _, ok := w.agents[name]; ok {
+		return fmt.Errorf("%q is already an agent", name)
+	}
+	if err := w.ensureHomeserver(ctx); err != nil {
+		return err
+	}
+	uid, tok, err := w.lease.hs.registerHuman(ctx, w.names().humanLocalpart(name), name)
+	if err != nil {
+		return err
+	}
+	cli, err := mautrix.NewClient(w.lease.hs.baseURL(), uid, tok)
+	if err != nil {
+		return fmt.Errorf("client for %s: %w", name, err)
+	}
+	w.humans[name] = &human{name: name, id: uid, cli: cli}
+	w.humanSeq = append(w.humanSeq, name)
+	if w.started {
+		for _, rn := range w.roomSeq {
+			if err := w.join(ctx, w.humans[name], w.rooms[rn]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// human looks up a human by name.
+func (w *world) human(name string) (*human, error) {
+	h, ok := w.humans[name]
+	if !ok {
+		return nil, fmt.Errorf("no human %q; declare it with: the homeserver has users %q", name, name)
+	}
+	return h, nil
+}
+
+// agent looks up an agent by name.
+func (w *world) agent(name string) (*agentDecl, error) {
+	a, ok := w.agents[name]
+	if !ok {
+		return nil, fmt.Errorf("no agent %q; declare it with: agent %q is bound to \"#room\"", name, name)
+	}
+	return a, nil
+}
+
+// userID is the Matrix id of a human or agent by name.
+func (w *world) userID(name string) (id.UserID, error) {
+	if h, ok := w.humans[name]; ok {
+		return h.id, nil
+	}
+	if _, ok := w.agents[name]; ok {
+		return w.names().agent(name), nil
+	}
+	return "", fmt.Errorf("%q is neither a human nor an agent of this scenario", name)
+}
+
+// nameOf is the step name of a Matrix user, or the raw id when unknown.
+func (w *world) nameOf(uid id.UserID) string {
+	for n, h := range w.humans {
+		if h.id == uid {
+			return n
+		}
+	}
+	for n := range w.agents {
+		if w.names().agent(n) == uid {
+			return n
+		}
+	}
+	return string(uid)
+}
+
+// room returns the room a step names, declaring it on first mention; once
+// the scenario has started, a new room is created on the spot.
+func (w *world) room(ctx context.Context, name string) (*room, error) {
+	if err := checkRoom(name); err != nil {
+		return nil, err
+	}
+	if r, ok := w.rooms[name]; ok {
+		return r, nil
+	}
+	r := &room{name: name}
+	w.rooms[name] = r
+	w.roomSeq = append(w.roomSeq, name)
+	if w.started {
+		if err := w.createRoom(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// start materialises the declared scenario: rooms, agents, daemon.
+func (w *world) start(ctx context.Context) error {
+	if w.started {
+		return nil
+	}
+	if len(w.humanSeq) == 0 {
+		return errors.New("the scenario has no human users; start with: the homeserver has users \"ori\" and \"mia\"")
+	}
+	begin := time.Now()
+	for _, rn := range w.roomSeq {
+		if err := w.createRoom(ctx, w.rooms[rn]); err != nil {
+			return err
+		}
+	}
+	if err := w.startDaemon(ctx); err != nil {
+		return err
+	}
+	w.started = true
+	w.log.Debug("scenario started", "took", time.Since(begin))
+	return nil
+}
+
+// stripMentions removes @name tokens, leaving what the prompt should carry.
+func stripMentions(text string) string {
+	var kept []string
+	for _, f := range strings.Fields(text) {
+		if strings.HasPrefix(f, "@") && len(f) > 1 {
+			continue
+		}
+		kept = append(kept, f)
+	}
+	return strings.Join(kept, " ")
+}

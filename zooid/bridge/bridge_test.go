@@ -1,0 +1,27 @@
+package bridge
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestMainUsageAndUnreachableSocket(t *testing.T) {
+	var out, errOut strings.Builder
+	if code := Main([]string{"--socket", "/x"}, strings.NewReader(""), &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "usage") {
+		t.Fatalf("missing binding: %d %q", code, errOut.String())
+	}
+	errOut.Reset()
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "none.sock")
+	if code := Main([]string{"--socket", missing, "--binding", "b"}, strings.NewReader(""), &out, &errOut); code != 1 || !strings.Contains(errOut.String(), missing) {
+		t.Fatalf("missing socket: %d %q", code, errOut.String())
+	}
+	if out.Len() != 0 {
+		t.Fatalf("stdout written: %q", out.String())
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatal("bridge created the socket path")
+	}
+}

@@ -1,0 +1,265 @@
+// Package config reads zooid.yaml: it expands ${VAR} from the environment,
+// validates strictly (unknown keys, names, ids, references) and reports every
+// problem at once as "file:line: path: reason".
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"maunium.net/go/mautrix/id"
+)
+
+// Transport types.
+const (
+	TypeMatrix = "matrix"
+	TypeHTTP   = "http"
+)
+
+// Trigger values of a Matrix-bound agent.
+const (
+	TriggerMention = "mention"
+	TriggerAny     = "any"
+)
+
+// Permission policies for an agent's session/request_permission.
+const (
+	PermissionDeny  = "deny"
+	PermissionAllow = "allow"
+)
+
+// Config is a validated zooid.yaml with defaults applied.
+type Config struct {
+	// File is the path the config was read from, as given.
+	File       string
+	Transports []Transport
+	Agents     []Agent
+	// StateDir holds durable state; default ".zooid" next to the file.
+	StateDir string
+	// RunDir holds sockets; default $XDG_RUNTIME_DIR/zooid, else a
+	// per-user directory under the system temp dir.
+	RunDir string
+}
+
+// Transport is one entry under transports.
+type Transport struct {
+	Name string
+	// Type is TypeMatrix or TypeHTTP; exactly the matching field is set.
+	Type   string
+	Matrix *MatrixTransport
+	HTTP   *HTTPTransport
+}
+
+// MatrixTransport is a Matrix appservice connection.
+type MatrixTransport struct {
+	// Homeserver is the client-server API base URL.
+	Homeserver string
+	// ServerName is the homeserver's server name (the part after ':' in ids);
+	// may be empty when every id in the file is written in full.
+	ServerName string
+	ASToken    string
+	HSToken    string
+	// Listen is the appservice push listener, e.g. 127.0.0.1:9000; empty
+	// means no push listener: the daemon uses /sync.
+	Listen string
+	// ID is the registration id, default "zooid".
+	ID string
+	// SenderLocalpart is the appservice bot's localpart, default "zooid".
+	SenderLocalpart string
+}
+
+// HTTPTransport is the plain HTTP API.
+type HTTPTransport struct {
+	// Port is the port given in the file (0 when only listen was given).
+	Port int
+	// Listen is the address to bind; from port it is 127.0.0.1:PORT.
+	Listen string
+	// Token is the bearer token; empty means no authentication.
+	Token string
+}
+
+// Agent is one entry under agents.
+type Agent struct {
+	// Name matches ^[a-z][a-z0-9-]{0,31}$.
+	Name string
+	ACP  ACP
+	// Dir is the agent's working directory (absolute); default the
+	// directory of the config file.
+	Dir string
+	// Exactly one of Matrix and HTTP is set.
+	Matrix *AgentMatrix
+	HTTP   *AgentHTTP
+	// Permission is PermissionDeny (default) or PermissionAllow.
+	Permission string
+}
+
+// ACP says how to start the agent process.
+type ACP struct {
+	// Preset is one of PresetNames, or empty.
+	Preset string
+	// Command overrides the preset's command; relative paths with a slash
+	// are resolved against the config file's directory.
+	Command string
+	// Args are appended to the preset's arguments, or follow Command.
+	Args []string
+	// Env is added to the environment the daemon gives the agent.
+	Env map[string]string
+}
+
+// AgentMatrix binds an agent to a Matrix transport.
+type AgentMatrix struct {
+	// Transport names a matrix transport; default the only one.
+	Transport string
+	// UserID is the agent's own Matrix user, normalised with the server name.
+	UserID      id.UserID
+	DisplayName string
+	// Rooms are aliases ("#general:server") and room ids ("!id:server"),
+	// normalised with the server name.
+	Rooms []string
+	// Trigger is TriggerMention (default) or TriggerAny.
+	Trigger string
+}
+
+// AgentHTTP binds an agent to an HTTP transport.
+type AgentHTTP struct {
+	// Transport names an http transport; default the only one.
+	Transport string
+}
+
+type preset struct {
+	command string
+	args    []string
+}
+
+var presets = map[string]preset{
+	"claude":   {"npx", []string{"-y", "@zed-industries/claude-code-acp"}},
+	"opencode": {"opencode", []string{"acp"}},
+	"codex":    {"codex-acp", nil},
+	"gemini":   {"gemini", []string{"--experimental-acp"}},
+	"pi":       {"pi-acp", nil},
+}
+
+// PresetNames lists the known presets, sorted.
+func PresetNames() []string {
+	names := make([]string, 0, len(presets))
+	for n := range presets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Resolve gives the command line to start the agent: the preset's, with Args
+// appended, unless Command overrides it.
+func (a ACP) Resolve() (command string, args []string) {
+	if a.Command != "" {
+		return a.Command, slices.Clone(a.Args)
+	}
+	p := presets[a.Preset]
+	return p.command, append(slices.Clone(p.args), a.Args...)
+}
+
+// Agent finds an agent by name.
+func (c *Config) Agent(name string) (*Agent, bool) {
+	for i := range c.Agents {
+		if c.Agents[i].Name == name {
+			return &c.Agents[i], true
+		}
+	}
+	return nil, false
+}
+
+// Transport finds a transport by name.
+func (c *Config) Transport(name string) (*Transport, bool) {
+	for i := range c.Transports {
+		if c.Transports[i].Name == name {
+			return &c.Transports[i], true
+		}
+	}
+	return nil, false
+}
+
+// Error is one problem in a config file.
+type Error struct {
+	File string
+	Line int
+	// Path is the dotted key path, e.g. agents.agent-a.matrix.trigger.
+	Path string
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
+	}
+	if e.Path == "" {
+		return loc + ": " + e.Msg
+	}
+	return loc + ": " + e.Path + ": " + e.Msg
+}
+
+// ErrorList is every problem found in a file, in line order. Parse and Load
+// return it as their error; use errors.As to get at the entries.
+type ErrorList []*Error
+
+func (l ErrorList) Error() string {
+	parts := make([]string, len(l))
+	for i, e := range l {
+		parts[i] = e.Error()
+	}
+	return strings.Join(parts, "\n")
+}
+
+// Load reads, expands and validates the file at path, looking variables up
+// in the process environment. It also checks that agent directories exist.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	base := filepath.Dir(path)
+	if abs, err := filepath.Abs(base); err == nil {
+		base = abs
+	}
+	p := newParser(path, base, os.LookupEnv)
+	cfg := p.parse(data)
+	if cfg != nil {
+		for _, a := range cfg.Agents {
+			st, err := os.Stat(a.Dir)
+			switch {
+			case err != nil:
+				p.errorAt(p.dirLines[a.Name], "agents."+a.Name+".dir", "working directory: %v", err)
+			case !st.IsDir():
+				p.errorAt(p.dirLines[a.Name], "agents."+a.Name+".dir", "%s is not a directory", a.Dir)
+			}
+		}
+	}
+	if err := p.result(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// Parse validates data as zooid.yaml. filename is used in messages and its
+// directory anchors relative paths; lookupEnv resolves ${VAR} (nil means
+// every variable is unset).
+func Parse(data []byte, filename string, lookupEnv func(string) (string, bool)) (*Config, error) {
+	if lookupEnv == nil {
+		lookupEnv = func(string) (string, bool) { return "", false }
+	}
+	base := filepath.Dir(filename)
+	if abs, err := filepath.Abs(base); err == nil {
+		base = abs
+	}
+	p := newParser(filename, base, lookupEnv)
+	cfg := p.parse(data)
+	if err := p.result(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}

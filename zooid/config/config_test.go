@@ -1,0 +1,527 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"maunium.net/go/mautrix/id"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+var testEnv = env(map[string]string{"AS": "as-secret", "HS": "hs-secret", "EMPTY": ""})
+
+func TestExampleLoads(t *testing.T) {
+	t.Setenv("MATRIX_AS_TOKEN", "as-1")
+	t.Setenv("MATRIX_HS_TOKEN", "hs-1")
+	t.Setenv("HOOKS_TOKEN", "bearer-1")
+	cfg, err := Load("testdata/zooid.yaml")
+	if err != nil {
+		t.Fatalf("example config refused:\n%v", err)
+	}
+	dir, _ := filepath.Abs("testdata")
+	if len(cfg.Transports) != 2 || len(cfg.Agents) != 3 {
+		t.Fatalf("got %d transports, %d agents", len(cfg.Transports), len(cfg.Agents))
+	}
+	mx := cfg.Transports[0]
+	if mx.Name != "matrix" || mx.Type != TypeMatrix || mx.Matrix == nil || mx.HTTP != nil {
+		t.Fatalf("matrix transport %+v", mx)
+	}
+	want := MatrixTransport{Homeserver: "http://127.0.0.1:8008", ServerName: "example.org", ASToken: "as-1", HSToken: "hs-1",
+		Listen: "127.0.0.1:9000", ID: "zooid", SenderLocalpart: "zooid"}
+	if *mx.Matrix != want {
+		t.Errorf("matrix = %+v, want %+v", *mx.Matrix, want)
+	}
+	hooks := cfg.Transports[1]
+	if hooks.Type != TypeHTTP || hooks.HTTP.Port != 3000 || hooks.HTTP.Listen != "127.0.0.1:3000" || hooks.HTTP.Token != "bearer-1" {
+		t.Errorf("hooks = %+v %+v", hooks, hooks.HTTP)
+	}
+
+	a, ok := cfg.Agent("agent-a")
+	if !ok || a.Matrix == nil {
+		t.Fatalf("agent-a missing: %+v", cfg.Agents)
+	}
+	if a.Matrix.UserID != id.UserID("@agent-a:example.org") || a.Matrix.Transport != "matrix" || a.Matrix.DisplayName != "Agent A" ||
+		a.Matrix.Trigger != TriggerMention || !slices.Equal(a.Matrix.Rooms, []string{"#general:example.org", "!abc123:example.org"}) {
+		t.Errorf("agent-a matrix = %+v", a.Matrix)
+	}
+	if a.Permission != PermissionDeny || a.Dir != dir || a.ACP.Preset != "claude" {
+		t.Errorf("agent-a = %+v", a)
+	}
+	if cmd, args := a.ACP.Resolve(); cmd != "npx" || !slices.Equal(args, []string{"-y", "@zed-industries/claude-code-acp"}) {
+		t.Errorf("claude resolves to %s %v", cmd, args)
+	}
+
+	c, _ := cfg.Agent("coder")
+	if c.ACP.Command != filepath.Join(dir, "bin/my-agent") || !slices.Equal(c.ACP.Args, []string{"--verbose"}) {
+		t.Errorf("coder acp = %+v", c.ACP)
+	}
+	if c.ACP.Env["MODEL"] != "small" || c.ACP.Env["PRICE"] != "${NOT_EXPANDED}" {
+		t.Errorf("coder env = %v", c.ACP.Env)
+	}
+	if c.Dir != filepath.Join(dir, "work") || c.Permission != PermissionAllow || c.Matrix.Trigger != TriggerAny || c.Matrix.DisplayName != "coder" {
+		t.Errorf("coder = %+v %+v", c, c.Matrix)
+	}
+	w, _ := cfg.Agent("webhook")
+	if w.HTTP == nil || w.HTTP.Transport != "hooks" || w.Matrix != nil {
+		t.Errorf("webhook = %+v", w)
+	}
+	if cfg.StateDir != filepath.Join(dir, ".zooid") {
+		t.Errorf("state dir %s", cfg.StateDir)
+	}
+	if cfg.RunDir == "" || len(cfg.RunDir) > maxRunDir {
+		t.Errorf("run dir %q", cfg.RunDir)
+	}
+}
+
+func TestExampleNeedsItsSecrets(t *testing.T) {
+	data, err := os.ReadFile("testdata/zooid.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Parse(data, "zooid.yaml", env(map[string]string{"MATRIX_AS_TOKEN": "a"}))
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 2 {
+		t.Fatalf("want two errors, got %v", err)
+	}
+	if list[0].Error() != "zooid.yaml:7: transports.matrix.hs_token: environment variable MATRIX_HS_TOKEN is not set" ||
+		list[1].Error() != "zooid.yaml:12: transports.hooks.token: environment variable HOOKS_TOKEN is not set" {
+		t.Fatalf("errors:\n%v", err)
+	}
+}
+
+const okTransport = `transports:
+  matrix:
+    homeserver: http://127.0.0.1:8008
+    server_name: example.org
+    as_token: ${AS}
+    hs_token: ${HS}
+`
+
+func TestRules(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		yaml string
+		want []string // whole error lines, in order
+	}{
+		{"bad trigger", okTransport + `agents:
+  agent-a:
+    acp: { preset: claude }
+    matrix:
+      user_id: '@agent-a'
+      rooms: ['#general']
+      trigger: all
+`, []string{`zooid.yaml:13: agents.agent-a.matrix.trigger: must be "mention" or "any", got "all"`}},
+		{"unknown top key with suggestion", okTransport + `agent:
+  a: {}
+`, []string{`zooid.yaml:1: agents: at least one agent is required`, `zooid.yaml:7: unknown key "agent" (did you mean "agents"?)`}},
+		{"unknown nested key", okTransport + `    hs_tokn: x
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:7: transports.matrix: unknown key "hs_tokn" (did you mean "hs_token"?)`}},
+		{"bad agent name", okTransport + `agents:
+  Agent_A:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:8: agents.Agent_A: agent name must match ^[a-z][a-z0-9-]{0,31}$`}},
+		{"agent name too long", okTransport + `agents:
+  a123456789012345678901234567890123:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:8: agents.a123456789012345678901234567890123: agent name must match ^[a-z][a-z0-9-]{0,31}$`}},
+		{"duplicate agent", okTransport + `agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@b', rooms: ['#r'] }
+`, []string{`zooid.yaml:11: agents.a: duplicate name (first at line 8)`}},
+		{"duplicate key", okTransport + `agents:
+  a:
+    acp: { preset: pi }
+    acp: { preset: claude }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:10: agents.a.acp: duplicate key (first at line 9)`}},
+		{"unknown preset", okTransport + `agents:
+  a:
+    acp: { preset: cursor }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:9: agents.a.acp.preset: unknown preset "cursor" (known: claude, codex, gemini, opencode, pi)`}},
+		{"no preset nor command", okTransport + `agents:
+  a:
+    acp: { args: [x] }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:9: agents.a.acp: needs a preset or a command`}},
+		{"no transport bound", okTransport + `agents:
+  a:
+    acp: { preset: pi }
+`, []string{`zooid.yaml:8: agents.a: an agent binds exactly one transport: set matrix or http`}},
+		{"two transports bound", okTransport + `  web: { type: http, port: 3000 }
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+    http: {}
+`, []string{`zooid.yaml:12: agents.a: an agent binds exactly one transport: both matrix and http are set`}},
+		{"short user id needs server_name", `transports:
+  matrix:
+    homeserver: http://127.0.0.1:8008
+    as_token: a
+    hs_token: b
+agents:
+  a:
+    acp: { preset: pi }
+    matrix:
+      user_id: '@a'
+      rooms: ['#r', '!x:example.org', '#full:example.org']
+`, []string{`zooid.yaml:10: agents.a.matrix.user_id: "@a" has no server part and the transport has no server_name`,
+			`zooid.yaml:11: agents.a.matrix.rooms[0]: "#r" has no server part and the transport has no server_name`}},
+		{"user id on other server", okTransport + `agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a:evil.org', rooms: ['#r'] }
+`, []string{`zooid.yaml:10: agents.a.matrix.user_id: @a:evil.org is not on the transport's server example.org`}},
+		{"user id without @", okTransport + `agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: 'a', rooms: ['#r'] }
+`, []string{`zooid.yaml:10: agents.a.matrix.user_id: must start with @, got "a"`}},
+		{"duplicate user id", okTransport + `agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@same', rooms: ['#r'] }
+  b:
+    acp: { preset: pi }
+    matrix: { user_id: '@same:example.org', rooms: ['#r'] }
+`, []string{`zooid.yaml:13: agents.b.matrix.user_id: @same:example.org is already used by agent a`}},
+		{"bad room", okTransport + `agents:
+  a:
+    acp: { preset: pi }
+    matrix:
+      user_id: '@a'
+      rooms:
+        - general
+`, []string{`zooid.yaml:13: agents.a.matrix.rooms[0]: must be a room alias (#name) or room id (!id), got "general"`}},
+		{"no rooms", okTransport + `agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a' }
+`, []string{`zooid.yaml:10: agents.a.matrix.rooms: at least one room is required`}},
+		{"unset variable", `transports:
+  matrix:
+    homeserver: http://127.0.0.1:8008
+    server_name: example.org
+    as_token: ${NOPE}
+    hs_token: ${HS}
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:5: transports.matrix.as_token: environment variable NOPE is not set`}},
+		{"empty variable is empty", `transports:
+  matrix:
+    homeserver: http://127.0.0.1:8008
+    server_name: example.org
+    as_token: ${EMPTY}
+    hs_token: ${HS}
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:5: transports.matrix.as_token: must not be empty`}},
+		{"missing required", `transports:
+  matrix:
+    server_name: example.org
+    as_token: x
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:2: transports.matrix.homeserver: is required`, `zooid.yaml:2: transports.matrix.hs_token: is required`}},
+		{"bad homeserver", `transports:
+  matrix:
+    homeserver: 127.0.0.1:8008
+    server_name: example.org
+    as_token: a
+    hs_token: b
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:3: transports.matrix.homeserver: must be an http(s) URL, got "127.0.0.1:8008"`}},
+		{"transport type needed", `transports:
+  main:
+    homeserver: http://h
+agents:
+  a:
+    acp: { preset: pi }
+    http: {}
+`, []string{`zooid.yaml:2: transports.main: type is required ("matrix" or "http") unless the transport is named after its type`}},
+		{"bad transport type", `transports:
+  main:
+    type: irc
+agents:
+  a:
+    acp: { preset: pi }
+    http: {}
+`, []string{`zooid.yaml:3: transports.main.type: must be "matrix" or "http", got "irc"`}},
+		{"http port", `transports:
+  http:
+    port: 99999
+agents:
+  a:
+    acp: { preset: pi }
+    http: {}
+`, []string{`zooid.yaml:3: transports.http.port: must be a number 1-65535, got "99999"`}},
+		{"http needs port or listen", `transports:
+  http:
+    token: t
+agents:
+  a:
+    acp: { preset: pi }
+    http: {}
+`, []string{`zooid.yaml:2: transports.http: port or listen is required`}},
+		{"matrix key on http transport", `transports:
+  http:
+    port: 3000
+    as_token: x
+agents:
+  a:
+    acp: { preset: pi }
+    http: {}
+`, []string{`zooid.yaml:4: transports.http: unknown key "as_token"`}},
+		{"unknown transport reference", okTransport + `agents:
+  a:
+    acp: { preset: pi }
+    matrix: { transport: other, user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:10: agents.a.matrix.transport: no transport named "other"`}},
+		{"http agent without http transport", okTransport + `agents:
+  a:
+    acp: { preset: pi }
+    http: {}
+`, []string{`zooid.yaml:10: agents.a.http: no http transport is configured`}},
+		{"permission", okTransport + `agents:
+  a:
+    acp: { preset: pi }
+    permission: yes
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:10: agents.a.permission: must be "deny" or "allow", got "yes"`}},
+		{"wrong shape", okTransport + `agents:
+  a:
+    acp: claude
+    matrix: { user_id: '@a', rooms: '#r' }
+`, []string{`zooid.yaml:9: agents.a.acp: must be a mapping, got "claude"`, `zooid.yaml:10: agents.a.matrix.rooms: must be a list, got "#r"`}},
+		{"invalid yaml", "transports:\n  matrix: [\n", []string{`zooid.yaml:2: invalid YAML: did not find expected node content`}},
+		{"empty", "", []string{`zooid.yaml: the file is empty`}},
+		{"bad env name", okTransport + `agents:
+  a:
+    acp: { preset: pi, env: { "BAD-NAME": x } }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:9: agents.a.acp.env: invalid variable name "BAD-NAME"`}},
+		{"sender collides", okTransport + `agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@zooid', rooms: ['#r'] }
+`, []string{`zooid.yaml:10: agents.a.matrix.user_id: @zooid:example.org is the appservice sender of transport matrix`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml), "zooid.yaml", testEnv)
+			if err == nil {
+				t.Fatalf("accepted; want:\n%s", strings.Join(tc.want, "\n"))
+			}
+			var list ErrorList
+			if !errors.As(err, &list) {
+				t.Fatalf("error %T is not an ErrorList: %v", err, err)
+			}
+			got := strings.Split(err.Error(), "\n")
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("errors:\n%s\nwant:\n%s", err, strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestValidVariants(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		yaml  string
+		check func(t *testing.T, c *Config)
+	}{
+		{"two matrix transports with explicit reference", okTransport + `  second:
+    type: matrix
+    homeserver: https://matrix.other.net/
+    server_name: other.net
+    as_token: x
+    hs_token: y
+    id: zooid-2
+    sender_localpart: bot
+agents:
+  a:
+    acp: { command: /usr/bin/agent }
+    matrix: { transport: second, user_id: '@a', rooms: ['#r'] }
+`, func(t *testing.T, c *Config) {
+			a := c.Agents[0]
+			if a.Matrix.Transport != "second" || a.Matrix.UserID != "@a:other.net" || a.Matrix.Rooms[0] != "#r:other.net" {
+				t.Errorf("agent %+v", a.Matrix)
+			}
+			tr, _ := c.Transport("second")
+			if tr.Matrix.Homeserver != "https://matrix.other.net" || tr.Matrix.ID != "zooid-2" || tr.Matrix.SenderLocalpart != "bot" {
+				t.Errorf("transport %+v", tr.Matrix)
+			}
+			if cmd, args := a.ACP.Resolve(); cmd != "/usr/bin/agent" || len(args) != 0 {
+				t.Errorf("resolve %s %v", cmd, args)
+			}
+		}},
+		{"full ids without server_name, http listen, dirs", `transports:
+  matrix:
+    homeserver: http://127.0.0.1:8008
+    as_token: a
+    hs_token: b
+  api:
+    type: http
+    listen: 0.0.0.0:8080
+state_dir: /var/lib/zooid
+run_dir: /run/zooid
+agents:
+  a:
+    acp: { preset: gemini, args: [--model, x] }
+    dir: /srv/work
+    matrix: { user_id: '@a:hs.local', rooms: ['!room:hs.local'] }
+  b:
+    acp: { preset: codex }
+    http: { transport: api }
+`, func(t *testing.T, c *Config) {
+			if c.StateDir != "/var/lib/zooid" || c.RunDir != "/run/zooid" {
+				t.Errorf("dirs %s %s", c.StateDir, c.RunDir)
+			}
+			a, _ := c.Agent("a")
+			if a.Dir != "/srv/work" || a.Matrix.UserID != "@a:hs.local" {
+				t.Errorf("a %+v", a)
+			}
+			if cmd, args := a.ACP.Resolve(); cmd != "gemini" || !slices.Equal(args, []string{"--experimental-acp", "--model", "x"}) {
+				t.Errorf("resolve %s %v", cmd, args)
+			}
+			tr, _ := c.Transport("api")
+			if tr.HTTP.Listen != "0.0.0.0:8080" || tr.HTTP.Port != 0 {
+				t.Errorf("http %+v", tr.HTTP)
+			}
+		}},
+		{"anchors and escapes", okTransport + `agents:
+  a:
+    acp: &acp { preset: opencode, env: { X: "a$${B}c$$d", Y: "${AS}" } }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+  b:
+    acp: *acp
+    matrix: { user_id: '@b', rooms: ['#r'] }
+`, func(t *testing.T, c *Config) {
+			b, _ := c.Agent("b")
+			if b.ACP.Preset != "opencode" || b.ACP.Env["X"] != "a${B}c$$d" || b.ACP.Env["Y"] != "as-secret" {
+				t.Errorf("b acp %+v", b.ACP)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.yaml), "zooid.yaml", testEnv)
+			if err != nil {
+				t.Fatalf("refused:\n%v", err)
+			}
+			tc.check(t, c)
+		})
+	}
+}
+
+func TestPresetsResolve(t *testing.T) {
+	want := map[string][]string{
+		"claude":   {"npx", "-y", "@zed-industries/claude-code-acp"},
+		"opencode": {"opencode", "acp"},
+		"codex":    {"codex-acp"},
+		"gemini":   {"gemini", "--experimental-acp"},
+		"pi":       {"pi-acp"},
+	}
+	if names := PresetNames(); len(names) != len(want) {
+		t.Fatalf("presets %v", names)
+	}
+	for name, w := range want {
+		cmd, args := ACP{Preset: name}.Resolve()
+		if got := append([]string{cmd}, args...); !slices.Equal(got, w) {
+			t.Errorf("%s resolves to %v, want %v", name, got, w)
+		}
+		// Command overrides the preset.
+		if cmd, _ := (ACP{Preset: name, Command: "/opt/x"}).Resolve(); cmd != "/opt/x" {
+			t.Errorf("%s: command override gave %s", name, cmd)
+		}
+	}
+}
+
+func TestExpand(t *testing.T) {
+	look := env(map[string]string{"A": "1", "B_2": "two"})
+	for _, tc := range []struct{ in, out, err string }{
+		{"plain", "plain", ""},
+		{"${A}", "1", ""},
+		{"x${A}y${B_2}z", "x1ytwoz", ""},
+		{"$${A}", "${A}", ""},
+		{"$A $ $$", "$A $ $$", ""},
+		{"${MISSING}", "", "environment variable MISSING is not set"},
+		{"${A", "", "unterminated ${"},
+		{"${1X}", "", `invalid variable name "1X"`},
+	} {
+		got, err := expand(tc.in, look)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("expand(%q) err = %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.out {
+			t.Errorf("expand(%q) = %q, %v; want %q", tc.in, got, err, tc.out)
+		}
+	}
+}
+
+func TestLoadChecksAgentDir(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "zooid.yaml")
+	data := okTransport + `agents:
+  a:
+    acp: { preset: pi }
+    dir: missing
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`
+	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AS", "x")
+	t.Setenv("HS", "y")
+	_, err := Load(p)
+	if err == nil || !strings.Contains(err.Error(), p+":10: agents.a.dir: working directory:") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := Load(filepath.Join(dir, "nope.yaml")); err == nil {
+		t.Fatal("loading a missing file succeeded")
+	}
+}
+
+func TestRunDirTooLong(t *testing.T) {
+	data := okTransport + "run_dir: /" + strings.Repeat("x", 70) + `
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`
+	_, err := Parse([]byte(data), "zooid.yaml", testEnv)
+	if err == nil || !strings.Contains(err.Error(), "zooid.yaml:7: run_dir:") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,115 @@
+package history_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"testing"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/appservice"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/fakehs"
+	"github.com/zooid-dev/zooid/zooid/history"
+	"github.com/zooid-dev/zooid/zooid/tools"
+)
+
+const asToken = "as-token-for-bench"
+
+// seeded starts fakehs with a room of n messages: one in ten top-level, the
+// rest replies to the latest of 20 open threads, so every size has the same
+// density of entries per page.
+func seeded(b *testing.B, n int) (*history.History, tools.Caller) {
+	b.Helper()
+	push := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("{}")) }))
+	b.Cleanup(push.Close)
+	reg := &appservice.Registration{ID: "zooid", URL: push.URL, AppToken: asToken, ServerToken: "hs", SenderLocalpart: "zooid",
+		Namespaces: appservice.Namespaces{UserIDs: appservice.NamespaceList{{Regex: "@agent-.*:" + regexp.QuoteMeta("localhost"), Exclusive: true}}}}
+	hs := fakehs.New(b, fakehs.WithAppservice(reg))
+	agent := id.UserID("@agent-a:localhost")
+	human := id.UserID("@alice:localhost")
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	events := make([]fakehs.SeedEvent, n)
+	var roots []int
+	for i := range events {
+		e := fakehs.SeedEvent{Sender: human, Content: map[string]any{"msgtype": "m.text", "body": fmt.Sprintf("message %d", i)}, Timestamp: base.Add(time.Duration(i) * time.Second), ThreadRoot: -1}
+		if i%10 != 0 && len(roots) > 0 {
+			e.ThreadRoot = roots[i%len(roots)]
+		} else {
+			roots = append(roots, i)
+			if len(roots) > 20 {
+				roots = roots[1:]
+			}
+		}
+		events[i] = e
+	}
+	room, err := hs.ImportRoom(fakehs.RoomSeed{Creator: human, Name: "big", Members: []id.UserID{agent}, Events: events})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := history.New(history.Options{
+		Client: func(u id.UserID) *mautrix.Client {
+			cli, _ := mautrix.NewClient(hs.URL(), u, asToken)
+			cli.SetAppServiceUserID = true
+			return cli
+		},
+	})
+	return h, tools.Caller{Agent: "agent-a", UserID: agent, Transport: "matrix", Room: room.RoomID}
+}
+
+func benchPages(b *testing.B, n int, page func(h *history.History, c tools.Caller, before string) (string, error)) {
+	h, c := seeded(b, n)
+	// The second page, from a cursor: the cost of going back in time.
+	next, err := page(h, c, "")
+	if err != nil || next == "" {
+		b.Fatalf("first page: %q %v", next, err)
+	}
+	b.Run("first", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := page(h, c, ""); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("second", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := page(h, c, next); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func recentPage(h *history.History, c tools.Caller, before string) (string, error) {
+	p, err := h.RecentThreads(context.Background(), c, 50, before)
+	if err == nil && len(p.Threads) != 50 {
+		err = fmt.Errorf("page of %d", len(p.Threads))
+	}
+	return p.NextBefore, err
+}
+
+func historyPage(h *history.History, c tools.Caller, before string) (string, error) {
+	p, err := h.History(context.Background(), c, 50, before)
+	if err == nil && len(p.Messages) != 50 {
+		err = fmt.Errorf("page of %d", len(p.Messages))
+	}
+	return p.NextBefore, err
+}
+
+// BenchmarkRecentThreads: a 50-entry page must cost the same in rooms of 1k and 100k events.
+func BenchmarkRecentThreads(b *testing.B) {
+	for _, n := range []int{1000, 100000} {
+		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) { benchPages(b, n, recentPage) })
+	}
+}
+
+// BenchmarkHistory: a 50-message page must cost the same in rooms of 1k and 100k events.
+func BenchmarkHistory(b *testing.B) {
+	for _, n := range []int{1000, 100000} {
+		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) { benchPages(b, n, historyPage) })
+	}
+}

@@ -1,0 +1,124 @@
+package matrix
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"maunium.net/go/mautrix/id"
+)
+
+func rawEv(eid string) inboxRecord {
+	return inboxRecord{Event: json.RawMessage(fmt.Sprintf(`{"event_id":%q,"room_id":"!r:x","type":"m.room.message","sender":"@h:x","content":{"body":"b"}}`, eid))}
+}
+
+func openTestStore(t *testing.T, dir string) *store {
+	t.Helper()
+	s, err := openStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.close() })
+	return s
+}
+
+func TestStoreDedupesEventsAndTxns(t *testing.T) {
+	s := openTestStore(t, t.TempDir())
+	n, replayed, err := s.record(batch{txnID: "t1", events: []inboxRecord{rawEv("$1"), rawEv("$2"), rawEv("$1")}})
+	if err != nil || n != 2 || replayed {
+		t.Fatalf("record = %d, %v, %v; want 2 new", n, replayed, err)
+	}
+	// Same txn id again with the same events: recognised, nothing recorded.
+	if n, replayed, err := s.record(batch{txnID: "t1", events: []inboxRecord{rawEv("$1"), rawEv("$2")}}); err != nil || n != 0 || !replayed {
+		t.Fatalf("replayed txn = %d, %v, %v; want 0 new, replayed", n, replayed, err)
+	}
+	// A different txn carrying an old event: only the new one is recorded.
+	if n, _, err := s.record(batch{txnID: "t2", events: []inboxRecord{rawEv("$2"), rawEv("$4")}}); err != nil || n != 1 {
+		t.Fatalf("overlapping txn = %d, %v; want 1", n, err)
+	}
+	// An event without an id can't be deduped and is dropped.
+	if n, _, err := s.record(batch{events: []inboxRecord{{Event: json.RawMessage(`{"type":"m.room.message"}`)}}}); err != nil || n != 0 {
+		t.Fatalf("id-less event = %d, %v; want 0", n, err)
+	}
+	ps, err := s.pendingAfter(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []id.EventID
+	for _, p := range ps {
+		var re rawEvent
+		_ = json.Unmarshal(p.rec.Event, &re)
+		ids = append(ids, re.ID)
+		if p.rec.Room != "!r:x" {
+			t.Errorf("record room = %q", p.rec.Room)
+		}
+	}
+	if fmt.Sprint(ids) != "[$1 $2 $4]" {
+		t.Fatalf("inbox = %v, want [$1 $2 $4]", ids)
+	}
+	if err := s.done(ps[0].seq); err != nil {
+		t.Fatal(err)
+	}
+	if rest, _ := s.pendingAfter(0); len(rest) != 2 {
+		t.Fatalf("after done: %d pending, want 2", len(rest))
+	}
+	if rest, _ := s.pendingAfter(ps[1].seq); len(rest) != 1 {
+		t.Fatalf("pendingAfter(second) = %d, want 1", len(rest))
+	}
+}
+
+func TestStoreSurvivesReopen(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.record(batch{sinceFor: "@a:x", since: "s42", events: []inboxRecord{rawEv("$1")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTestStore(t, dir)
+	if tok, err := s.since("@a:x"); err != nil || tok != "s42" {
+		t.Fatalf("since = %q, %v", tok, err)
+	}
+	if ps, _ := s.pendingAfter(0); len(ps) != 1 {
+		t.Fatalf("pending after reopen = %d, want 1", len(ps))
+	}
+	if n, _, _ := s.record(batch{events: []inboxRecord{rawEv("$1")}}); n != 0 {
+		t.Fatal("event seen before reopen was recorded again")
+	}
+}
+
+func TestStoreSeenIsBounded(t *testing.T) {
+	s := openTestStore(t, t.TempDir())
+	s.seenLimit = 3
+	for i := range 5 {
+		if n, _, err := s.record(batch{events: []inboxRecord{rawEv(fmt.Sprintf("$%d", i))}}); err != nil || n != 1 {
+			t.Fatalf("record %d = %d, %v", i, n, err)
+		}
+	}
+	// $0 and $1 were forgotten, $2..$4 are still deduped.
+	if n, _, _ := s.record(batch{events: []inboxRecord{rawEv("$4"), rawEv("$2")}}); n != 0 {
+		t.Fatalf("recent ids recorded again: %d", n)
+	}
+	if n, _, _ := s.record(batch{events: []inboxRecord{rawEv("$0")}}); n != 1 {
+		t.Fatalf("evicted id not recorded: %d", n)
+	}
+}
+
+func BenchmarkStoreRecord(b *testing.B) {
+	s, err := openStore(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.close()
+	i := 0
+	for b.Loop() {
+		i++
+		if _, _, err := s.record(batch{txnID: fmt.Sprint(i), events: []inboxRecord{rawEv(fmt.Sprintf("$%d", i))}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,674 @@
+package matrix
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zooid-dev/zooid/fakehs"
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+)
+
+const (
+	testAS = "as-secret"
+	testHS = "hs-secret"
+)
+
+var (
+	userA = id.UserID("@agent-a:localhost")
+	userB = id.UserID("@agent-b:localhost")
+)
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("ZOOID_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// freeAddr picks a loopback port for the push listener, which fakehs must know before it
+// starts.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+type env struct {
+	hs    *fakehs.Server
+	opts  Options
+	human *mautrix.Client
+}
+
+// newEnv starts fakehs with the registration for two agents. push selects push mode.
+func newEnv(t *testing.T, push bool) *env {
+	t.Helper()
+	opts := Options{
+		ServerName: "localhost",
+		ASToken:    testAS,
+		HSToken:    testHS,
+		StateDir:   t.TempDir(),
+		Logger:     testLogger(t),
+		Agents: []Agent{
+			{Name: "agent-a", UserID: userA, DisplayName: "Agent A", Rooms: []string{"#general:localhost"}},
+			{Name: "agent-b", UserID: userB, DisplayName: "Agent B", Rooms: []string{"#general:localhost", "#side:localhost"}},
+		},
+	}
+	url := ""
+	if push {
+		opts.Listen = freeAddr(t)
+		url = "http://" + opts.Listen
+	}
+	hs := fakehs.New(t, fakehs.WithServerName("localhost"), fakehs.WithAppservice(Registration(opts, url)), fakehs.WithLogger(opts.Logger))
+	opts.Homeserver = hs.URL()
+	uid, tok, err := hs.RegisterUser("alice", "Alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	human, err := mautrix.NewClient(hs.URL(), uid, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{hs: hs, opts: opts, human: human}
+}
+
+// recorder collects handled events.
+type recorder struct {
+	mu   sync.Mutex
+	evs  []*event.Event
+	kick chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{kick: make(chan struct{}, 1)} }
+
+func (r *recorder) handle(_ context.Context, ev *event.Event) {
+	r.mu.Lock()
+	r.evs = append(r.evs, ev)
+	r.mu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// bodies lists the bodies of handled m.room.message events in room.
+func (r *recorder) bodies(room id.RoomID) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, ev := range r.evs {
+		if ev.RoomID == room && ev.Type == event.EventMessage {
+			out = append(out, ev.Content.AsMessage().Body)
+		}
+	}
+	return out
+}
+
+// waitBodies waits until the handled bodies in room are exactly want.
+func (r *recorder) waitBodies(t *testing.T, room id.RoomID, want ...string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		got := r.bodies(room)
+		if slices.Equal(got, want) {
+			return
+		}
+		if len(got) > len(want) {
+			t.Fatalf("handled %q, want %q", got, want)
+		}
+		select {
+		case <-r.kick:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("timed out: handled %q, want %q", got, want)
+		}
+	}
+}
+
+// start runs a Transport until the test ends.
+func start(t *testing.T, opts Options, h Handler, tune ...func(*Transport)) *Transport {
+	t.Helper()
+	tr, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.backoffBase = 20 * time.Millisecond
+	tr.syncTimeout = 2 * time.Second
+	for _, f := range tune {
+		f(tr)
+	}
+	errc := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { errc <- tr.Start(ctx, h) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := tr.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	select {
+	case <-tr.Ready():
+	case err := <-errc:
+		t.Fatalf("start: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("transport not ready")
+	}
+	return tr
+}
+
+func sendText(t *testing.T, cli *mautrix.Client, room id.RoomID, body string) id.EventID {
+	t.Helper()
+	resp, err := cli.SendText(context.Background(), room, body)
+	if err != nil {
+		t.Fatalf("sending %q: %v", body, err)
+	}
+	return resp.EventID
+}
+
+func TestStartRegistersAndJoins(t *testing.T) {
+	e := newEnv(t, true)
+	ctx := context.Background()
+	// #side exists already (created by a human); #general doesn't and gets created.
+	side, err := e.human.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "public_chat", RoomAliasName: "side"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := start(t, e.opts, newRecorder().handle)
+
+	general, ok := tr.RoomID("#general:localhost")
+	if !ok {
+		t.Fatal("#general not resolved")
+	}
+	if hsGeneral, ok := e.hs.RoomIDForAlias("#general:localhost"); !ok || hsGeneral != general {
+		t.Fatalf("#general = %s, homeserver has %s (%v)", general, hsGeneral, ok)
+	}
+	if got, _ := tr.RoomID("#side:localhost"); got != side.RoomID {
+		t.Fatalf("#side = %s, want %s", got, side.RoomID)
+	}
+	for _, c := range []struct {
+		user  id.UserID
+		name  string
+		rooms []id.RoomID
+	}{
+		{userA, "Agent A", []id.RoomID{general}},
+		{userB, "Agent B", []id.RoomID{general, side.RoomID}},
+	} {
+		prof, err := e.human.GetDisplayName(ctx, c.user)
+		if err != nil || prof.DisplayName != c.name {
+			t.Errorf("display name of %s = %+v, %v; want %q", c.user, prof, err, c.name)
+		}
+		joined, err := tr.Client(c.user).JoinedRooms(ctx)
+		if err != nil {
+			t.Fatalf("joined rooms of %s: %v", c.user, err)
+		}
+		for _, r := range c.rooms {
+			if !slices.Contains(joined.JoinedRooms, r) {
+				t.Errorf("%s is not in %s (joined %v)", c.user, r, joined.JoinedRooms)
+			}
+		}
+	}
+	// A second start against the same homeserver finds users and rooms in place.
+	opts := e.opts
+	opts.StateDir = t.TempDir()
+	opts.Listen = "127.0.0.1:0"
+	tr2 := start(t, opts, newRecorder().handle)
+	if got, _ := tr2.RoomID("#general:localhost"); got != general {
+		t.Fatalf("second start resolved #general to %s, want %s", got, general)
+	}
+}
+
+func TestPushDeliversHumanMessages(t *testing.T) {
+	e := newEnv(t, true)
+	rec := newRecorder()
+	tr := start(t, e.opts, rec.handle)
+	general, _ := tr.RoomID("#general:localhost")
+	ctx := context.Background()
+	if _, err := e.human.JoinRoomByID(ctx, general); err != nil {
+		t.Fatal(err)
+	}
+	sendText(t, e.human, general, "hello agents")
+	sendText(t, e.human, general, "second")
+	// Agents' own posts reach the handler too; the router decides what they mean.
+	if _, err := tr.Send(ctx, userA, general, event.EventMessage, &event.MessageEventContent{MsgType: event.MsgNotice, Body: "agent says"}, "t-1"); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitBodies(t, general, "hello agents", "second", "agent says")
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, ev := range rec.evs {
+		if ev.ID == "" || ev.Sender == "" || ev.Type.Class != event.MessageEventType && ev.StateKey == nil {
+			t.Errorf("badly decoded event %+v", ev)
+		}
+	}
+}
+
+// putTxn pushes a transaction by hand, as a homeserver would.
+func putTxn(t *testing.T, pushURL, path, auth, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPut, pushURL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	return resp
+}
+
+func txnBody(room id.RoomID, evs ...string) string {
+	var parts []string
+	for _, eid := range evs {
+		parts = append(parts, fmt.Sprintf(`{"type":"m.room.message","event_id":%q,"room_id":%q,"sender":"@alice:localhost","origin_server_ts":1,"content":{"msgtype":"m.text","body":%q}}`, eid, room, "body "+eid))
+	}
+	return `{"events":[` + strings.Join(parts, ",") + `]}`
+}
+
+func TestReplayedTransactionDeliveredOnce(t *testing.T) {
+	e := newEnv(t, true)
+	rec := newRecorder()
+	tr := start(t, e.opts, rec.handle)
+	general, _ := tr.RoomID("#general:localhost")
+	for _, path := range []string{"/_matrix/app/v1/transactions/manual-1", "/_matrix/app/v1/transactions/manual-1", "/transactions/manual-1"} {
+		if resp := putTxn(t, tr.PushURL(), path, "Bearer "+testHS, txnBody(general, "$m1", "$m2")); resp.StatusCode != http.StatusOK {
+			t.Fatalf("PUT %s = %d", path, resp.StatusCode)
+		}
+	}
+	// A new txn id carrying one old and one new event: only the new one is handled.
+	if resp := putTxn(t, tr.PushURL(), "/_matrix/app/v1/transactions/manual-2?access_token="+testHS, "", txnBody(general, "$m2", "$m3")); resp.StatusCode != http.StatusOK {
+		t.Fatalf("second txn = %d", resp.StatusCode)
+	}
+	// Events of rooms no agent is bound to are not handled.
+	if resp := putTxn(t, tr.PushURL(), "/_matrix/app/v1/transactions/manual-3", "Bearer "+testHS, txnBody("!elsewhere:localhost", "$x1")); resp.StatusCode != http.StatusOK {
+		t.Fatalf("third txn = %d", resp.StatusCode)
+	}
+	if resp := putTxn(t, tr.PushURL(), "/_matrix/app/v1/transactions/manual-4", "Bearer "+testHS, txnBody(general, "$m4")); resp.StatusCode != http.StatusOK {
+		t.Fatalf("fourth txn = %d", resp.StatusCode)
+	}
+	rec.waitBodies(t, general, "body $m1", "body $m2", "body $m3", "body $m4")
+	if got := rec.bodies("!elsewhere:localhost"); len(got) != 0 {
+		t.Fatalf("unbound room delivered %v", got)
+	}
+}
+
+func TestPushResumesAfterRestart(t *testing.T) {
+	e := newEnv(t, true)
+	ctx := context.Background()
+	tr1, err := New(e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec1 := newRecorder()
+	ctx1, cancel1 := context.WithCancel(ctx)
+	done1 := make(chan error, 1)
+	go func() { done1 <- tr1.Start(ctx1, rec1.handle) }()
+	t.Cleanup(func() { cancel1(); _ = tr1.Close() })
+	select {
+	case <-tr1.Ready():
+	case err := <-done1:
+		t.Fatal(err)
+	}
+	general, _ := tr1.RoomID("#general:localhost")
+	if _, err := e.human.JoinRoomByID(ctx, general); err != nil {
+		t.Fatal(err)
+	}
+	sendText(t, e.human, general, "before")
+	rec1.waitBodies(t, general, "before")
+	if err := tr1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done1; err != nil {
+		t.Fatal(err)
+	}
+	// The homeserver can't push while the daemon is down; it keeps retrying.
+	sendText(t, e.human, general, "during")
+	rec2 := newRecorder()
+	start(t, e.opts, rec2.handle)
+	sendText(t, e.human, general, "after")
+	rec2.waitBodies(t, general, "during", "after")
+}
+
+func TestPushAuth(t *testing.T) {
+	e := newEnv(t, true)
+	rec := newRecorder()
+	tr := start(t, e.opts, rec.handle)
+	general, _ := tr.RoomID("#general:localhost")
+	body := txnBody(general, "$auth")
+	cases := []struct {
+		path, auth string
+		status     int
+		errcode    string
+	}{
+		{"/_matrix/app/v1/transactions/a1", "", http.StatusUnauthorized, "M_UNAUTHORIZED"},
+		{"/_matrix/app/v1/transactions/a2", "Bearer wrong", http.StatusForbidden, "M_FORBIDDEN"},
+		{"/_matrix/app/v1/transactions/a3", "Bearer " + testAS, http.StatusForbidden, "M_FORBIDDEN"},
+		{"/_matrix/app/v1/transactions/a4?access_token=nope", "", http.StatusForbidden, "M_FORBIDDEN"},
+		{"/transactions/a5", "Basic " + testHS, http.StatusUnauthorized, "M_UNAUTHORIZED"},
+	}
+	for _, c := range cases {
+		resp := putTxn(t, tr.PushURL(), c.path, c.auth, body)
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != c.status || !strings.Contains(string(b), c.errcode) {
+			t.Errorf("PUT %s auth %q = %d %s, want %d %s", c.path, c.auth, resp.StatusCode, b, c.status, c.errcode)
+		}
+	}
+	// Query endpoints: authenticated → 404 M_NOT_FOUND; unauthenticated → 401.
+	for _, path := range []string{"/_matrix/app/v1/users/@nobody:localhost", "/_matrix/app/v1/rooms/%23nothing:localhost", "/users/@x:localhost", "/rooms/%23y:localhost"} {
+		for _, c := range []struct {
+			auth   string
+			status int
+		}{{"Bearer " + testHS, http.StatusNotFound}, {"", http.StatusUnauthorized}} {
+			req, _ := http.NewRequest(http.MethodGet, tr.PushURL()+path, nil)
+			if c.auth != "" {
+				req.Header.Set("Authorization", c.auth)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode != c.status || !strings.Contains(string(b), `"errcode"`) {
+				t.Errorf("GET %s auth %q = %d %s, want %d with errcode", path, c.auth, resp.StatusCode, b, c.status)
+			}
+		}
+	}
+	// Bad JSON is refused (and so not acknowledged).
+	if resp := putTxn(t, tr.PushURL(), "/_matrix/app/v1/transactions/bad", "Bearer "+testHS, "{not json"); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("bad JSON = %d, want 400", resp.StatusCode)
+	}
+	// Nothing from the refused requests was handled; a good one still is.
+	if resp := putTxn(t, tr.PushURL(), "/_matrix/app/v1/transactions/good", "Bearer "+testHS, txnBody(general, "$ok")); resp.StatusCode != http.StatusOK {
+		t.Fatalf("good txn = %d", resp.StatusCode)
+	}
+	rec.waitBodies(t, general, "body $ok")
+}
+
+func TestSyncModeResumesAcrossRestart(t *testing.T) {
+	e := newEnv(t, false)
+	ctx := context.Background()
+	// Old history before the first start must not be delivered.
+	pre, err := e.human.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "public_chat", RoomAliasName: "general"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendText(t, e.human, pre.RoomID, "old history")
+
+	rec1 := newRecorder()
+	opts := e.opts
+	tr1, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr1.backoffBase, tr1.syncTimeout = 20*time.Millisecond, time.Second
+	ctx1, cancel1 := context.WithCancel(ctx)
+	done1 := make(chan error, 1)
+	go func() { done1 <- tr1.Start(ctx1, rec1.handle) }()
+	t.Cleanup(func() { cancel1(); _ = tr1.Close() })
+	select {
+	case <-tr1.Ready():
+	case err := <-done1:
+		t.Fatal(err)
+	}
+	sendText(t, e.human, pre.RoomID, "one")
+	sendText(t, e.human, pre.RoomID, "two")
+	rec1.waitBodies(t, pre.RoomID, "one", "two")
+	cancel1()
+	if err := <-done1; err != nil {
+		t.Fatalf("Start returned %v", err)
+	}
+	if err := tr1.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// While the daemon is down.
+	sendText(t, e.human, pre.RoomID, "three")
+	rec2 := newRecorder()
+	tr2 := start(t, opts, rec2.handle)
+	sendText(t, e.human, pre.RoomID, "four")
+	rec2.waitBodies(t, pre.RoomID, "three", "four")
+	if _, ok := tr2.RoomID("#general:localhost"); !ok {
+		t.Fatal("room not resolved after restart")
+	}
+}
+
+func TestSyncFillsGapAfterDowntime(t *testing.T) {
+	e := newEnv(t, false)
+	ctx := context.Background()
+	small := func(tr *Transport) { tr.syncTimelineLimit = 3 }
+	ctx1, cancel1 := context.WithCancel(ctx)
+	tr1, err := New(e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small(tr1)
+	done1 := make(chan error, 1)
+	go func() { done1 <- tr1.Start(ctx1, newRecorder().handle) }()
+	t.Cleanup(func() { cancel1(); _ = tr1.Close() })
+	select {
+	case <-tr1.Ready():
+	case err := <-done1:
+		t.Fatal(err)
+	}
+	general, _ := tr1.RoomID("#general:localhost")
+	if _, err := e.human.JoinRoomByID(ctx, general); err != nil {
+		t.Fatal(err)
+	}
+	cancel1()
+	<-done1
+	if err := tr1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 11 {
+		want = append(want, fmt.Sprintf("while down %d", i))
+		sendText(t, e.human, general, want[i])
+	}
+	rec := newRecorder()
+	start(t, e.opts, rec.handle, small)
+	rec.waitBodies(t, general, want...)
+}
+
+func TestSyncRecoversFromFailures(t *testing.T) {
+	e := newEnv(t, false)
+	rec := newRecorder()
+	tr := start(t, e.opts, rec.handle)
+	general, _ := tr.RoomID("#general:localhost")
+	ctx := context.Background()
+	if _, err := e.human.JoinRoomByID(ctx, general); err != nil {
+		t.Fatal(err)
+	}
+	e.hs.InjectFault(fakehs.Fault{Method: http.MethodGet, PathPattern: "/_matrix/client/v3/sync", Status: http.StatusBadGateway, Errcode: "M_UNKNOWN", Count: 4})
+	sendText(t, e.human, general, "through the storm")
+	rec.waitBodies(t, general, "through the storm")
+}
+
+func TestInboxSurvivesRestart(t *testing.T) {
+	e := newEnv(t, true)
+	// Simulate a crash after a transaction was acknowledged but before its events were
+	// handled: they sit in the inbox of the state dir.
+	tr, err := New(e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tr.store.record(batch{txnID: "pre", events: []inboxRecord{{Event: []byte(`{"type":"m.room.message","event_id":"$pending","room_id":"!placeholder:localhost","sender":"@alice:localhost","content":{"msgtype":"m.text","body":"waiting"}}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The event's room must be bound for delivery, so bind the agents to it by id.
+	ctx := context.Background()
+	room, err := e.human.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "public_chat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := e.opts
+	opts.Agents = slices.Clone(opts.Agents)
+	opts.Agents[0].Rooms = []string{string(room.RoomID)}
+	tr, err = New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tr.store.record(batch{events: []inboxRecord{{Event: []byte(fmt.Sprintf(`{"type":"m.room.message","event_id":"$pending2","room_id":%q,"sender":"@alice:localhost","content":{"msgtype":"m.text","body":"also waiting"}}`, room.RoomID))}}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = tr.Close()
+	rec := newRecorder()
+	start(t, opts, rec.handle)
+	rec.waitBodies(t, room.RoomID, "also waiting")
+	if got := rec.bodies("!placeholder:localhost"); len(got) != 0 {
+		t.Fatalf("unbound room delivered %v", got)
+	}
+}
+
+func TestSendRetriesWithSameTxn(t *testing.T) {
+	e := newEnv(t, true)
+	tr := start(t, e.opts, newRecorder().handle)
+	general, _ := tr.RoomID("#general:localhost")
+	ctx := context.Background()
+	sendPath := "/_matrix/client/v3/rooms/*/send/m.room.message/*"
+	countBody := func(body string) int {
+		n := 0
+		for _, ev := range e.hs.Events(general) {
+			if ev.Type == event.EventMessage {
+				if ev.Content.AsMessage().Body == body {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	msg := func(b string) *event.MessageEventContent {
+		return &event.MessageEventContent{MsgType: event.MsgNotice, Body: b}
+	}
+
+	e.hs.InjectFault(fakehs.Fault{Method: http.MethodPut, PathPattern: sendPath, Status: http.StatusTooManyRequests, Errcode: "M_LIMIT_EXCEEDED", RetryAfter: 30 * time.Millisecond, Count: 2})
+	eid, err := tr.Send(ctx, userA, general, event.EventMessage, msg("rate limited"), "txn-429")
+	if err != nil {
+		t.Fatalf("send through 429s: %v", err)
+	}
+	again, err := tr.Send(ctx, userA, general, event.EventMessage, msg("rate limited"), "txn-429")
+	if err != nil || again != eid {
+		t.Fatalf("resend with same txn = %s, %v; want %s", again, err, eid)
+	}
+	if n := countBody("rate limited"); n != 1 {
+		t.Fatalf("%d events posted, want 1", n)
+	}
+
+	e.hs.InjectFault(fakehs.Fault{Method: http.MethodPut, PathPattern: sendPath, Status: http.StatusInternalServerError, Errcode: "M_UNKNOWN", Count: 1})
+	e.hs.InjectFault(fakehs.Fault{Method: http.MethodPut, PathPattern: sendPath, Drop: true, Count: 1})
+	if _, err := tr.Send(ctx, userB, general, event.EventMessage, msg("flaky"), "txn-5xx"); err != nil {
+		t.Fatalf("send through 500 and a dropped connection: %v", err)
+	}
+	if n := countBody("flaky"); n != 1 {
+		t.Fatalf("%d flaky events posted, want 1", n)
+	}
+
+	e.hs.InjectFault(fakehs.Fault{Method: http.MethodPut, PathPattern: sendPath, Status: http.StatusForbidden, Errcode: "M_FORBIDDEN", Count: 2})
+	_, err = tr.Send(ctx, userA, general, event.EventMessage, msg("forbidden"), "txn-403")
+	var httpErr mautrix.HTTPError
+	if err == nil || !strings.Contains(err.Error(), "M_FORBIDDEN") || !errors.As(err, &httpErr) {
+		t.Fatalf("403 send err = %v, want M_FORBIDDEN", err)
+	}
+	// Not retried: the second programmed 403 is still there for the next request.
+	if _, err := tr.Send(ctx, userA, general, event.EventMessage, msg("forbidden"), "txn-403b"); err == nil {
+		t.Fatal("second programmed 403 was consumed by a retry")
+	}
+	if _, err := tr.Send(ctx, userA, general, event.EventMessage, msg("fine"), "txn-ok"); err != nil {
+		t.Fatalf("send after faults: %v", err)
+	}
+	if n := countBody("forbidden"); n != 0 {
+		t.Fatalf("forbidden posted %d times", n)
+	}
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	cases := []struct {
+		name string
+		mod  func(*Options)
+		want string
+	}{
+		{"no homeserver", func(o *Options) { o.Homeserver = "" }, "homeserver is empty"},
+		{"no as token", func(o *Options) { o.ASToken = "" }, "as_token is empty"},
+		{"push without hs token", func(o *Options) { o.HSToken = "" }, "hs_token is empty"},
+		{"bad user id", func(o *Options) { o.Agents[0].UserID = "agent-a" }, "user id"},
+		{"bad room", func(o *Options) { o.Agents[0].Rooms = []string{"general"} }, "neither #alias:server nor !id:server"},
+		{"duplicate agent", func(o *Options) { o.Agents = append(o.Agents, o.Agents[0]) }, "listed twice"},
+		{"no agents", func(o *Options) { o.Agents = nil }, "no agents"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := Options{Homeserver: "http://127.0.0.1:1", ASToken: "a", HSToken: "h", Listen: "127.0.0.1:0", StateDir: t.TempDir(),
+				Agents: []Agent{{Name: "agent-a", UserID: userA, Rooms: []string{"#g:localhost"}}}}
+			c.mod(&o)
+			_, err := New(o)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestRegistration(t *testing.T) {
+	reg := Registration(Options{ASToken: "a", HSToken: "h", Agents: []Agent{{UserID: userA}, {UserID: "@x.y:localhost"}}}, "http://127.0.0.1:9")
+	if reg.AppToken != "a" || reg.ServerToken != "h" || reg.URL != "http://127.0.0.1:9" || reg.ID == "" || reg.SenderLocalpart == "" {
+		t.Fatalf("registration %+v", reg)
+	}
+	if len(reg.Namespaces.UserIDs) != 2 || !reg.Namespaces.UserIDs[0].Exclusive || reg.Namespaces.UserIDs[1].Regex != `^@x\.y:localhost$` {
+		t.Fatalf("namespaces %+v", reg.Namespaces.UserIDs)
+	}
+}
+
+func TestHandlerPanicDoesNotStopDelivery(t *testing.T) {
+	e := newEnv(t, true)
+	rec := newRecorder()
+	tr := start(t, e.opts, func(ctx context.Context, ev *event.Event) {
+		if ev.ID == "$boom" {
+			panic("handler bug")
+		}
+		rec.handle(ctx, ev)
+	})
+	general, _ := tr.RoomID("#general:localhost")
+	if resp := putTxn(t, tr.PushURL(), "/_matrix/app/v1/transactions/p1", "Bearer "+testHS, txnBody(general, "$boom", "$after")); resp.StatusCode != http.StatusOK {
+		t.Fatalf("txn = %d", resp.StatusCode)
+	}
+	rec.waitBodies(t, general, "body $after")
+}
+
+func TestManyMessagesInOrder(t *testing.T) {
+	e := newEnv(t, true)
+	rec := newRecorder()
+	tr := start(t, e.opts, rec.handle)
+	general, _ := tr.RoomID("#general:localhost")
+	if _, err := e.human.JoinRoomByID(context.Background(), general); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 40 {
+		want = append(want, fmt.Sprintf("msg %02d", i))
+		sendText(t, e.human, general, want[i])
+	}
+	rec.waitBodies(t, general, want...)
+}

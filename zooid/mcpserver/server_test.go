@@ -1,0 +1,335 @@
+package mcpserver_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/tools"
+)
+
+// echoRooms answers every read with the caller it was given, so tests can see
+// that identity comes from the binding and not from arguments.
+type echoRooms struct {
+	mu    sync.Mutex
+	calls []tools.Caller
+}
+
+func (e *echoRooms) seen(c tools.Caller) {
+	e.mu.Lock()
+	e.calls = append(e.calls, c)
+	e.mu.Unlock()
+}
+
+func (e *echoRooms) RecentThreads(_ context.Context, c tools.Caller, limit int, _ string) (tools.ThreadPage, error) {
+	e.seen(c)
+	return tools.ThreadPage{}, nil
+}
+func (e *echoRooms) ThreadHistory(_ context.Context, c tools.Caller, _ id.EventID, _ int, _ string) (tools.MessagePage, error) {
+	e.seen(c)
+	return tools.MessagePage{}, nil
+}
+func (e *echoRooms) History(_ context.Context, c tools.Caller, _ int, _ string) (tools.MessagePage, error) {
+	e.seen(c)
+	return tools.MessagePage{}, nil
+}
+func (e *echoRooms) Members(_ context.Context, c tools.Caller) ([]tools.Member, error) {
+	e.seen(c)
+	return nil, nil
+}
+func (e *echoRooms) RoomInfo(_ context.Context, c tools.Caller) (tools.RoomInfo, error) {
+	e.seen(c)
+	return tools.RoomInfo{ID: c.Room, Name: string(c.UserID), Transport: c.Transport}, nil
+}
+func (e *echoRooms) Rooms(_ context.Context, c tools.Caller) ([]tools.RoomInfo, error) {
+	e.seen(c)
+	return nil, nil
+}
+func (e *echoRooms) Send(_ context.Context, c tools.Caller, _ string, _ id.EventID, _ string) (tools.SendResult, error) {
+	e.seen(c)
+	return tools.SendResult{EventID: "$sent"}, nil
+}
+
+func conversation(agent string) tools.Caller {
+	return tools.Caller{Agent: agent, UserID: id.UserID("@" + agent + ":test"), Transport: "matrix", Room: "!room:test", Thread: "$root", SessionKey: agent + "/$root"}
+}
+
+func TestToolsListPerKindAndListChanged(t *testing.T) {
+	srv := newServer(t, &echoRooms{}, nil)
+	if _, err := srv.ListenAgent("agent-a"); err != nil {
+		t.Fatal(err)
+	}
+	bid := srv.Bind(conversation("agent-a"))
+	cl := connect(t, srv, bid)
+	changed := make(chan struct{}, 4)
+	cl.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == mcp.MethodNotificationToolsListChanged {
+			changed <- struct{}{}
+		}
+	})
+	names := listNames(t, cl)
+	if len(names) != 8 || !slices.Contains(names, tools.StartTaskThreads) || slices.Contains(names, tools.CompleteTask) {
+		t.Fatalf("conversation tools: %v", names)
+	}
+	// A tool not offered is refused exactly like a tool that does not exist.
+	hidden := callErr(t, cl, tools.CompleteTask, map[string]any{"summary": "x"})
+	nonexistent := callErr(t, cl, "zooid_no_such_tool", map[string]any{})
+	if strings.ReplaceAll(hidden, tools.CompleteTask, "X") != strings.ReplaceAll(nonexistent, "zooid_no_such_tool", "X") {
+		t.Fatalf("hidden tool refused differently from an unknown one:\n%s\n%s", hidden, nonexistent)
+	}
+
+	srv.SetKind(bid, tools.TaskAssignee)
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notifications/tools/list_changed after the role change")
+	}
+	names = listNames(t, cl)
+	if len(names) != 8 || slices.Contains(names, tools.StartTaskThreads) || !slices.Contains(names, tools.CompleteTask) {
+		t.Fatalf("assignee tools: %v", names)
+	}
+	hidden = callErr(t, cl, tools.StartTaskThreads, map[string]any{"tasks": []any{map[string]any{"agent": "b", "prompt": "p"}}})
+	if !strings.Contains(hidden, "not found") {
+		t.Fatalf("start_task_threads for an assignee: %s", hidden)
+	}
+}
+
+func TestIdentityComesFromBinding(t *testing.T) {
+	rooms := &echoRooms{}
+	srv := newServer(t, rooms, nil)
+	if _, err := srv.ListenAgent("agent-a"); err != nil {
+		t.Fatal(err)
+	}
+	cl := connect(t, srv, srv.Bind(conversation("agent-a")))
+	text, isErr := callTool(t, cl, tools.GetRoomInfo, map[string]any{})
+	if isErr {
+		t.Fatal(text)
+	}
+	info := decodeAs[tools.RoomInfo](t, text)
+	if info.ID != "!room:test" || info.Name != "@agent-a:test" || info.Transport != "matrix" {
+		t.Fatalf("room info %+v", info)
+	}
+	text, isErr = callTool(t, cl, tools.GetRoomInfo, map[string]any{"room_id": "!other:test"})
+	if !isErr {
+		t.Fatalf("a caller-identifying argument was accepted: %s", text)
+	}
+	mustPrefix(t, text, "invalid_argument: ")
+	text, isErr = callTool(t, cl, tools.GetHistory, map[string]any{"limit": 0})
+	if !isErr {
+		t.Fatal(text)
+	}
+	mustPrefix(t, text, "invalid_argument: limit")
+}
+
+// rawBridge runs the bridge with raw stdio so tests can see exact lines and exit codes.
+type rawBridge struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *bufio.Reader
+	stderr *strings.Builder
+}
+
+func startRaw(t *testing.T, command string, args []string) *rawBridge {
+	t.Helper()
+	cmd := exec.Command(command, args...)
+	cmd.Env = []string{}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		in.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return &rawBridge{cmd: cmd, in: in, out: bufio.NewReader(out), stderr: &stderr}
+}
+
+func (b *rawBridge) roundTrip(t *testing.T, req string) map[string]any {
+	t.Helper()
+	if _, err := io.WriteString(b.in, req+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	line, err := b.out.ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading answer to %s: %v (stderr %s)", req, err, b.stderr.String())
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(line), &m); err != nil {
+		t.Fatalf("answer %q: %v", line, err)
+	}
+	return m
+}
+
+func TestProtocolVersionsInTheField(t *testing.T) {
+	srv := newServer(t, &echoRooms{}, nil)
+	if _, err := srv.ListenAgent("agent-a"); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"2024-11-05", "2025-03-26", "2025-06-18"} {
+		t.Run(v, func(t *testing.T) {
+			e := srv.StdioEntry(srv.Bind(conversation("agent-a"))).Stdio
+			b := startRaw(t, e.Command, e.Args)
+			resp := b.roundTrip(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+v+`","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`)
+			result, _ := resp["result"].(map[string]any)
+			if result == nil || result["protocolVersion"] != v {
+				t.Fatalf("initialize %s: %v", v, resp)
+			}
+			if _, err := io.WriteString(b.in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"); err != nil {
+				t.Fatal(err)
+			}
+			resp = b.roundTrip(t, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+			result, _ = resp["result"].(map[string]any)
+			list, _ := result["tools"].([]any)
+			if len(list) != 8 {
+				t.Fatalf("tools/list under %s: %v", v, resp)
+			}
+			resp = b.roundTrip(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"zooid_get_history","arguments":{"limit":-1}}}`)
+			result, _ = resp["result"].(map[string]any)
+			if resp["error"] != nil || result == nil || result["isError"] != true {
+				t.Fatalf("a model mistake must be a tool error, not a JSON-RPC error: %v", resp)
+			}
+			// Closing stdin ends the bridge cleanly.
+			b.in.Close()
+			if err := b.cmd.Wait(); err != nil {
+				t.Fatalf("bridge exit: %v (stderr %s)", err, b.stderr.String())
+			}
+		})
+	}
+}
+
+func TestForeignAndUnknownBindingsRefusedAlike(t *testing.T) {
+	srv := newServer(t, &echoRooms{}, nil)
+	if _, err := srv.ListenAgent("agent-a"); err != nil {
+		t.Fatal(err)
+	}
+	sockB, err := srv.ListenAgent("agent-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(sockB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("socket mode %v", st.Mode().Perm())
+	}
+	own := srv.StdioEntry(srv.Bind(conversation("agent-a"))).Stdio
+	for _, a := range own.Args {
+		if strings.Contains(strings.ToLower(a), "token") {
+			t.Fatalf("bridge argv mentions a token: %v", own.Args)
+		}
+	}
+	// agent-a's binding presented on agent-b's socket, and a made-up binding.
+	foreign := append([]string(nil), own.Args...)
+	unknown := append([]string(nil), own.Args...)
+	for i := range foreign {
+		if foreign[i] == "--socket" {
+			foreign[i+1], unknown[i+1] = sockB, sockB
+		}
+		if unknown[i] == "--binding" {
+			unknown[i+1] = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+		}
+	}
+	var outs []string
+	for _, args := range [][]string{foreign, unknown} {
+		cmd := exec.Command(own.Command, args...)
+		cmd.Env = []string{}
+		cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}` + "\n")
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 1 {
+			t.Fatalf("want exit 1, got %v (stderr %q)", err, stderr.String())
+		}
+		if stdout.Len() != 0 {
+			t.Fatalf("refused bridge wrote to stdout: %q", stdout.String())
+		}
+		outs = append(outs, stderr.String())
+	}
+	if outs[0] != outs[1] || !strings.Contains(outs[0], "refused") {
+		t.Fatalf("foreign and unknown bindings answered differently:\n%q\n%q", outs[0], outs[1])
+	}
+}
+
+func TestUnbindClosesAndCloseRemovesSockets(t *testing.T) {
+	srv := newServer(t, &echoRooms{}, nil)
+	sock, err := srv.ListenAgent("agent-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bid := srv.Bind(conversation("agent-a"))
+	e := srv.StdioEntry(bid).Stdio
+	b := startRaw(t, e.Command, e.Args)
+	resp := b.roundTrip(t, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	if resp["error"] != nil {
+		t.Fatalf("ping: %v", resp)
+	}
+	srv.Unbind(bid)
+	done := make(chan error, 1)
+	go func() { done <- b.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("bridge still running after Unbind")
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Fatalf("socket left behind: %v", err)
+	}
+}
+
+type slowRooms struct{ echoRooms }
+
+func (s *slowRooms) RoomInfo(ctx context.Context, c tools.Caller) (tools.RoomInfo, error) {
+	select {
+	case <-time.After(300 * time.Millisecond):
+	case <-ctx.Done():
+		return tools.RoomInfo{}, ctx.Err()
+	}
+	return tools.RoomInfo{ID: c.Room, Name: "slow", Transport: "matrix"}, nil
+}
+
+func TestAnswerArrivesAfterStdinCloses(t *testing.T) {
+	srv := newServer(t, &slowRooms{}, nil)
+	if _, err := srv.ListenAgent("agent-a"); err != nil {
+		t.Fatal(err)
+	}
+	e := srv.StdioEntry(srv.Bind(conversation("agent-a"))).Stdio
+	b := startRaw(t, e.Command, e.Args)
+	b.roundTrip(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`)
+	if _, err := io.WriteString(b.in, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"zooid_get_room_info","arguments":{}}}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	b.in.Close()
+	line, err := b.out.ReadString('\n')
+	if err != nil || !strings.Contains(line, `\"name\":\"slow\"`) {
+		t.Fatalf("answer after stdin closed: %q %v", line, err)
+	}
+	if err := b.cmd.Wait(); err != nil {
+		t.Fatalf("bridge exit: %v", err)
+	}
+}

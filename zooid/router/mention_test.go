@@ -1,0 +1,58 @@
+package router
+
+import "testing"
+
+func TestMatcherMentionedAndStrip(t *testing.T) {
+	m := newMatcher("@agent-a:example.org", "Agent A")
+	cases := []struct {
+		body      string
+		mentioned bool
+		stripped  string
+	}{
+		{"@agent-a:example.org please review", true, "please review"},
+		{"@agent-a please review", true, "please review"},
+		{"@agent-a: please review", true, "please review"},
+		{"@AGENT-A, please review", true, "please review"},
+		{"Agent A: please review", true, "please review"},
+		{"agent a please review", true, "please review"},
+		{"@Agent A please review", true, "please review"},
+		{"please review, @agent-a", true, "please review,"},
+		{"thanks @agent-a.", true, "thanks ."},
+		{"[Agent A](https://matrix.to/#/@agent-a:example.org): please review", true, "please review"},
+		{"[Agent A](https://matrix.to/#/%40agent-a%3Aexample.org) please review", true, "please review"},
+		{"https://matrix.to/#/@agent-a:example.org please review", true, "please review"},
+		{"ask @agent-a and @agent-b", true, "ask and @agent-b"},
+		// Not mentions: glued to other id or word characters, other servers, other agents.
+		{"@agent-ab please", false, "@agent-ab please"},
+		{"@agent-a-bot please", false, "@agent-a-bot please"},
+		{"@agent-a:other.org please", false, "@agent-a:other.org please"},
+		{"Agent Alpha please", false, "Agent Alpha please"},
+		{"SecretAgent A please", false, "SecretAgent A please"},
+		{"email agent-a@example.org", false, "email agent-a@example.org"},
+		{"x@agent-a y", false, "x@agent-a y"},
+		{"agent-a without at sign", false, "agent-a without at sign"},
+		{"", false, ""},
+		{"  plain text  ", false, "plain text"},
+	}
+	for _, c := range cases {
+		if got := m.mentionedIn(c.body); got != c.mentioned {
+			t.Errorf("mentionedIn(%q) = %v, want %v", c.body, got, c.mentioned)
+		}
+		if got := m.strip(c.body); got != c.stripped {
+			t.Errorf("strip(%q) = %q, want %q", c.body, got, c.stripped)
+		}
+	}
+}
+
+func TestMatcherWithoutDisplayName(t *testing.T) {
+	m := newMatcher("@bot:example.org", "")
+	if m.mentionedIn("hello bot") {
+		t.Error("bare localpart without @ must not count as a mention")
+	}
+	if !m.mentionedIn("hello @bot") {
+		t.Error("@localpart must count as a mention")
+	}
+	if got := m.strip("@bot: hi"); got != "hi" {
+		t.Errorf("strip = %q, want %q", got, "hi")
+	}
+}

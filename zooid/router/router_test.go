@@ -1,0 +1,375 @@
+package router
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+)
+
+const (
+	roomMain  id.RoomID = "!main:example.org"
+	roomOther id.RoomID = "!other:example.org"
+	roomNone  id.RoomID = "!none:example.org"
+	alice     id.UserID = "@alice:example.org"
+	userA     id.UserID = "@agent-a:example.org"
+	userB     id.UserID = "@agent-b:example.org"
+	userC     id.UserID = "@agent-c:example.org"
+)
+
+func testAgents() []Agent {
+	return []Agent{
+		{Name: "agent-a", UserID: userA, DisplayName: "Agent A", Rooms: []id.RoomID{roomMain, roomOther}},
+		{Name: "agent-b", UserID: userB, DisplayName: "Agent B", Rooms: []id.RoomID{roomMain}, Trigger: Mention},
+		{Name: "agent-c", UserID: userC, DisplayName: "Carol", Rooms: []id.RoomID{roomOther}, Trigger: Any},
+	}
+}
+
+func mentions(users ...id.UserID) *event.Mentions { return &event.Mentions{UserIDs: users} }
+
+// fmtWakes renders wakes as "agent@root:text" for compact expectations.
+func fmtWakes(ws []Wake) []string {
+	var out []string
+	for _, w := range ws {
+		out = append(out, fmt.Sprintf("%s@%s:%s", w.Agent, w.ThreadRoot, w.Text))
+	}
+	return out
+}
+
+type step struct {
+	msg  Message
+	want []string
+}
+
+func runSteps(t *testing.T, r *Router, steps []step) {
+	t.Helper()
+	for i, s := range steps {
+		got := fmtWakes(r.Route(s.msg))
+		if !slices.Equal(got, s.want) {
+			t.Fatalf("step %d (%s from %s: %q): wakes = %q, want %q", i, s.msg.EventID, s.msg.Sender, s.msg.Body, got, s.want)
+		}
+		for _, w := range r.Route(Message{}) {
+			t.Fatalf("empty message woke %v", w)
+		}
+	}
+}
+
+func TestRoute(t *testing.T) {
+	cases := []struct {
+		name  string
+		steps []step
+	}{
+		{"m.mentions wakes the mentioned agent on a new thread", []step{
+			{Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "Agent A: hi", Mentions: mentions(userA)}, []string{"agent-a@$1:hi"}},
+		}},
+		{"m.mentions present but empty: body is not consulted", []step{
+			{Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-a hi", Mentions: mentions()}, nil},
+		}},
+		{"m.mentions names an agent the body doesn't", []step{
+			{Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "hi there", Mentions: mentions(userB)}, []string{"agent-b@$1:hi there"}},
+		}},
+		{"body fallback: localpart, full id, display name", []step{
+			{Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-a hi"}, []string{"agent-a@$1:hi"}},
+			{Message{Room: roomMain, EventID: "$2", Sender: alice, Body: "@agent-b:example.org hi"}, []string{"agent-b@$2:hi"}},
+			{Message{Room: roomMain, EventID: "$3", Sender: alice, Body: "agent b, hi"}, []string{"agent-b@$3:hi"}},
+		}},
+		{"two agents mentioned: both wake in config order, each with its own mention stripped", []step{
+			{Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-b and @agent-a compare"}, []string{"agent-a@$1:@agent-b and compare", "agent-b@$1:and @agent-a compare"}},
+		}},
+		{"no mention: nobody in a mention-only room", []step{
+			{Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "hello room"}, nil},
+		}},
+		{"unbound room: a mention wakes nobody", []step{
+			{Message{Room: roomNone, EventID: "$1", Sender: alice, Body: "@agent-a hi", Mentions: mentions(userA)}, nil},
+		}},
+		{"bound to another room only", []step{
+			{Message{Room: roomOther, EventID: "$1", Sender: alice, Body: "@agent-b hi", Mentions: mentions(userB)}, []string{"agent-c@$1:@agent-b hi"}},
+		}},
+		{"trigger any wakes on every human message, with mentioned agents", []step{
+			{Message{Room: roomOther, EventID: "$1", Sender: alice, Body: "anyone?"}, []string{"agent-c@$1:anyone?"}},
+			{Message{Room: roomOther, EventID: "$2", Sender: alice, Body: "@agent-a look", Mentions: mentions(userA)}, []string{"agent-a@$2:look", "agent-c@$2:@agent-a look"}},
+		}},
+		{"an agent never routes its own message, even mentioning itself", []step{
+			{Message{Room: roomMain, EventID: "$1", Sender: userA, Body: "@agent-a note to self", Mentions: mentions(userA)}, nil},
+		}},
+		{"agent prose wakes nobody, top level or mentioning another agent", []step{
+			{Message{Room: roomMain, EventID: "$1", Sender: userA, Body: "@agent-b over to you", Mentions: mentions(userB)}, nil},
+			{Message{Room: roomOther, EventID: "$2", Sender: userA, Body: "status"}, nil},
+		}},
+		{"bare human reply goes to the agent the root woke", []step{
+			{Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-a hi", Mentions: mentions(userA)}, []string{"agent-a@$1:hi"}},
+			{Message{Room: roomMain, EventID: "$2", Sender: alice, Body: "and then?", ThreadRoot: "$1"}, []string{"agent-a@$1:and then?"}},
+		}},
+		{"bare reply goes to the last agent that posted", []step{
+			{Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-a @agent-b hi", Mentions: mentions(userA, userB)}, []string{"agent-a@$1:@agent-b hi", "agent-b@$1:@agent-a hi"}},
+			{Message{Room: roomMain, EventID: "$2", Sender: userB, Body: "B answers", ThreadRoot: "$1"}, nil},
+			{Message{Room: roomMain, EventID: "$3", Sender: alice, Body: "thanks", ThreadRoot: "$1"}, []string{"agent-b@$1:thanks"}},
+			{Message{Room: roomMain, EventID: "$4", Sender: userA, Body: "A adds", ThreadRoot: "$1"}, nil},
+			{Message{Room: roomMain, EventID: "$5", Sender: alice, Body: "ok", ThreadRoot: "$1"}, []string{"agent-a@$1:ok"}},
+		}},
+		{"a human mention of another agent switches the addressee", []step{
+			{Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-a hi", Mentions: mentions(userA)}, []string{"agent-a@$1:hi"}},
+			{Message{Room: roomMain, EventID: "$2", Sender: userA, Body: "hello", ThreadRoot: "$1"}, nil},
+			{Message{Room: roomMain, EventID: "$3", Sender: alice, Body: "@agent-b your view?", ThreadRoot: "$1", Mentions: mentions(userB)}, []string{"agent-b@$1:your view?"}},
+			// B hasn't posted yet: the switch alone makes it the addressee.
+			{Message{Room: roomMain, EventID: "$4", Sender: alice, Body: "well?", ThreadRoot: "$1"}, []string{"agent-b@$1:well?"}},
+		}},
+		{"agent mentioning another agent in a thread wakes nobody by default", []step{
+			{Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-a hi", Mentions: mentions(userA)}, []string{"agent-a@$1:hi"}},
+			{Message{Room: roomMain, EventID: "$2", Sender: userA, Body: "@agent-b help", ThreadRoot: "$1", Mentions: mentions(userB)}, nil},
+			{Message{Room: roomMain, EventID: "$3", Sender: alice, Body: "go on", ThreadRoot: "$1"}, []string{"agent-a@$1:go on"}},
+		}},
+		{"reply in an unknown thread: only mentions", []step{
+			{Message{Room: roomMain, EventID: "$2", Sender: alice, Body: "anyone?", ThreadRoot: "$old"}, nil},
+			{Message{Room: roomMain, EventID: "$3", Sender: alice, Body: "@agent-b?", ThreadRoot: "$old", Mentions: mentions(userB)}, []string{"agent-b@$old:?"}},
+			{Message{Room: roomMain, EventID: "$4", Sender: alice, Body: "more", ThreadRoot: "$old"}, []string{"agent-b@$old:more"}},
+		}},
+		{"trigger any also wakes in ordinary threads", []step{
+			{Message{Room: roomOther, EventID: "$1", Sender: alice, Body: "@agent-a hi", Mentions: mentions(userA)}, []string{"agent-a@$1:hi", "agent-c@$1:@agent-a hi"}},
+			{Message{Room: roomOther, EventID: "$2", Sender: userA, Body: "yo", ThreadRoot: "$1"}, nil},
+			{Message{Room: roomOther, EventID: "$3", Sender: alice, Body: "next", ThreadRoot: "$1"}, []string{"agent-a@$1:next", "agent-c@$1:next"}},
+		}},
+		{"task root wakes only the assignee, not trigger-any agents", []step{
+			{Message{Room: roomOther, EventID: "$t", Sender: userA, Body: "Carol: build it", IsTaskRoot: true, TaskAssignee: "agent-c", Mentions: mentions(userC)}, []string{"agent-c@$t:build it"}},
+			{Message{Room: roomOther, EventID: "$p", Sender: userC, Body: "working", ThreadRoot: "$t"}, nil},
+			// Bare human reply in a task thread goes to the assignee; no trigger-any extras.
+			{Message{Room: roomOther, EventID: "$h", Sender: alice, Body: "status?", ThreadRoot: "$t"}, []string{"agent-c@$t:status?"}},
+			{Message{Room: roomOther, EventID: "$h2", Sender: userA, Body: "fine", ThreadRoot: "$t"}, nil},
+			{Message{Room: roomOther, EventID: "$h3", Sender: alice, Body: "and now?", ThreadRoot: "$t"}, []string{"agent-c@$t:and now?"}},
+		}},
+		{"task root by a human with an unbound assignee wakes nobody", []step{
+			{Message{Room: roomMain, EventID: "$t", Sender: alice, Body: "do", IsTaskRoot: true, TaskAssignee: "agent-c"}, nil},
+			{Message{Room: roomMain, EventID: "$t2", Sender: alice, Body: "do", IsTaskRoot: true, TaskAssignee: "nobody"}, nil},
+		}},
+		{"task root ignores mentions of others", []step{
+			{Message{Room: roomMain, EventID: "$t", Sender: userA, Body: "@agent-b build, cc @agent-a", IsTaskRoot: true, TaskAssignee: "agent-b", Mentions: mentions(userA, userB)}, []string{"agent-b@$t:build, cc @agent-a"}},
+		}},
+		{"thread_result never triggers anyone", []step{
+			{Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-a done", Mentions: mentions(userA), IsTaskResult: true}, nil},
+			{Message{Room: roomOther, EventID: "$2", Sender: userA, Body: "result", IsTaskResult: true}, nil},
+		}},
+		{"reset events are not routed", []step{
+			{Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-a", Mentions: mentions(userA), IsReset: true}, nil},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			runSteps(t, New(testAgents()), c.steps)
+		})
+	}
+}
+
+func TestWakeFields(t *testing.T) {
+	r := New(testAgents())
+	ws := r.Route(Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-a hi", Mentions: mentions(userA)})
+	want := []Wake{{Agent: "agent-a", Room: roomMain, ThreadRoot: "$1", Text: "hi", EventID: "$1", Sender: alice}}
+	if !slices.Equal(ws, want) {
+		t.Fatalf("wakes = %+v, want %+v", ws, want)
+	}
+	ws = r.Route(Message{Room: roomMain, EventID: "$2", Sender: alice, Body: "more", ThreadRoot: "$1"})
+	want = []Wake{{Agent: "agent-a", Room: roomMain, ThreadRoot: "$1", Text: "more", EventID: "$2", Sender: alice}}
+	if !slices.Equal(ws, want) {
+		t.Fatalf("wakes = %+v, want %+v", ws, want)
+	}
+}
+
+func TestResetEndsSessionsKeepsMemory(t *testing.T) {
+	r := New(testAgents())
+	runSteps(t, r, []step{
+		{Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-a hi", Mentions: mentions(userA)}, []string{"agent-a@$1:hi"}},
+		{Message{Room: roomMain, EventID: "$2", Sender: alice, Body: "@agent-b too", ThreadRoot: "$1", Mentions: mentions(userB)}, []string{"agent-b@$1:too"}},
+	})
+	if got := r.Reset(roomMain, "$1"); !slices.Equal(got, []string{"agent-a", "agent-b"}) {
+		t.Fatalf("Reset = %v, want [agent-a agent-b]", got)
+	}
+	if got := r.Reset(roomMain, "$1"); got != nil {
+		t.Fatalf("second Reset = %v, want none", got)
+	}
+	if got := r.Reset(roomMain, "$unknown"); got != nil {
+		t.Fatalf("Reset of unknown thread = %v", got)
+	}
+	// Memory survived: the bare reply still finds agent-b.
+	runSteps(t, r, []step{
+		{Message{Room: roomMain, EventID: "$3", Sender: alice, Body: "again", ThreadRoot: "$1"}, []string{"agent-b@$1:again"}},
+	})
+	if got := r.Reset(roomMain, "$1"); !slices.Equal(got, []string{"agent-b"}) {
+		t.Fatalf("Reset after new wake = %v, want [agent-b]", got)
+	}
+}
+
+func TestThreadMemoryIsBounded(t *testing.T) {
+	r := New(testAgents())
+	r.SetThreadMemory(2)
+	for i := range 3 {
+		eid := id.EventID(fmt.Sprintf("$%d", i))
+		if ws := r.Route(Message{Room: roomMain, EventID: eid, Sender: alice, Body: "@agent-a x", Mentions: mentions(userA)}); len(ws) != 1 {
+			t.Fatalf("root %d woke %v", i, ws)
+		}
+	}
+	// $0 was evicted: a bare reply there finds no addressee; $2 is remembered.
+	if ws := r.Route(Message{Room: roomMain, EventID: "$r0", Sender: alice, Body: "x", ThreadRoot: "$0"}); ws != nil {
+		t.Fatalf("evicted thread woke %v", ws)
+	}
+	if ws := r.Route(Message{Room: roomMain, EventID: "$r2", Sender: alice, Body: "x", ThreadRoot: "$2"}); len(ws) != 1 {
+		t.Fatalf("remembered thread woke %v", ws)
+	}
+	if n := len(r.threads); n != 2 {
+		t.Fatalf("threads remembered = %d, want 2", n)
+	}
+}
+
+func TestAgentPostHook(t *testing.T) {
+	r := New(testAgents())
+	var gotFrom string
+	var gotMentioned []string
+	var gotInfo ThreadInfo
+	r.SetAgentPostHook(func(m Message, from string, mentioned []string, th ThreadInfo) []Wake {
+		gotFrom, gotMentioned, gotInfo = from, mentioned, th
+		if len(mentioned) == 0 {
+			return nil
+		}
+		return []Wake{{Agent: mentioned[0], Room: m.Room, ThreadRoot: m.ThreadRoot, Text: m.Body, EventID: m.EventID, Sender: m.Sender}}
+	})
+	// The task root itself goes through task dispatch, not the hook.
+	if ws := r.Route(Message{Room: roomMain, EventID: "$t", Sender: userB, Body: "@agent-a do", IsTaskRoot: true, TaskAssignee: "agent-a", Mentions: mentions(userA)}); len(ws) != 1 || ws[0].Agent != "agent-a" {
+		t.Fatalf("task root wakes = %v", ws)
+	}
+	if gotFrom != "" {
+		t.Fatal("hook called for a task root")
+	}
+	ws := r.Route(Message{Room: roomMain, EventID: "$2", Sender: userA, Body: "@agent-b help", ThreadRoot: "$t", Mentions: mentions(userA, userB)})
+	if gotFrom != "agent-a" || !slices.Equal(gotMentioned, []string{"agent-b"}) {
+		t.Fatalf("hook got from=%q mentioned=%v", gotFrom, gotMentioned)
+	}
+	if !gotInfo.Task || gotInfo.Assignee != "agent-a" || gotInfo.Root != "$t" || gotInfo.Room != roomMain {
+		t.Fatalf("hook thread info = %+v", gotInfo)
+	}
+	if info, ok := r.Thread(roomMain, "$t"); !ok || !info.Task || !slices.Equal(info.Addressees, []string{"agent-a"}) {
+		t.Fatalf("Thread = %+v, %v", info, ok)
+	}
+	if _, ok := r.Thread(roomMain, "$nope"); ok {
+		t.Fatal("unknown thread reported")
+	}
+	if len(ws) != 1 || ws[0].Agent != "agent-b" {
+		t.Fatalf("wakes = %v", ws)
+	}
+	if got := r.Reset(roomMain, "$t"); !slices.Equal(got, []string{"agent-a", "agent-b"}) {
+		t.Fatalf("sessions after hook = %v", got)
+	}
+	// A top-level agent post reaches the hook with a zero ThreadInfo.
+	gotFrom = ""
+	r.Route(Message{Room: roomMain, EventID: "$3", Sender: userB, Body: "done"})
+	if gotFrom != "agent-b" || gotInfo.Root != "" {
+		t.Fatalf("top-level hook call from=%q info=%+v", gotFrom, gotInfo)
+	}
+}
+
+func TestObserveRebuildsMemory(t *testing.T) {
+	r := New(testAgents())
+	r.Observe(Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-a hi", Mentions: mentions(userA)})
+	r.Observe(Message{Room: roomMain, EventID: "$2", Sender: userB, Body: "me", ThreadRoot: "$1"})
+	r.Observe(Message{Room: roomOther, EventID: "$t", Sender: userA, Body: "task", IsTaskRoot: true, TaskAssignee: "agent-c"})
+	runSteps(t, r, []step{
+		{Message{Room: roomMain, EventID: "$3", Sender: alice, Body: "so?", ThreadRoot: "$1"}, []string{"agent-b@$1:so?"}},
+		{Message{Room: roomOther, EventID: "$4", Sender: alice, Body: "so?", ThreadRoot: "$t"}, []string{"agent-c@$t:so?"}},
+	})
+}
+
+func TestIsAgent(t *testing.T) {
+	r := New(testAgents())
+	if name, ok := r.IsAgent(userB); !ok || name != "agent-b" {
+		t.Fatalf("IsAgent(userB) = %q, %v", name, ok)
+	}
+	if _, ok := r.IsAgent(alice); ok {
+		t.Fatal("alice is not an agent")
+	}
+}
+
+func parseEvent(t *testing.T, js string) *event.Event {
+	t.Helper()
+	ev := &event.Event{}
+	if err := json.Unmarshal([]byte(js), ev); err != nil {
+		t.Fatal(err)
+	}
+	ev.Type.Class = event.MessageEventType
+	return ev
+}
+
+func TestMessageFromEvent(t *testing.T) {
+	cases := []struct {
+		name string
+		js   string
+		ok   bool
+		want Message
+	}{
+		{"plain top-level", `{"type":"m.room.message","event_id":"$1","room_id":"!r:x","sender":"@alice:x","content":{"msgtype":"m.text","body":"hi"}}`,
+			true, Message{Room: "!r:x", EventID: "$1", Sender: "@alice:x", Body: "hi", MsgType: "m.text"}},
+		{"mentions and thread", `{"type":"m.room.message","event_id":"$2","room_id":"!r:x","sender":"@alice:x","content":{"msgtype":"m.text","body":"yo","m.mentions":{"user_ids":["@a:x"]},"m.relates_to":{"rel_type":"m.thread","event_id":"$1"}}}`,
+			true, Message{Room: "!r:x", EventID: "$2", Sender: "@alice:x", Body: "yo", MsgType: "m.text", Mentions: mentions("@a:x"), ThreadRoot: "$1"}},
+		{"empty m.mentions is kept, not nil", `{"type":"m.room.message","event_id":"$2","room_id":"!r:x","sender":"@alice:x","content":{"msgtype":"m.text","body":"yo","m.mentions":{}}}`,
+			true, Message{Room: "!r:x", EventID: "$2", Sender: "@alice:x", Body: "yo", MsgType: "m.text", Mentions: mentions()}},
+		{"reply (not thread) is top-level", `{"type":"m.room.message","event_id":"$3","room_id":"!r:x","sender":"@alice:x","content":{"msgtype":"m.text","body":"re","m.relates_to":{"m.in_reply_to":{"event_id":"$1"}}}}`,
+			true, Message{Room: "!r:x", EventID: "$3", Sender: "@alice:x", Body: "re", MsgType: "m.text"}},
+		{"task root", `{"type":"m.room.message","event_id":"$t","room_id":"!r:x","sender":"@a:x","content":{"msgtype":"m.text","body":"do it","dev.zooid.thread_start":{"version":1,"assignee":"agent-b"}}}`,
+			true, Message{Room: "!r:x", EventID: "$t", Sender: "@a:x", Body: "do it", MsgType: "m.text", IsTaskRoot: true, TaskAssignee: "agent-b"}},
+		{"task result", `{"type":"m.room.message","event_id":"$r","room_id":"!r:x","sender":"@a:x","content":{"msgtype":"m.notice","body":"done","dev.zooid.thread_result":{"status":"complete"}}}`,
+			true, Message{Room: "!r:x", EventID: "$r", Sender: "@a:x", Body: "done", MsgType: "m.notice", IsTaskResult: true}},
+		{"session reset", `{"type":"dev.zooid.session_reset","event_id":"$c","room_id":"!r:x","sender":"@alice:x","content":{"m.relates_to":{"rel_type":"m.thread","event_id":"$1"}}}`,
+			true, Message{Room: "!r:x", EventID: "$c", Sender: "@alice:x", IsReset: true, ThreadRoot: "$1"}},
+		{"edit is not routed", `{"type":"m.room.message","event_id":"$e","room_id":"!r:x","sender":"@alice:x","content":{"msgtype":"m.text","body":"* hi","m.new_content":{"body":"hi"},"m.relates_to":{"rel_type":"m.replace","event_id":"$1"}}}`,
+			false, Message{}},
+		{"reaction is not routed", `{"type":"m.reaction","event_id":"$x","room_id":"!r:x","sender":"@alice:x","content":{"m.relates_to":{"rel_type":"m.annotation","event_id":"$1","key":"👍"}}}`,
+			false, Message{}},
+		{"state event is not routed", `{"type":"m.room.member","state_key":"@alice:x","event_id":"$m","room_id":"!r:x","sender":"@alice:x","content":{"membership":"join"}}`,
+			false, Message{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ev := parseEvent(t, c.js)
+			got, ok := MessageFromEvent(ev)
+			if ok != c.ok {
+				t.Fatalf("ok = %v, want %v", ok, c.ok)
+			}
+			g, w := got, c.want
+			g.Mentions, w.Mentions = nil, nil
+			if g != w || !sameMentions(got.Mentions, c.want.Mentions) {
+				t.Fatalf("got  %+v\nwant %+v", got, c.want)
+			}
+		})
+	}
+	if _, ok := MessageFromEvent(nil); ok {
+		t.Fatal("nil event routed")
+	}
+}
+
+func sameMentions(a, b *event.Mentions) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	return a == nil || strings.Join(idsToStrings(a.UserIDs), ",") == strings.Join(idsToStrings(b.UserIDs), ",")
+}
+
+func idsToStrings(ids []id.UserID) []string {
+	var out []string
+	for _, u := range ids {
+		out = append(out, string(u))
+	}
+	return out
+}
+
+func BenchmarkRoute(b *testing.B) {
+	r := New(testAgents())
+	msgs := []Message{
+		{Room: roomMain, EventID: "$1", Sender: alice, Body: "Agent A: please look at the failing build"},
+		{Room: roomMain, EventID: "$2", Sender: alice, Body: "and the logs?", ThreadRoot: "$1"},
+		{Room: roomOther, EventID: "$3", Sender: alice, Body: "general chatter with no mention at all"},
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		r.Route(msgs[i%len(msgs)])
+	}
+}

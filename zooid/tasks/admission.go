@@ -1,0 +1,284 @@
+package tasks
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"html"
+	"slices"
+	"strings"
+	"sync"
+
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/tools"
+)
+
+// ThreadStartVersion is the version of the dev.zooid.thread_start content.
+const ThreadStartVersion = 1
+
+// ThreadStartKey is the content field of a task root that describes the task.
+const ThreadStartKey = "dev.zooid.thread_start"
+
+// ThreadStart is the dev.zooid.thread_start content of a task root.
+type ThreadStart struct {
+	Version   int               `json:"version"`
+	Assignee  string            `json:"assignee"`
+	AttemptID string            `json:"attempt_id"`
+	Parent    ThreadStartParent `json:"parent"`
+	Notify    string            `json:"notify"`
+}
+
+// ThreadStartParent is the parent of dev.zooid.thread_start.
+type ThreadStartParent struct {
+	Agent      string     `json:"agent"`
+	ThreadRoot id.EventID `json:"thread_root,omitempty"`
+	SessionKey string     `json:"session_key"`
+}
+
+// rootContent is the m.room.message that opens a task thread.
+type rootContent struct {
+	MsgType       event.MessageType `json:"msgtype"`
+	Body          string            `json:"body"`
+	Format        event.Format      `json:"format,omitempty"`
+	FormattedBody string            `json:"formatted_body,omitempty"`
+	Mentions      *event.Mentions   `json:"m.mentions"`
+	ThreadStart   ThreadStart       `json:"dev.zooid.thread_start"`
+}
+
+// Start runs zooid_start_task_threads for caller c: each task in order is admitted or
+// refused, all admitted ones are journaled as reserved in one transaction, then their
+// roots are posted concurrently. Results are index-aligned with req.Tasks.
+func (m *Manager) Start(ctx context.Context, c tools.Caller, req tools.StartRequest) (tools.StartResult, error) {
+	notify := req.Notify
+	switch notify {
+	case "":
+		notify = tools.NotifyCaller
+	case tools.NotifyCaller, tools.NotifyNone:
+	default:
+		return tools.StartResult{}, tools.Errorf(tools.CodeInvalidArgument, "notify must be %q or %q, not %q", tools.NotifyCaller, tools.NotifyNone, notify)
+	}
+	if len(req.Tasks) == 0 {
+		return tools.StartResult{}, tools.Errorf(tools.CodeInvalidArgument, "tasks must hold at least one {agent, prompt}")
+	}
+	if !m.enter() {
+		return tools.StartResult{}, tools.Errorf(tools.CodeUnavailable, "task threads are shutting down")
+	}
+	defer m.wg.Done()
+	results := make([]tools.TaskResult, len(req.Tasks))
+	admitted, err := m.admit(c, req.Tasks, notify, results)
+	if err != nil {
+		return tools.StartResult{}, err
+	}
+	var wg sync.WaitGroup
+	for i, t := range admitted {
+		if t == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = m.post(ctx, t)
+		}()
+	}
+	wg.Wait()
+	return tools.StartResult{Results: results, Notify: notify, Delivery: delivery(notify, results)}, nil
+}
+
+// admit decides every task in order and journals the admitted ones as reserved. The
+// lock is held across the decision and the journal write so two concurrent calls can
+// not both take the last slot of a room.
+func (m *Manager) admit(c tools.Caller, specs []tools.TaskSpec, notify string, results []tools.TaskResult) ([]*Task, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	depth := c.Kind == tools.TaskAssignee
+	if t, ok := m.byThread[c.Thread]; ok && c.Thread != "" && t.Room == c.Room {
+		depth = true
+	}
+	open := m.openInRoomLocked(c.Room)
+	admitted := make([]*Task, len(specs))
+	var reserve []*Task
+	now := m.opts.Now().UTC()
+	for i, s := range specs {
+		results[i].Agent = s.Agent
+		user, rooms, known := m.opts.Agents(s.Agent)
+		switch {
+		case depth:
+			results[i].Status, results[i].Reason = tools.TaskRefused, tools.ReasonDepthLimit
+		case !known:
+			results[i].Status, results[i].Reason = tools.TaskRefused, tools.ReasonUnknownAgent
+		case !slices.Contains(rooms, c.Room):
+			results[i].Status, results[i].Reason = tools.TaskRefused, tools.ReasonNotInRoom
+		case open >= m.opts.MaxOpenPerRoom:
+			results[i].Status, results[i].Reason = tools.TaskRefused, tools.ReasonAtCapacity
+		default:
+			attempt, err := newAttemptID()
+			if err != nil {
+				return nil, err
+			}
+			t := &Task{
+				AttemptID: attempt,
+				Agent:     s.Agent,
+				AgentUser: user,
+				Room:      c.Room,
+				Prompt:    s.Prompt,
+				Notify:    notify,
+				Parent: Parent{
+					Agent:      c.Agent,
+					UserID:     c.UserID,
+					Room:       c.Room,
+					ThreadRoot: c.Thread,
+					SessionKey: c.SessionKey,
+				},
+				State:   StateReserved,
+				Created: now,
+			}
+			admitted[i] = t
+			reserve = append(reserve, t)
+			open++
+		}
+	}
+	if err := m.j.put(reserve...); err != nil {
+		return nil, fmt.Errorf("reserving tasks: %w", err)
+	}
+	for _, t := range reserve {
+		m.tasks[t.AttemptID] = t
+	}
+	return admitted, nil
+}
+
+func (m *Manager) openInRoomLocked(room id.RoomID) int {
+	n := 0
+	for _, t := range m.tasks {
+		if t.Room == room && t.IsOpen() {
+			n++
+		}
+	}
+	return n
+}
+
+// post sends the root of t (one retry, same txn id) and records the outcome.
+func (m *Manager) post(ctx context.Context, t *Task) tools.TaskResult {
+	m.mu.Lock()
+	snap := t.clone()
+	m.mu.Unlock()
+	content := rootOf(snap)
+	// The post outlives a caller that hangs up: the reservation must end decided.
+	ctx = context.WithoutCancel(ctx)
+	evID, err := m.send(ctx, snap.Parent.UserID, snap.Room, event.EventMessage, content, snap.AttemptID)
+	if err != nil {
+		m.log.Error("posting task root failed", "attempt", snap.AttemptID, "agent", snap.Agent, "room", snap.Room, "err", err)
+		done, uerr := m.update(snap.AttemptID, func(t *Task) error {
+			if t.ThreadID != "" {
+				// TaskForRoot saw the root: it landed though the responses were lost.
+				return nil
+			}
+			m.closeLocked(t, &Result{Status: StatusFailed, Reason: ReasonPostFailed, Error: err.Error()}, m.opts.Now().UTC())
+			// The caller learns it from this result; there is no thread to post in.
+			t.Report = Report{Done: true}
+			return nil
+		})
+		if uerr == nil && done.ThreadID != "" {
+			return tools.TaskResult{Agent: snap.Agent, Status: tools.TaskStarted, ThreadID: done.ThreadID}
+		}
+		if uerr != nil {
+			m.log.Error("journaling failed task post", "attempt", snap.AttemptID, "err", uerr)
+		}
+		return tools.TaskResult{Agent: snap.Agent, Status: tools.TaskFailed, Reason: ReasonPostFailed}
+	}
+	done, uerr := m.update(snap.AttemptID, func(t *Task) error {
+		if t.ThreadID == "" {
+			t.ThreadID = evID
+		}
+		if t.State == StateReserved {
+			t.State = StateOpen
+		}
+		return nil
+	})
+	if uerr == nil && done.ThreadID != evID {
+		// TaskForRoot bound another root first; the two can only differ if the
+		// homeserver ignored the txn id. The first root is the thread.
+		m.log.Warn("task root posted twice", "attempt", snap.AttemptID, "thread", done.ThreadID, "second", evID)
+		evID = done.ThreadID
+	}
+	if uerr != nil {
+		// The thread exists, so the task started; the journal still says reserved,
+		// which a restart treats as an uncertain post (see Recover).
+		m.log.Error("journaling task thread", "attempt", snap.AttemptID, "thread", evID, "err", uerr)
+		m.mu.Lock()
+		if t.ThreadID == "" {
+			t.ThreadID, t.State = evID, StateOpen
+			m.byThread[evID] = t
+		}
+		m.mu.Unlock()
+	}
+	m.log.Info("task thread started", "attempt", snap.AttemptID, "agent", snap.Agent, "room", snap.Room, "thread", evID, "caller", snap.Parent.Agent)
+	return tools.TaskResult{Agent: snap.Agent, Status: tools.TaskStarted, ThreadID: evID}
+}
+
+// send posts with the attempt's txn id and retries once with the same txn id, so a
+// post whose response was lost cannot land twice.
+func (m *Manager) send(ctx context.Context, as id.UserID, room id.RoomID, typ event.Type, content any, txn string) (id.EventID, error) {
+	var err error
+	for try := 0; try < 2; try++ {
+		var evID id.EventID
+		actx, cancel := context.WithTimeout(ctx, m.opts.PostTimeout)
+		evID, err = m.opts.Send(actx, as, room, typ, content, txn)
+		cancel()
+		if err == nil {
+			return evID, nil
+		}
+	}
+	return "", fmt.Errorf("sending %s as %s in %s (txn %s, twice): %w", typ.Type, as, room, txn, err)
+}
+
+func rootOf(t Task) rootContent {
+	return rootContent{
+		MsgType: event.MsgText,
+		Body:    fmt.Sprintf("%s %s", t.AgentUser, t.Prompt),
+		Format:  event.FormatHTML,
+		FormattedBody: fmt.Sprintf(`<a href="https://matrix.to/#/%s">%s</a> %s`,
+			html.EscapeString(string(t.AgentUser)), html.EscapeString(string(t.AgentUser)),
+			strings.ReplaceAll(html.EscapeString(t.Prompt), "\n", "<br/>")),
+		Mentions: &event.Mentions{UserIDs: []id.UserID{t.AgentUser}},
+		ThreadStart: ThreadStart{
+			Version:   ThreadStartVersion,
+			Assignee:  t.Agent,
+			AttemptID: t.AttemptID,
+			Parent: ThreadStartParent{
+				Agent:      t.Parent.Agent,
+				ThreadRoot: t.Parent.ThreadRoot,
+				SessionKey: t.Parent.SessionKey,
+			},
+			Notify: t.Notify,
+		},
+	}
+}
+
+// delivery is the sentence telling the model, at the point of decision, what comes
+// back to it.
+func delivery(notify string, results []tools.TaskResult) string {
+	started := 0
+	for _, r := range results {
+		if r.Status == tools.TaskStarted {
+			started++
+		}
+	}
+	if started == 0 {
+		return "No task thread was started, so nothing will come back to you; see each result's reason."
+	}
+	if notify == tools.NotifyNone {
+		return fmt.Sprintf("%d task thread(s) started with notify none: nothing comes back to you; each thread is the result (read it with zooid_get_thread_history when you need it).", started)
+	}
+	return fmt.Sprintf("%d task thread(s) started: each result comes back to you as a new turn when its task ends. End your turn now and do not poll or wait for them.", started)
+}
+
+func newAttemptID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("generating attempt id: %w", err)
+	}
+	return "zt" + hex.EncodeToString(b[:]), nil
+}

@@ -1,0 +1,25 @@
+// Package tasks runs task threads (behaviour §5): admission of delegated tasks, a
+// durable journal of the tasks in flight, judging each assignee turn, reporting results
+// to the delegating agent, and the bookkeeping of in-thread handoffs.
+//
+// The daemon owns processes and sessions; this package owns each task's state and the
+// Matrix events that describe it (the thread root, dev.zooid.thread_result in the task
+// thread, the caller's notice). It reaches Matrix and the daemon only through Options.
+//
+// How the daemon drives a Manager:
+//
+//   - At start: Open, then Recover once it can post and wake.
+//   - Tools: the Manager is the tools.Tasks backend (Start, Complete).
+//   - Routing a root whose content has dev.zooid.thread_start: TaskForRoot(room, event,
+//     sender, attempt_id). A task root wakes only its assignee (Task.Agent), whose first
+//     prompt starts with Header(task).
+//   - Gating: a session of agent A in thread T is tools.TaskAssignee when
+//     TaskByThread(room, T) is IsOpen and its Agent is A.
+//   - When the assignee's posted prose @mentions another agent of the room: StartHandoff
+//     (before TurnEnded of that turn); a circular one returns ErrCircularHandoff, for an
+//     error event. When that callee's turn ends: HandoffEnded, then wake HandoffWake.Agent
+//     in the task thread with HandoffWake.Text.
+//   - When an assignee turn ends: TurnEnded. It closes and reports when the task is done;
+//     Options.Wake is how the caller's original session is woken (once per task).
+//   - Messages carrying dev.zooid.thread_result never trigger anyone.
+package tasks

@@ -1,0 +1,103 @@
+package tasks
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// journal is the durable record of tasks, one JSON value per attempt id.
+//
+// Why bbolt: every write is one transaction that bbolt fsyncs before Update returns
+// (NoSync stays false), and a transaction is all-or-nothing across a crash because
+// bbolt writes new pages then flips the meta page. So once put returns, the record
+// survives kill -9 and power loss, and a crash mid-write leaves the previous version.
+// That is the property the task life needs: reserve before posting (capacity counts
+// uncertain attempts), record the thread id after, record the close before reporting,
+// and mark each delivery step after it is done.
+type journal struct {
+	db *bolt.DB
+}
+
+var bucketTasks = []byte("tasks")
+
+// journalFile is the bbolt file inside Options.StateDir.
+const journalFile = "tasks.db"
+
+func openJournal(dir string) (*journal, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("opening task journal: state directory is empty")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating task state directory %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, journalFile)
+	// The timeout turns a second daemon on the same state directory into an error
+	// instead of a hang on the file lock.
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("opening task journal %s: %w", path, err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(bucketTasks)
+		return err
+	}); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("initialising task journal %s: %w", path, err)
+	}
+	return &journal{db: db}, nil
+}
+
+// put writes the tasks in one durable transaction: all or none.
+func (j *journal) put(ts ...*Task) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	return j.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketTasks)
+		for _, t := range ts {
+			v, err := json.Marshal(t)
+			if err != nil {
+				return fmt.Errorf("encoding task %s: %w", t.AttemptID, err)
+			}
+			if err := b.Put([]byte(t.AttemptID), v); err != nil {
+				return fmt.Errorf("writing task %s: %w", t.AttemptID, err)
+			}
+		}
+		return nil
+	})
+}
+
+// load reads every journaled task. A record that does not decode is an error: the
+// journal is never silently misread.
+func (j *journal) load() ([]*Task, error) {
+	var out []*Task
+	err := j.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketTasks).ForEach(func(k, v []byte) error {
+			t := new(Task)
+			if err := json.Unmarshal(v, t); err != nil {
+				return fmt.Errorf("decoding task %q: %w", k, err)
+			}
+			if t.AttemptID != string(k) {
+				return fmt.Errorf("task record %q holds attempt %q", k, t.AttemptID)
+			}
+			out = append(out, t)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("loading task journal: %w", err)
+	}
+	return out, nil
+}
+
+func (j *journal) close() error {
+	if err := j.db.Close(); err != nil {
+		return fmt.Errorf("closing task journal: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,307 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/tools"
+)
+
+// DefaultMaxOpenPerRoom is the behaviour §5 capacity: open tasks per room.
+const DefaultMaxOpenPerRoom = 5
+
+// DefaultPostTimeout bounds one attempt to post a task event.
+const DefaultPostTimeout = 30 * time.Second
+
+// Options wire a Manager to Matrix, zooid.yaml and the daemon.
+type Options struct {
+	// StateDir holds the journal (tasks.db). Required.
+	StateDir string
+	// Send posts an event as the agent user as, with txnID as the Matrix transaction
+	// id (matrix.Transport.Send). Required.
+	Send func(ctx context.Context, as id.UserID, room id.RoomID, evType event.Type, content any, txnID string) (id.EventID, error)
+	// Agents looks up a zooid.yaml agent by name: its user and bound rooms. Required.
+	Agents func(name string) (user id.UserID, rooms []id.RoomID, ok bool)
+	// Wake queues one turn on the caller's original session with text; the daemon
+	// queues it behind a running turn and skips it if that thread was /clear'ed.
+	// Optional: without it nobody is woken.
+	Wake func(parent Parent, text string)
+	// Logger receives the package's logs; nil discards them.
+	Logger *slog.Logger
+	// MaxOpenPerRoom caps reserved+open tasks per room; 0 means DefaultMaxOpenPerRoom.
+	MaxOpenPerRoom int
+	// PostTimeout bounds each post attempt; 0 means DefaultPostTimeout.
+	PostTimeout time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Manager runs task threads. It implements tools.Tasks. All methods are safe for
+// concurrent use.
+type Manager struct {
+	opts Options
+	log  *slog.Logger
+	j    *journal
+
+	mu        sync.Mutex
+	tasks     map[string]*Task     // by attempt id: every journaled task
+	byThread  map[id.EventID]*Task // by thread root, once known
+	reporting map[string]bool      // attempts whose report runs now
+	stale     map[string]bool      // attempts found open by Open, for Recover
+	closing   bool                 // Close has begun: no new work
+	closed    bool                 // the journal is closed
+
+	// wg counts work Close waits for: Start calls, reports and TaskForRoot's
+	// background reports. Adds happen under mu while !closing.
+	wg sync.WaitGroup
+}
+
+var _ tools.Tasks = (*Manager)(nil)
+
+// ErrClosed is returned by a Manager after Close.
+var ErrClosed = errors.New("task manager is closed")
+
+// Open opens (or creates) the journal in opts.StateDir and loads it. Tasks found open
+// stay open until Recover closes them, so call Recover once the daemon can report.
+func Open(opts Options) (*Manager, error) {
+	if opts.Send == nil || opts.Agents == nil {
+		return nil, fmt.Errorf("opening task manager: Send and Agents are required")
+	}
+	if opts.MaxOpenPerRoom <= 0 {
+		opts.MaxOpenPerRoom = DefaultMaxOpenPerRoom
+	}
+	if opts.PostTimeout <= 0 {
+		opts.PostTimeout = DefaultPostTimeout
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	j, err := openJournal(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := j.load()
+	if err != nil {
+		_ = j.close()
+		return nil, err
+	}
+	m := &Manager{
+		opts:      opts,
+		log:       log.With("component", "tasks"),
+		j:         j,
+		tasks:     make(map[string]*Task, len(ts)),
+		byThread:  make(map[id.EventID]*Task, len(ts)),
+		reporting: map[string]bool{},
+		stale:     map[string]bool{},
+	}
+	for _, t := range ts {
+		m.tasks[t.AttemptID] = t
+		if t.IsOpen() {
+			m.stale[t.AttemptID] = true
+		}
+		if t.ThreadID != "" {
+			m.byThread[t.ThreadID] = t
+		}
+	}
+	return m, nil
+}
+
+// Close refuses new work, waits for Start calls and reports in flight, and closes the
+// journal. Tasks still open stay open in the journal; the next Open+Recover closes
+// them.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closing = true
+	m.mu.Unlock()
+	m.wg.Wait()
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	return m.j.close()
+}
+
+// enter registers work Close must wait for; false once Close has begun.
+func (m *Manager) enter() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closing {
+		return false
+	}
+	m.wg.Add(1)
+	return true
+}
+
+// TaskByThread returns the task whose thread root is root in room, open or closed. The
+// daemon uses it for routing (only the assignee is woken by a task root), for gating
+// (the assignee session of an open task is a tools.TaskAssignee) and for depth.
+func (m *Manager) TaskByThread(room id.RoomID, root id.EventID) (Task, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.byThread[root]
+	if !ok || t.Room != room {
+		return Task{}, false
+	}
+	return t.clone(), true
+}
+
+// TaskForRoot identifies a thread root the daemon received that carries
+// dev.zooid.thread_start with attemptID, sent by sender. It closes two gaps: the
+// homeserver can deliver the root before Send has returned its event id, and a root
+// whose post was uncertain at a crash can arrive after Recover. The first binds the
+// thread to the reserved task (it is open from now on); the second binds it to the
+// closed task and posts the thread result into it. Unknown attempts, or a root from
+// another room or sender, are not tasks (false).
+func (m *Manager) TaskForRoot(room id.RoomID, root id.EventID, sender id.UserID, attemptID string) (Task, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.tasks[attemptID]
+	if !ok || t.Room != room || t.Parent.UserID != sender || root == "" {
+		return Task{}, false
+	}
+	if t.ThreadID != "" {
+		if t.ThreadID != root {
+			return Task{}, false
+		}
+		return t.clone(), true
+	}
+	prev := t.clone()
+	t.ThreadID = root
+	if t.State == StateReserved {
+		t.State = StateOpen
+	}
+	if t.Result != nil {
+		t.Result.ThreadID = root
+		// The thread exists after all: its result event is owed.
+		t.Report.ResultPosted = false
+		t.Report.Done = false
+	}
+	if err := m.j.put(t); err != nil {
+		*t = prev
+		m.log.Error("recording task thread", "attempt", attemptID, "thread", root, "err", err)
+		return Task{}, false
+	}
+	m.byThread[root] = t
+	if t.State == StateClosed && m.claimLocked(attemptID) {
+		go func() {
+			defer m.release(attemptID)
+			m.deliver(context.Background(), attemptID)
+		}()
+	}
+	return t.clone(), true
+}
+
+// Recover closes every task the journal held open at Open as cancelled
+// (interrupted_by_restart) and reports every closed task not yet fully reported.
+// Call it once at start-up, when the daemon can post and wake; tasks started since
+// Open are not touched.
+//
+// An attempt still reserved (its post uncertain: the daemon died between journaling
+// and learning the event id) is closed the same way, without a thread id, and
+// reported to the caller once. It is never re-posted: a re-post either duplicates a
+// root (the homeserver's txn memory is not forever) or opens a thread only to cancel
+// it. If that root did land, the daemon meets it carrying the attempt id and
+// TaskForRoot binds it and posts the thread result into it.
+func (m *Manager) Recover(ctx context.Context) error {
+	if !m.enter() {
+		return ErrClosed
+	}
+	defer m.wg.Done()
+	m.mu.Lock()
+	var interrupted []*Task
+	var prev []Task
+	now := m.opts.Now().UTC()
+	for a := range m.stale {
+		t := m.tasks[a]
+		if !t.IsOpen() {
+			continue
+		}
+		prev = append(prev, t.clone())
+		m.closeLocked(t, &Result{Status: StatusCancelled, Reason: ReasonInterruptedByRestart, Output: t.Summary}, now)
+		interrupted = append(interrupted, t)
+	}
+	if err := m.j.put(interrupted...); err != nil {
+		for i, t := range interrupted {
+			*t = prev[i]
+		}
+		m.mu.Unlock()
+		return fmt.Errorf("closing tasks interrupted by restart: %w", err)
+	}
+	m.stale = map[string]bool{}
+	var pending []string
+	for _, t := range m.tasks {
+		if t.State == StateClosed && !t.Report.Done {
+			pending = append(pending, t.AttemptID)
+		}
+	}
+	m.mu.Unlock()
+	if len(interrupted) > 0 {
+		m.log.Info("closed tasks interrupted by restart", "count", len(interrupted))
+	}
+	for _, a := range pending {
+		m.report(ctx, a)
+	}
+	return nil
+}
+
+// closeLocked sets t closed with r (filling agent and thread). The caller persists.
+func (m *Manager) closeLocked(t *Task, r *Result, now time.Time) {
+	r.Agent = t.Agent
+	r.ThreadID = t.ThreadID
+	t.State = StateClosed
+	t.Result = r
+	t.Handoffs = nil
+	t.Closed = now
+}
+
+// update applies f to the task under the lock and persists it; on a journal error the
+// in-memory task is restored, so memory never runs ahead of the disk.
+func (m *Manager) update(attempt string, f func(t *Task) error) (Task, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return Task{}, ErrClosed
+	}
+	t, ok := m.tasks[attempt]
+	if !ok {
+		return Task{}, fmt.Errorf("task %s: not found", attempt)
+	}
+	prev := t.clone()
+	if err := f(t); err != nil {
+		*t = prev
+		return Task{}, err
+	}
+	if err := m.j.put(t); err != nil {
+		*t = prev
+		return Task{}, fmt.Errorf("journaling task %s: %w", attempt, err)
+	}
+	if t.ThreadID != "" {
+		m.byThread[t.ThreadID] = t
+	}
+	return t.clone(), nil
+}
+
+// snapshotAll returns a copy of every journaled task.
+func (m *Manager) snapshotAll() []Task {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Task, 0, len(m.tasks))
+	for _, t := range m.tasks {
+		out = append(out, t.clone())
+	}
+	return out
+}

@@ -1,0 +1,364 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/tools"
+)
+
+// countBy counts successful sends of typ by txn id.
+func countBy(hs *fakeHS, typ string) map[string]int {
+	out := map[string]int{}
+	for _, s := range hs.ok(typ) {
+		out[s.Txn]++
+	}
+	return out
+}
+
+func wakesFor(e *env, sub string) int {
+	n := 0
+	for _, w := range e.wakesCopy() {
+		if strings.Contains(w.Text, sub) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestRecoverAfterSimulatedCrash(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	home := caller("alice", roomA, "$home")
+	t1 := e.startOne(home, "caller", "bob")
+	t2 := e.startOne(home, "none", "carol")
+	t3 := e.startOne(home, "caller", "carol")
+	t4 := e.startOne(home, "caller", "bob")
+	if err := e.m.TurnEnded(ctx, t3.ThreadID, TurnOutcome{StopReason: "end_turn", LastProse: "t3 done"}); err != nil {
+		t.Fatal(err)
+	}
+	e.hs.setFail(func(s sent, nth int) error {
+		if s.Txn == t4.AttemptID+"-notice" {
+			return errors.New("homeserver down")
+		}
+		return nil
+	})
+	if err := e.m.TurnEnded(ctx, t4.ThreadID, TurnOutcome{StopReason: "end_turn", LastProse: "t4 done"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.m.TaskByThread(roomA, t4.ThreadID); got.State != StateClosed || got.Report.Done || !got.Report.ResultPosted || !got.Report.Woken {
+		t.Fatalf("t4 after failing notice: %+v", got.Report)
+	}
+	e.hs.setFail(nil)
+
+	e.reopen()
+	// Until Recover, the journal's open tasks are still open (and hold capacity).
+	if got, ok := e.m.TaskByThread(roomA, t1.ThreadID); !ok || got.State != StateOpen {
+		t.Fatalf("t1 after reopen: %+v %v", got, ok)
+	}
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	results := countBy(e.hs, ThreadResultKey)
+	notices := map[string]int{}
+	for _, n := range e.hs.notices() {
+		notices[n.Txn]++
+	}
+	for _, task := range []Task{t1, t2, t3, t4} {
+		if results[task.AttemptID+"-result"] != 1 {
+			t.Errorf("%s: %d thread results, want 1", task.Agent, results[task.AttemptID+"-result"])
+		}
+	}
+	for _, task := range []Task{t1, t3, t4} {
+		if notices[task.AttemptID+"-notice"] != 1 {
+			t.Errorf("notices for %s = %d, want 1", task.AttemptID, notices[task.AttemptID+"-notice"])
+		}
+	}
+	if notices[t2.AttemptID+"-notice"] != 0 {
+		t.Errorf("notify none task got a notice")
+	}
+	if n := len(e.wakesCopy()); n != 3 {
+		t.Errorf("%d wakes, want 3 (t1, t3, t4 once each)", n)
+	}
+	if wakesFor(e, ReasonInterruptedByRestart) != 1 || wakesFor(e, "t4 done") != 1 || wakesFor(e, "t3 done") != 1 {
+		t.Errorf("wakes = %+v", e.wakesCopy())
+	}
+	for _, task := range []Task{t1, t2} {
+		got, _ := e.m.TaskByThread(roomA, task.ThreadID)
+		if got.State != StateClosed || got.Result.Status != StatusCancelled || got.Result.Reason != ReasonInterruptedByRestart || !got.Report.Done {
+			t.Errorf("%s after recover: %+v %+v", task.Agent, got.Result, got.Report)
+		}
+	}
+	// The slots are free again.
+	if got := statuses(e.start(home, "", "bob", "bob", "bob", "bob", "bob", "bob")); got[4] != "started:" || got[5] != "refused:at_capacity" {
+		t.Fatalf("capacity after recover: %v", got)
+	}
+
+	// Another restart reports nothing again; the new tasks are interrupted once.
+	before := len(e.hs.all())
+	beforeWakes := len(e.wakesCopy())
+	e.reopen()
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.hs.all()) - before; n != 5*2 {
+		t.Errorf("second restart sent %d events, want 10 (result+notice for 5 new tasks)", n)
+	}
+	if n := len(e.wakesCopy()) - beforeWakes; n != 5 {
+		t.Errorf("second restart woke %d, want 5", n)
+	}
+	before = len(e.hs.all())
+	e.reopen()
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.hs.all()) - before; n != 0 {
+		t.Errorf("third restart sent %d events, want 0", n)
+	}
+}
+
+func TestTaskForRoot(t *testing.T) {
+	e := newEnv(t)
+	home := caller("alice", roomA, "$home")
+	var root sent
+	var early Task
+	var earlyOK bool
+	// The homeserver delivers the root before Send returns.
+	e.hs.setHook(func(s sent) {
+		attempt, _ := field(s.Content, ThreadStartKey, "attempt_id").(string)
+		if attempt == "" {
+			return
+		}
+		root = s
+		if _, ok := e.m.TaskForRoot(roomA, "$pushed", "@mallory:hs", attempt); ok {
+			t.Errorf("root from another sender accepted")
+		}
+		if _, ok := e.m.TaskForRoot(roomB, "$pushed", "@alice:hs", attempt); ok {
+			t.Errorf("root in another room accepted")
+		}
+		early, earlyOK = e.m.TaskForRoot(roomA, "$ev1", "@alice:hs", attempt)
+	})
+	task := e.startOne(home, "", "bob")
+	e.hs.setHook(nil)
+	if !earlyOK || early.State != StateOpen || early.ThreadID != "$ev1" || task.ThreadID != "$ev1" || root.Txn != task.AttemptID {
+		t.Fatalf("early root: %+v %v; task %+v", early, earlyOK, task)
+	}
+	if _, ok := e.m.TaskForRoot(roomA, "$ev1", "@alice:hs", "nope"); ok {
+		t.Errorf("unknown attempt accepted")
+	}
+	if _, ok := e.m.TaskForRoot(roomA, "$other", "@alice:hs", task.AttemptID); ok {
+		t.Errorf("second root for one attempt accepted")
+	}
+}
+
+// TestMain lets the test binary act as the child of the kill -9 tests.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("ZOOID_TASKS_CHILD_DIR"); dir != "" {
+		runChild(dir, os.Getenv("ZOOID_TASKS_CHILD_MODE"))
+		fmt.Fprintln(os.Stderr, "child was not killed")
+		os.Exit(3)
+	}
+	os.Exit(m.Run())
+}
+
+func killSelf() {
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {}
+}
+
+// runChild opens the journal, does work, and dies by SIGKILL part way through.
+func runChild(dir, mode string) {
+	hs := newFakeHS()
+	hs.prefix = "$child"
+	hs.hook = func(s sent) {
+		switch {
+		case mode == "reserve" && strings.Contains(fmt.Sprint(s.Content["body"]), "thing 0") && s.As == "@alice:hs" && strings.Contains(fmt.Sprint(s.Content["body"]), "@carol:hs"):
+			killSelf() // the second Start's root: reserved, post uncertain
+		case mode == "report" && s.Type.Type == ThreadResultKey:
+			killSelf() // closed durably, result not posted yet
+		}
+	}
+	opts := Options{
+		StateDir: dir,
+		Send:     hs.Send,
+		Agents: func(name string) (id.UserID, []id.RoomID, bool) {
+			a, ok := agents[name]
+			return a.user, a.rooms, ok
+		},
+		Logger: testLogger(),
+	}
+	m, err := Open(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctx := context.Background()
+	home := caller("alice", roomA, "$home")
+	res, err := m.Start(ctx, home, tools.StartRequest{Tasks: specs("bob"), Notify: "caller"})
+	if err != nil || res.Results[0].Status != tools.TaskStarted {
+		fmt.Fprintln(os.Stderr, "start:", res, err)
+		os.Exit(2)
+	}
+	task, _ := m.TaskByThread(roomA, res.Results[0].ThreadID)
+	if r, err := m.Complete(ctx, assignee(task), "half done"); err != nil || r.Status != tools.CompleteRecorded {
+		fmt.Fprintln(os.Stderr, "complete:", r, err)
+		os.Exit(2)
+	}
+	switch mode {
+	case "reserve":
+		_, _ = m.Start(ctx, home, tools.StartRequest{Tasks: specs("carol"), Notify: "caller"})
+	case "report":
+		_ = m.TurnEnded(ctx, task.ThreadID, TurnOutcome{StopReason: "end_turn", LastProse: "bye"})
+	}
+}
+
+func runKilledChild(t *testing.T, dir, mode string) {
+	t.Helper()
+	// A child that hangs instead of dying is killed, and the test fails below.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "ZOOID_TASKS_CHILD_DIR="+dir, "ZOOID_TASKS_CHILD_MODE="+mode)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	if ctx.Err() != nil || !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("child did not die by SIGKILL: %v\n%s", err, out)
+	}
+}
+
+func TestKillNineWhilePosting(t *testing.T) {
+	e := &env{t: t, dir: t.TempDir(), hs: newFakeHS()}
+	runKilledChild(t, e.dir, "reserve")
+	e.open()
+	ctx := context.Background()
+	// The child's first task is open with its summary; its second is reserved and
+	// counts against capacity.
+	open, ok := e.m.TaskByThread(roomA, "$child1")
+	if !ok || open.State != StateOpen || open.Summary != "half done" || open.Agent != "bob" {
+		t.Fatalf("open task after kill: %+v %v", open, ok)
+	}
+	if got := statuses(e.start(caller("alice", roomA, "$x"), "none", "bob", "bob", "bob", "bob")); got[2] != "started:" || got[3] != "refused:at_capacity" {
+		t.Fatalf("capacity with a reserved task: %v", got)
+	}
+	e.hs = newFakeHS()
+	e.reopen()
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	results := e.hs.ok(ThreadResultKey)
+	// One result for the open child task, three for the parent's own none tasks;
+	// the reserved task has no thread to post in.
+	byThread := map[string]map[string]any{}
+	for _, r := range results {
+		byThread[fmt.Sprint(r.Content["thread_id"])] = r.Content
+	}
+	if len(results) != 4 || byThread["$child1"]["status"] != "cancelled" || byThread["$child1"]["reason"] != ReasonInterruptedByRestart || byThread["$child1"]["output"] != "half done" {
+		t.Fatalf("results = %+v", results)
+	}
+	notices := e.hs.notices()
+	if len(notices) != 2 {
+		t.Fatalf("%d notices, want 2 (open + uncertain child tasks)", len(notices))
+	}
+	agentsNotified := map[string]bool{}
+	for _, n := range notices {
+		agentsNotified[fmt.Sprint(field(n.Content, ThreadResultKey, "agent"))] = true
+		if field(n.Content, ThreadResultKey, "reason") != ReasonInterruptedByRestart || field(n.Content, "m.relates_to", "event_id") != "$home" {
+			t.Errorf("notice = %v", n.Content)
+		}
+	}
+	if !agentsNotified["bob"] || !agentsNotified["carol"] {
+		t.Errorf("notices for %v, want bob and carol", agentsNotified)
+	}
+	if n := len(e.wakesCopy()); n != 2 {
+		t.Fatalf("%d wakes, want 2", n)
+	}
+
+	// The uncertain root did land after all: it arrives, is bound, and gets its
+	// result; the caller is not told twice.
+	var carol Task
+	for _, task := range e.m.snapshotAll() {
+		if task.Agent == "carol" {
+			carol = task
+		}
+	}
+	if carol.AttemptID == "" || carol.ThreadID != "" {
+		t.Fatalf("carol task = %+v", carol)
+	}
+	bound, ok := e.m.TaskForRoot(roomA, "$late", "@alice:hs", carol.AttemptID)
+	if !ok || bound.State != StateClosed {
+		t.Fatalf("TaskForRoot late = %+v %v", bound, ok)
+	}
+	if err := e.m.Close(); err != nil { // waits for the background report
+		t.Fatal(err)
+	}
+	late := 0
+	for _, r := range e.hs.ok(ThreadResultKey) {
+		if r.Content["thread_id"] == "$late" && r.Room == roomA && field(r.Content, "m.relates_to", "event_id") == "$late" {
+			late++
+		}
+	}
+	if late != 1 || len(e.hs.notices()) != 2 || len(e.wakesCopy()) != 2 {
+		t.Fatalf("late root: %d results, %d notices, %d wakes", late, len(e.hs.notices()), len(e.wakesCopy()))
+	}
+	e.open()
+	if _, ok := e.m.TaskByThread(roomA, "$late"); !ok {
+		t.Fatalf("late binding not journaled")
+	}
+	before := len(e.hs.all())
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.hs.all()) - before; n != 0 || len(e.wakesCopy()) != 2 {
+		t.Fatalf("after another restart: %d sends, %d wakes", n, len(e.wakesCopy()))
+	}
+}
+
+func TestKillNineWhileReporting(t *testing.T) {
+	e := &env{t: t, dir: t.TempDir(), hs: newFakeHS()}
+	runKilledChild(t, e.dir, "report")
+	e.open()
+	task, ok := e.m.TaskByThread(roomA, "$child1")
+	if !ok || task.State != StateClosed || task.Result.Status != StatusComplete || task.Report.ResultPosted {
+		t.Fatalf("task after kill while reporting: %+v %v", task, ok)
+	}
+	if err := e.m.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := e.hs.ok(ThreadResultKey)
+	if len(r) != 1 || r[0].Content["status"] != "complete" || r[0].Content["output"] != "half done" || r[0].Txn != task.AttemptID+"-result" {
+		t.Fatalf("results = %+v", r)
+	}
+	if len(e.hs.notices()) != 1 || len(e.wakesCopy()) != 1 {
+		t.Fatalf("%d notices, %d wakes, want 1 each", len(e.hs.notices()), len(e.wakesCopy()))
+	}
+}
+
+func TestRecoverLeavesTasksStartedSinceOpen(t *testing.T) {
+	e := newEnv(t)
+	home := caller("alice", roomA, "$home")
+	old := e.startOne(home, "none", "bob")
+	e.reopen()
+	fresh := e.startOne(home, "none", "carol")
+	if err := e.m.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.m.TaskByThread(roomA, old.ThreadID); got.State != StateClosed || got.Result.Reason != ReasonInterruptedByRestart {
+		t.Errorf("old task: %+v", got)
+	}
+	if got, _ := e.m.TaskByThread(roomA, fresh.ThreadID); got.State != StateOpen {
+		t.Errorf("task started after Open was closed by Recover: %+v", got.Result)
+	}
+}

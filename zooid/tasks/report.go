@@ -1,0 +1,189 @@
+package tasks
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"maunium.net/go/mautrix/event"
+
+	"github.com/zooid-dev/zooid/zooid/tools"
+)
+
+// ThreadResultKey is the event type of a task's result in its thread, and the content
+// field of the notice in the caller's thread. Messages carrying it never trigger
+// anyone.
+const ThreadResultKey = "dev.zooid.thread_result"
+
+// EventThreadResult is the dev.zooid.thread_result message event type.
+var EventThreadResult = event.Type{Type: ThreadResultKey, Class: event.MessageEventType}
+
+// resultContent is the dev.zooid.thread_result event in the task thread.
+type resultContent struct {
+	Result
+	RelatesTo *event.RelatesTo `json:"m.relates_to,omitempty"`
+}
+
+// noticeContent is the m.notice in the caller's thread.
+type noticeContent struct {
+	MsgType      event.MessageType `json:"msgtype"`
+	Body         string            `json:"body"`
+	Mentions     *event.Mentions   `json:"m.mentions"`
+	RelatesTo    *event.RelatesTo  `json:"m.relates_to,omitempty"`
+	ThreadResult Result            `json:"dev.zooid.thread_result"`
+}
+
+// report delivers a closed task's result, each step at most once per success: the
+// thread result, then with notify caller the notice and the wake; then it is done.
+// Every step is journaled after it happens (the close was journaled before), so a
+// crash repeats only the step in flight: Matrix posts repeat with the same txn id,
+// and a wake in flight at a crash is repeated (never lost) by Recover. A step that
+// fails is retried once and then left for the next Recover.
+func (m *Manager) report(ctx context.Context, attempt string) {
+	m.mu.Lock()
+	claimed := m.claimLocked(attempt)
+	m.mu.Unlock()
+	if !claimed {
+		return
+	}
+	defer m.release(attempt)
+	m.deliver(ctx, attempt)
+}
+
+// claimLocked makes the caller the one goroutine reporting attempt, registered with
+// Close. False when another goroutine reports it, or Close has begun: the journal
+// keeps what is left for the next Recover.
+func (m *Manager) claimLocked(attempt string) bool {
+	if m.reporting[attempt] || m.closing {
+		return false
+	}
+	m.reporting[attempt] = true
+	m.wg.Add(1)
+	return true
+}
+
+func (m *Manager) release(attempt string) {
+	m.mu.Lock()
+	delete(m.reporting, attempt)
+	m.mu.Unlock()
+	m.wg.Done()
+}
+
+// deliver runs the steps of report for a claimed attempt.
+func (m *Manager) deliver(ctx context.Context, attempt string) {
+	ctx = context.WithoutCancel(ctx)
+	snap, ok := m.snapshot(attempt)
+	if !ok || snap.State != StateClosed || snap.Result == nil {
+		return
+	}
+	r := *snap.Result
+	log := m.log.With("attempt", attempt, "thread", snap.ThreadID, "status", r.Status)
+	pending := false
+
+	if snap.ThreadID != "" && !snap.Report.ResultPosted {
+		content := resultContent{Result: r, RelatesTo: (&event.RelatesTo{}).SetThread(snap.ThreadID, snap.ThreadID)}
+		if _, err := m.send(ctx, snap.AgentUser, snap.Room, EventThreadResult, content, attempt+"-result"); err != nil {
+			log.Error("posting task result", "err", err)
+			pending = true
+		} else if err := m.mark(attempt, func(rp *Report) { rp.ResultPosted = true }); err != nil {
+			log.Error("journaling task result posted", "err", err)
+			return
+		}
+	}
+	if snap.Notify == tools.NotifyCaller && !snap.Report.NoticePosted {
+		if _, err := m.send(ctx, snap.AgentUser, snap.Parent.Room, event.EventMessage, noticeOf(snap), attempt+"-notice"); err != nil {
+			log.Error("posting task result notice", "err", err)
+			pending = true
+		} else if err := m.mark(attempt, func(rp *Report) { rp.NoticePosted = true }); err != nil {
+			log.Error("journaling task notice posted", "err", err)
+			return
+		}
+	}
+	if snap.Notify == tools.NotifyCaller && !snap.Report.Woken {
+		if m.opts.Wake != nil {
+			m.opts.Wake(snap.Parent, wakeText(snap))
+		}
+		if err := m.mark(attempt, func(rp *Report) { rp.Woken = true }); err != nil {
+			log.Error("journaling task wake", "err", err)
+			return
+		}
+	}
+	if pending {
+		return
+	}
+	again := false
+	if _, err := m.update(attempt, func(t *Task) error {
+		if t.ThreadID != "" && !t.Report.ResultPosted {
+			// TaskForRoot bound the thread while this report ran: its result
+			// event is still owed.
+			again = true
+			return nil
+		}
+		t.Report.Done = true
+		return nil
+	}); err != nil {
+		log.Error("journaling task reported", "err", err)
+		return
+	}
+	if again {
+		m.deliver(ctx, attempt)
+		return
+	}
+	log.Info("task reported", "agent", snap.Agent, "caller", snap.Parent.Agent, "notify", snap.Notify)
+}
+
+func (m *Manager) snapshot(attempt string) (Task, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.tasks[attempt]
+	if !ok {
+		return Task{}, false
+	}
+	return t.clone(), true
+}
+
+func (m *Manager) mark(attempt string, f func(*Report)) error {
+	_, err := m.update(attempt, func(t *Task) error {
+		f(&t.Report)
+		return nil
+	})
+	return err
+}
+
+func noticeOf(t Task) noticeContent {
+	c := noticeContent{
+		MsgType:      event.MsgNotice,
+		Body:         resultText(t),
+		Mentions:     &event.Mentions{},
+		ThreadResult: *t.Result,
+	}
+	if t.Parent.ThreadRoot != "" {
+		c.RelatesTo = (&event.RelatesTo{}).SetThread(t.Parent.ThreadRoot, t.Parent.ThreadRoot)
+	}
+	return c
+}
+
+// resultText is the human-readable result: the notice body and the wake's core.
+func resultText(t Task) string {
+	r := t.Result
+	var b strings.Builder
+	fmt.Fprintf(&b, "Task for %s ", t.Agent)
+	if r.ThreadID != "" {
+		fmt.Fprintf(&b, "(thread %s) ", r.ThreadID)
+	}
+	fmt.Fprintf(&b, "ended: %s", r.Status)
+	if r.Reason != "" {
+		fmt.Fprintf(&b, " (%s)", r.Reason)
+	}
+	if r.Error != "" {
+		fmt.Fprintf(&b, "\nError: %s", r.Error)
+	}
+	if r.Output != "" {
+		fmt.Fprintf(&b, "\n\n%s", r.Output)
+	}
+	return b.String()
+}
+
+func wakeText(t Task) string {
+	return "[zooid] A task you delegated has ended; this is its result.\n" + resultText(t)
+}

@@ -1,0 +1,149 @@
+package tasks
+
+import (
+	"time"
+
+	"maunium.net/go/mautrix/id"
+)
+
+// State is where a task is in its life.
+type State string
+
+const (
+	// StateReserved is a task admitted and journaled whose root post is not yet
+	// confirmed: it counts against the room's capacity but has no thread yet.
+	StateReserved State = "reserved"
+	// StateOpen is a task whose root is posted: its thread id is known and the
+	// assignee works in it.
+	StateOpen State = "open"
+	// StateClosed is a judged task: its Result is recorded; Report says how much of
+	// it has been delivered.
+	StateClosed State = "closed"
+)
+
+// Result statuses of a closed task (the status of dev.zooid.thread_result).
+const (
+	StatusComplete  = "complete"
+	StatusPartial   = "partial"
+	StatusFailed    = "failed"
+	StatusCancelled = "cancelled"
+)
+
+// Reasons a closed task carries, and refusals of zooid_complete_task.
+const (
+	// ReasonInterruptedByRestart closes tasks found open when the daemon starts.
+	ReasonInterruptedByRestart = "interrupted_by_restart"
+	// ReasonNoResult fails a turn that ended with neither a summary nor prose.
+	ReasonNoResult = "no_result"
+	// ReasonAgentError fails a turn that ended in an error.
+	ReasonAgentError = "agent_error"
+	// ReasonTurnCancelled closes a task whose assignee turn was cancelled.
+	ReasonTurnCancelled = "turn_cancelled"
+	// ReasonRefusal fails a task whose assignee refused to continue.
+	ReasonRefusal = "refusal"
+	// ReasonPostFailed fails a task whose thread root could not be posted.
+	ReasonPostFailed = "post_failed"
+
+	// ReasonEmptySummary refuses an empty zooid_complete_task summary.
+	ReasonEmptySummary = "empty_summary"
+	// ReasonNotAssignee refuses zooid_complete_task from a session that is not the
+	// assignee of an open task.
+	ReasonNotAssignee = "not_assignee_of_open_task"
+	// ReasonHandoffOutstanding refuses zooid_complete_task while a handoff runs.
+	ReasonHandoffOutstanding = "handoff_outstanding"
+)
+
+// Parent is the delegating side of a task: the caller agent and the session whose
+// original thread receives the result.
+type Parent struct {
+	// Agent is the caller's zooid.yaml name.
+	Agent string `json:"agent"`
+	// UserID is the caller agent's Matrix user.
+	UserID id.UserID `json:"user_id"`
+	// Room is the caller's room (also the task thread's room).
+	Room id.RoomID `json:"room"`
+	// ThreadRoot is the root of the caller's own thread; empty for none.
+	ThreadRoot id.EventID `json:"thread_root,omitempty"`
+	// SessionKey is the daemon's key of the caller's session.
+	SessionKey string `json:"session_key"`
+}
+
+// Result is a closed task's outcome: the content of dev.zooid.thread_result.
+type Result struct {
+	Agent    string     `json:"agent"`
+	ThreadID id.EventID `json:"thread_id"`
+	Status   string     `json:"status"`
+	Output   string     `json:"output,omitempty"`
+	Reason   string     `json:"reason,omitempty"`
+	Error    string     `json:"error,omitempty"`
+}
+
+// Handoff is an outstanding in-thread handoff: From mentioned To in the task thread and
+// To's turn has not ended yet.
+type Handoff struct {
+	From    string    `json:"from"`
+	To      string    `json:"to"`
+	Started time.Time `json:"started"`
+}
+
+// Report records which delivery steps of a closed task are done. Each step is marked
+// durably after it succeeds, so a crash repeats at most the one step in flight, and the
+// Matrix steps repeat with the same transaction id.
+type Report struct {
+	// ResultPosted: dev.zooid.thread_result is in the task thread.
+	ResultPosted bool `json:"result_posted,omitempty"`
+	// NoticePosted: the notice is in the caller's thread (notify caller only).
+	NoticePosted bool `json:"notice_posted,omitempty"`
+	// Woken: the caller's session was woken (notify caller only).
+	Woken bool `json:"woken,omitempty"`
+	// Done: every step that applies is done; the task is never reported again.
+	Done bool `json:"done,omitempty"`
+}
+
+// Task is one delegated task as journaled. Values handed out are copies.
+type Task struct {
+	// AttemptID identifies the attempt; it is the Matrix txn id of the root.
+	AttemptID string `json:"attempt_id"`
+	// Agent is the assignee's zooid.yaml name.
+	Agent string `json:"agent"`
+	// AgentUser is the assignee's Matrix user.
+	AgentUser id.UserID `json:"agent_user"`
+	// Room is the room of the task thread (the caller's room).
+	Room id.RoomID `json:"room"`
+	// ThreadID is the root event of the task thread, once posted.
+	ThreadID id.EventID `json:"thread_id,omitempty"`
+	// Prompt is what the caller asked.
+	Prompt string `json:"prompt"`
+	// Notify is tools.NotifyCaller or tools.NotifyNone.
+	Notify string `json:"notify"`
+	// Parent is the delegating caller.
+	Parent Parent `json:"parent"`
+	// State is where the task is.
+	State State `json:"state"`
+	// Summary is the first summary recorded by zooid_complete_task.
+	Summary string `json:"summary,omitempty"`
+	// Handoffs are the outstanding in-thread handoffs.
+	Handoffs []Handoff `json:"handoffs,omitempty"`
+	// Result is set once closed.
+	Result *Result `json:"result,omitempty"`
+	// Report tracks delivery of the result.
+	Report Report `json:"report"`
+	// Created is when the task was admitted.
+	Created time.Time `json:"created"`
+	// Closed is when the task was judged.
+	Closed time.Time `json:"closed,omitzero"`
+}
+
+// IsOpen reports whether the task still awaits a result (reserved or open): the
+// assignee session of an open task is a tools.TaskAssignee.
+func (t Task) IsOpen() bool { return t.State == StateReserved || t.State == StateOpen }
+
+func (t *Task) clone() Task {
+	c := *t
+	c.Handoffs = append([]Handoff(nil), t.Handoffs...)
+	if t.Result != nil {
+		r := *t.Result
+		c.Result = &r
+	}
+	return c
+}
