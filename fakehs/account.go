@@ -322,7 +322,7 @@ func (s *Server) handleSetAvatar(r *http.Request, c *caller) (any, error) {
 // refreshMemberEvents sends a new join event with the new profile into every
 // room the user is joined to, as Synapse does on a profile change.
 func (s *Server) refreshMemberEvents(u *user, c *caller) {
-	for rid := range u.rooms {
+	for rid := range s.state.userRooms[u.ID] {
 		rm := s.state.rooms[rid]
 		if rm == nil || rm.membership(u.ID) != "join" {
 			continue

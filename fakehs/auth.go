@@ -17,14 +17,12 @@ type user struct {
 	Password    string
 	DisplayName string
 	AvatarURL   string
-	// rooms lists every room the user has any membership in, for /sync.
-	rooms       map[id.RoomID]bool
 	appservice  *asState // set for an appservice's sender user
 	accountData map[string]json.RawMessage
 }
 
 func newUser(uid id.UserID) *user {
-	return &user{ID: uid, rooms: map[id.RoomID]bool{}, accountData: map[string]json.RawMessage{}}
+	return &user{ID: uid, accountData: map[string]json.RawMessage{}}
 }
 
 // session is one access token.

@@ -65,12 +65,12 @@ func (s *Server) handleRedact(r *http.Request, c *caller) (any, error) {
 }
 
 func (s *Server) handleGetEvent(r *http.Request, c *caller) (any, error) {
-	rm, err := s.joinedRoom(r, c)
+	rm, upto, err := s.readableRoom(r, c)
 	if err != nil {
 		return nil, err
 	}
 	e := s.state.events[id.EventID(r.PathValue("eventId"))]
-	if e == nil || e.Room != rm {
+	if e == nil || e.Room != rm || e.Stream > upto {
 		return nil, errNotFound("Event not found.")
 	}
 	return s.render(e, c), nil
@@ -181,6 +181,15 @@ func (s *Server) readPagination(r *http.Request, rm *room, events []*evt, defLim
 	return p, nil
 }
 
+// capAt hides events after upto (a departed user's leave).
+func (p *paginationParams) capAt(upto int64) {
+	if p.backward {
+		p.from = min(p.from, upto)
+	} else {
+		p.to = min(p.to, upto)
+	}
+}
+
 func (p *paginationParams) walk(events []*evt, f *eventFilter) page {
 	if p.backward {
 		return walkBack(events, p.from, p.to, p.limit, f)
@@ -193,7 +202,7 @@ func (p *paginationParams) walk(events []*evt, f *eventFilter) page {
 // available", but Synapse still returns `end` with the last non-empty page
 // and leaves it out on the empty page after it; we match Synapse.
 func (s *Server) handleMessages(r *http.Request, c *caller) (any, error) {
-	rm, err := s.joinedRoom(r, c)
+	rm, upto, err := s.readableRoom(r, c)
 	if err != nil {
 		return nil, err
 	}
@@ -208,6 +217,7 @@ func (s *Server) handleMessages(r *http.Request, c *caller) (any, error) {
 	if f.Limit > 0 && r.URL.Query().Get("limit") == "" {
 		p.limit = f.Limit
 	}
+	p.capAt(upto)
 	pg := p.walk(rm.events, f)
 	resp := map[string]any{"chunk": s.renderAll(pg.events, c), "start": s.roomToken(rm.ID, p.from)}
 	if len(pg.events) > 0 {
@@ -218,12 +228,12 @@ func (s *Server) handleMessages(r *http.Request, c *caller) (any, error) {
 
 // handleContext serves /rooms/{id}/context/{eventId}.
 func (s *Server) handleContext(r *http.Request, c *caller) (any, error) {
-	rm, err := s.joinedRoom(r, c)
+	rm, upto, err := s.readableRoom(r, c)
 	if err != nil {
 		return nil, err
 	}
 	e := s.state.events[id.EventID(r.PathValue("eventId"))]
-	if e == nil || e.Room != rm {
+	if e == nil || e.Room != rm || e.Stream > upto {
 		return nil, errNotFound("Event not found.")
 	}
 	limit, err := queryLimit(r, 10)
@@ -235,7 +245,7 @@ func (s *Server) handleContext(r *http.Request, c *caller) (any, error) {
 		return nil, err
 	}
 	before := walkBack(rm.events, e.Stream-1, -1, limit/2, f)
-	after := walkForward(rm.events, e.Stream, rm.lastStream(), limit-limit/2, f)
+	after := walkForward(rm.events, e.Stream, min(rm.lastStream(), upto), limit-limit/2, f)
 	return map[string]any{
 		"event":         s.render(e, c),
 		"events_before": s.renderAll(before.events, c),

@@ -199,3 +199,37 @@ func TestCloseStopsPusherAndLongPolls(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 }
+
+func TestDepartedUserReadsUpToLeave(t *testing.T) {
+	s := New(t)
+	ctx := context.Background()
+	alice, bob := newClient(t, s, "alice"), newClient(t, s, "bob")
+	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "public_chat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.JoinRoom(ctx, string(room.RoomID), nil); err != nil {
+		t.Fatal(err)
+	}
+	before := sendText(t, alice, room.RoomID, "while bob is here")
+	if _, err := bob.LeaveRoom(ctx, room.RoomID); err != nil {
+		t.Fatal(err)
+	}
+	after := sendText(t, alice, room.RoomID, "after bob left")
+	msgs, err := bob.Messages(ctx, room.RoomID, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs.Chunk) != 1 || msgs.Chunk[0].ID != before {
+		t.Fatalf("departed user sees %d messages", len(msgs.Chunk))
+	}
+	_, err = bob.GetEvent(ctx, room.RoomID, after)
+	if st, code := httpStatus(err); st != 404 || code != "M_NOT_FOUND" {
+		t.Fatalf("event after leave: %d %s", st, code)
+	}
+	eve := newClient(t, s, "eve")
+	_, err = eve.GetEvent(ctx, room.RoomID, before)
+	if st, code := httpStatus(err); st != 403 || code != "M_FORBIDDEN" {
+		t.Fatalf("never-joined user: %d %s", st, code)
+	}
+}

@@ -10,12 +10,12 @@ import (
 // handleRelations serves /v1/rooms/{id}/relations/{event}[/{relType}[/{eventType}]]
 // from the per-event children index, paginated by room tokens.
 func (s *Server) handleRelations(r *http.Request, c *caller) (any, error) {
-	rm, err := s.joinedRoom(r, c)
+	rm, upto, err := s.readableRoom(r, c)
 	if err != nil {
 		return nil, err
 	}
 	parent := s.state.events[id.EventID(r.PathValue("eventId"))]
-	if parent == nil || parent.Room != rm {
+	if parent == nil || parent.Room != rm || parent.Stream > upto {
 		return nil, errNotFound("Event not found.")
 	}
 	children := rm.children[parent.ID]
@@ -30,6 +30,7 @@ func (s *Server) handleRelations(r *http.Request, c *caller) (any, error) {
 	if et := r.PathValue("eventType"); et != "" {
 		f.Types = &[]string{et}
 	}
+	p.capAt(upto)
 	pg := p.walk(children, f)
 	resp := map[string]any{"chunk": s.renderAll(pg.events, c)}
 	if !pg.exhausted {
@@ -46,11 +47,11 @@ func (s *Server) handleRelations(r *http.Request, c *caller) (any, error) {
 // reply's stream position); threadOrder is kept sorted so a page starts
 // with a binary search and never scans the room.
 func (s *Server) handleThreads(r *http.Request, c *caller) (any, error) {
-	rm, err := s.joinedRoom(r, c)
+	rm, upto, err := s.readableRoom(r, c)
 	if err != nil {
 		return nil, err
 	}
-	limit, err := queryLimit(r, 100)
+	limit, err := queryLimit(r, 5) // Synapse's default
 	if err != nil {
 		return nil, err
 	}
@@ -64,6 +65,7 @@ func (s *Server) handleThreads(r *http.Request, c *caller) (any, error) {
 			return nil, err
 		}
 	}
+	from = min(from, upto)
 	order := rm.threadOrder
 	i := sort.Search(len(order), func(i int) bool { return order[i].latestStream() > from }) - 1
 	var chunk []*evt

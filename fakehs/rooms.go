@@ -2,6 +2,7 @@ package fakehs
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
 	"sort"
 	"strings"
@@ -253,6 +254,26 @@ func (s *Server) joinedRoom(r *http.Request, c *caller) (*room, error) {
 	return rm, nil
 }
 
+// readableRoom is the read check of /messages, /event, /context,
+// /relations and /threads: members read everything; a user who was joined
+// and left (or was kicked or banned) reads up to the leave event, as
+// Synapse does for history_visibility "shared"; anyone else gets 403.
+// It returns the last readable stream position.
+func (s *Server) readableRoom(r *http.Request, c *caller) (*room, int64, error) {
+	rm, err := s.roomFromPath(r, c)
+	if err != nil {
+		return nil, 0, err
+	}
+	m := rm.state[stateKey{"m.room.member", string(c.User)}]
+	switch {
+	case m != nil && m.Membership == "join":
+		return rm, math.MaxInt64, nil
+	case m != nil && (m.Membership == "leave" || m.Membership == "ban") && rm.everJoined[c.User]:
+		return rm, m.Stream, nil
+	}
+	return nil, 0, errForbidden("User %s not in room %s", c.User, rm.ID)
+}
+
 func (s *Server) handleJoinByIDOrAlias(r *http.Request, c *caller) (any, error) {
 	target := r.PathValue("roomIdOrAlias")
 	rid := id.RoomID(target)
@@ -385,11 +406,9 @@ func (s *Server) handleKick(r *http.Request, c *caller) (any, error) {
 
 func (s *Server) handleJoinedRooms(r *http.Request, c *caller) (any, error) {
 	rooms := []id.RoomID{}
-	if u := s.state.users[c.User]; u != nil {
-		for rid := range u.rooms {
-			if s.state.rooms[rid].membership(c.User) == "join" {
-				rooms = append(rooms, rid)
-			}
+	for rid := range s.state.userRooms[c.User] {
+		if s.state.rooms[rid].membership(c.User) == "join" {
+			rooms = append(rooms, rid)
 		}
 	}
 	sort.Slice(rooms, func(i, j int) bool { return rooms[i] < rooms[j] })

@@ -22,7 +22,11 @@ type store struct {
 	events   map[id.EventID]*evt
 	txns     map[txnKey]id.EventID
 	filters  map[id.UserID][]json.RawMessage
-	nextDev  int
+	// userRooms lists every room a user id has any membership in, for /sync
+	// and joined_rooms; kept by user id so an invite to a not yet registered
+	// appservice user is found once it registers.
+	userRooms map[id.UserID]map[id.RoomID]bool
+	nextDev   int
 }
 
 // txnKey scopes a transaction id as Synapse does: per access token for
@@ -44,6 +48,7 @@ func newStore(serverName string) *store {
 		events:     map[id.EventID]*evt{},
 		txns:       map[txnKey]id.EventID{},
 		filters:    map[id.UserID][]json.RawMessage{},
+		userRooms:  map[id.UserID]map[id.RoomID]bool{},
 	}
 }
 
@@ -104,6 +109,9 @@ type room struct {
 	threads  map[id.EventID]*thread
 	// threadOrder lists threads by latest activity, ascending.
 	threadOrder []*thread
+	// everJoined marks users who were joined at some point: after leaving
+	// they may still read history up to their leave, as in Synapse.
+	everJoined map[id.UserID]bool
 }
 
 type stateKey struct{ Type, Key string }
@@ -123,9 +131,10 @@ func (t *thread) latestStream() int64 { return t.latest().Stream }
 func newRoom(rid id.RoomID, creator id.UserID) *room {
 	return &room{
 		ID: rid, Creator: creator,
-		state:    map[stateKey]*evt{},
-		children: map[id.EventID][]*evt{},
-		threads:  map[id.EventID]*thread{},
+		state:      map[stateKey]*evt{},
+		children:   map[id.EventID][]*evt{},
+		threads:    map[id.EventID]*thread{},
+		everJoined: map[id.UserID]bool{},
 	}
 }
 
@@ -160,4 +169,14 @@ func (r *room) lastStream() int64 {
 		return 0
 	}
 	return r.events[len(r.events)-1].Stream
+}
+
+// addUserRoom records a membership of u in rm.
+func (st *store) addUserRoom(u id.UserID, rm *room) {
+	rooms := st.userRooms[u]
+	if rooms == nil {
+		rooms = map[id.RoomID]bool{}
+		st.userRooms[u] = rooms
+	}
+	rooms[rm.ID] = true
 }

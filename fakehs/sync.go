@@ -137,15 +137,12 @@ type syncEvents struct {
 // buildSync computes the response for one user; empty means nothing changed.
 func (s *Server) buildSync(c *caller, req *syncRequest) (map[string]any, bool) {
 	join, invite, leave := map[id.RoomID]*syncRoom{}, map[id.RoomID]*syncRoom{}, map[id.RoomID]*syncRoom{}
-	u := s.state.users[c.User]
-	if u != nil {
-		for rid := range u.rooms {
-			rm := s.state.rooms[rid]
-			if rm.lastStream() <= req.since || !req.filter.matchesRoomList(rid) {
-				continue
-			}
-			s.syncOneRoom(rm, c, req, join, invite, leave)
+	for rid := range s.state.userRooms[c.User] {
+		rm := s.state.rooms[rid]
+		if rm.lastStream() <= req.since || !req.filter.matchesRoomList(rid) {
+			continue
 		}
+		s.syncOneRoom(rm, c, req, join, invite, leave)
 	}
 	rooms := map[string]any{}
 	if len(join) > 0 {

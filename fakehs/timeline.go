@@ -42,8 +42,9 @@ func (s *Server) appendEvent(rm *room, e *evt, c *caller) *evt {
 	if e.StateKey != nil {
 		rm.state[stateKey{e.Type, *e.StateKey}] = e
 		if e.Type == "m.room.member" {
-			if u := st.users[id.UserID(*e.StateKey)]; u != nil {
-				u.rooms[rm.ID] = true
+			st.addUserRoom(id.UserID(*e.StateKey), rm)
+			if e.Membership == "join" {
+				rm.everJoined[id.UserID(*e.StateKey)] = true
 			}
 		}
 	}

@@ -41,6 +41,13 @@ const DefaultImage = "zooid-synapse:local"
 // ImageEnv names the environment variable that overrides DefaultImage.
 const ImageEnv = "ZOOID_SYNAPSE_IMAGE"
 
+// RoleLabel is set to "test-synapse" on every container this package starts, so leftovers
+// of a killed test process can be found: docker ps -a --filter label=dev.zooid.role.
+const RoleLabel = "dev.zooid.role"
+
+// URLLabel carries the container's BaseURL.
+const URLLabel = "dev.zooid.synapse.url"
+
 // startTimeout bounds the wait for Synapse to answer when ctx has no deadline; a cold
 // start takes a few seconds, a loaded CI machine maybe ten times that.
 const startTimeout = 2 * time.Minute
@@ -171,7 +178,9 @@ func Run(ctx context.Context, opts ...Option) (*Container, error) {
 		// another user); any image with python3 and synapse works the same way.
 		Entrypoint: []string{"python3", "-m", "synapse.app.homeserver"},
 		Cmd:        []string{"--config-path", configPath},
-		Labels:     map[string]string{"dev.zooid.role": "test-synapse"},
+		// The role label finds containers a killed test left behind; the URL label
+		// tells concurrent test processes' containers apart.
+		Labels: map[string]string{RoleLabel: "test-synapse", URLLabel: fmt.Sprintf("http://127.0.0.1:%d", s.port)},
 		ConfigModifier: func(cfg *container.Config) {
 			// Docker creates the working directory, so the files above have a parent
 			// in any image.

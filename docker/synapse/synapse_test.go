@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"regexp"
@@ -15,6 +16,9 @@ import (
 	"maunium.net/go/mautrix/appservice"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/zooid-dev/zooid/docker/synapse"
 )
@@ -225,6 +229,12 @@ func TestSharedSecretAdminAndTerminate(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("synapse still answers after Terminate: %s", resp.Status)
 	}
+	if n := containersWithURL(t, hs.BaseURL()); n != 0 {
+		t.Fatalf("%d containers left after Terminate", n)
+	}
+	if err := hs.Terminate(ctx); err != nil {
+		t.Fatalf("second Terminate: %v", err)
+	}
 }
 
 func TestRunRefusesIncompleteRegistration(t *testing.T) {
@@ -232,5 +242,54 @@ func TestRunRefusesIncompleteRegistration(t *testing.T) {
 	_, err := synapse.Run(context.Background(), synapse.WithAppservice(&appservice.Registration{ID: "half"}))
 	if err == nil || !strings.Contains(err.Error(), "no as_token") {
 		t.Fatalf("Run with a registration lacking tokens: err = %v, want a clear error naming as_token", err)
+	}
+}
+
+// containersWithURL lists containers, running or not, that Run labelled with baseURL.
+func containersWithURL(t *testing.T, baseURL string) int {
+	t.Helper()
+	cli, err := testcontainers.NewDockerClientWithOpts(context.Background())
+	if err != nil {
+		t.Fatalf("docker client: %v", err)
+	}
+	defer cli.Close()
+	res, err := cli.ContainerList(context.Background(), client.ContainerListOptions{
+		All:     true,
+		Filters: client.Filters{}.Add("label", synapse.URLLabel+"="+baseURL),
+	})
+	if err != nil {
+		t.Fatalf("listing containers: %v", err)
+	}
+	return len(res.Items)
+}
+
+func TestRunReportsSynapseExitAndLeavesNothing(t *testing.T) {
+	testcontainers.SkipIfProviderIsNotHealthy(t)
+	// Something else already serves the port: Synapse cannot bind it and exits, while
+	// this impostor keeps the readiness probe from ever seeing a 200.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	impostor := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "not synapse", http.StatusServiceUnavailable)
+	}), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = impostor.Serve(l) }()
+	t.Cleanup(func() { _ = impostor.Close() })
+	port := l.Addr().(*net.TCPAddr).Port
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	hs, err := synapse.Run(ctx, synapse.WithPort(port))
+	if err == nil {
+		_ = hs.Terminate(ctx)
+		t.Fatal("Run succeeded on a port another server holds")
+	}
+	if !strings.Contains(err.Error(), "exited") || !strings.Contains(err.Error(), "Address already in use") {
+		t.Fatalf("Run error = %v, want Synapse's exit with its log (address in use)", err)
+	}
+	t.Logf("Run failed as it should: %.300s", err)
+	if n := containersWithURL(t, fmt.Sprintf("http://127.0.0.1:%d", port)); n != 0 {
+		t.Fatalf("%d containers left behind after a failed Run", n)
 	}
 }

@@ -92,6 +92,9 @@ func (s *suite) testAccount(t *testing.T) {
 		t.Parallel()
 		alice := s.registerUser(t, "dn")
 		bob := s.registerUser(t, "dnreader")
+		// Synapse gives every new account its localpart as display name.
+		initial := bob.MustDo(t, "GET", CS("v3", "profile", string(alice.UserID), "displayname"), nil)
+		MatchJSON(t, "default displayname", initial, KeyEqual("displayname", alice.UserID.Localpart()))
 		name := "Alice " + s.runID
 		alice.MustDo(t, "PUT", CS("v3", "profile", string(alice.UserID), "displayname"), map[string]any{"displayname": name})
 		got := bob.MustDo(t, "GET", CS("v3", "profile", string(alice.UserID), "displayname"), nil)

@@ -50,6 +50,8 @@ func (s *suite) testAppService(t *testing.T) {
 		if err != nil || mw.UserID != agent.AsUserID {
 			t.Fatalf("mautrix whoami with SetAppServiceUserID = %+v, %v; want %s", mw, err, agent.AsUserID)
 		}
+		dn := agent.MustDo(t, "GET", CS("v3", "profile", string(agent.AsUserID), "displayname"), nil)
+		MatchJSON(t, "default displayname of a namespace user (Synapse: its localpart)", dn, KeyEqual("displayname", agent.AsUserID.Localpart()))
 		agent.MustDo(t, "PUT", CS("v3", "profile", string(agent.AsUserID), "displayname"), map[string]any{"displayname": "Agent " + s.runID})
 		human := s.registerUser(t, "ashuman")
 		room := s.publicRoomWith(t, human, agent)
@@ -101,21 +103,21 @@ func (s *suite) testAppService(t *testing.T) {
 	t.Run("OutsideNamespaceRefused", func(t *testing.T) {
 		human := s.registerUser(t, "notns")
 		res := s.asClient().As(human.UserID).Do(t, "GET", CS("v3", "account", "whoami"), nil)
-		MustStatus(t, res, http.StatusForbidden, "M_FORBIDDEN")
+		ExpectStatus(t, res, http.StatusForbidden, "M_FORBIDDEN")
 		room := s.createRoom(t, human, map[string]any{"preset": "public_chat"})
 		res = s.asClient().As(human.UserID).Do(t, "PUT", CS("v3", "rooms", string(room), "send", "m.room.message", "conf-"+randomID(6)),
 			map[string]any{"msgtype": "m.text", "body": "forged"})
-		MustStatus(t, res, http.StatusForbidden, "M_FORBIDDEN")
+		ExpectStatus(t, res, http.StatusForbidden, "M_FORBIDDEN")
 		// Synapse answers a registration outside the namespace with 400 M_EXCLUSIVE.
 		res = s.asClient().Do(t, "POST", CS("v3", "register"), map[string]any{"type": "m.login.application_service", "username": s.localpart("outside")})
-		MustStatus(t, res, http.StatusBadRequest, "M_EXCLUSIVE")
+		ExpectStatus(t, res, http.StatusBadRequest, "M_EXCLUSIVE")
 		// Synapse refuses to act as a namespace user the appservice never registered (403
 		// M_FORBIDDEN), so the daemon must register its users first.
 		ghost := s.userID(as.UserPrefix + s.localpart("ghost"))
-		MustStatus(t, s.asClient().As(ghost).Do(t, "GET", CS("v3", "account", "whoami"), nil), http.StatusForbidden, "M_FORBIDDEN")
+		ExpectStatus(t, s.asClient().As(ghost).Do(t, "GET", CS("v3", "account", "whoami"), nil), http.StatusForbidden, "M_FORBIDDEN")
 		// The namespace is exclusive: ordinary registration inside it is refused.
 		res = s.registerUIA(t, map[string]any{"username": as.UserPrefix + s.localpart("squat"), "password": "pw-squat"})
-		MustStatus(t, res, http.StatusBadRequest, "M_EXCLUSIVE")
+		ExpectStatus(t, res, http.StatusBadRequest, "M_EXCLUSIVE")
 	})
 
 	// Pushes run one after another: the retry test makes the homeserver back off from the

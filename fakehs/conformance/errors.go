@@ -12,24 +12,26 @@ func (s *suite) testErrors(t *testing.T) {
 	t.Run("MissingToken", func(t *testing.T) {
 		t.Parallel()
 		c := s.unauthed()
-		MustStatus(t, c.Do(t, "GET", CS("v3", "account", "whoami"), nil), http.StatusUnauthorized, "M_MISSING_TOKEN")
-		MustStatus(t, c.Do(t, "GET", CS("v3", "joined_rooms"), nil), http.StatusUnauthorized, "M_MISSING_TOKEN")
+		ExpectStatus(t, c.Do(t, "GET", CS("v3", "account", "whoami"), nil), http.StatusUnauthorized, "M_MISSING_TOKEN")
+		ExpectStatus(t, c.Do(t, "GET", CS("v3", "joined_rooms"), nil), http.StatusUnauthorized, "M_MISSING_TOKEN")
 	})
 
 	t.Run("UnknownToken", func(t *testing.T) {
 		t.Parallel()
 		c := s.unauthed()
 		c.AccessToken = "conformance-not-a-token-" + s.runID
-		MustStatus(t, c.Do(t, "GET", CS("v3", "account", "whoami"), nil), http.StatusUnauthorized, "M_UNKNOWN_TOKEN")
-		MustStatus(t, c.Do(t, "GET", CS("v3", "sync"), nil, WithQuery("timeout", "0")), http.StatusUnauthorized, "M_UNKNOWN_TOKEN")
+		ExpectStatus(t, c.Do(t, "GET", CS("v3", "account", "whoami"), nil), http.StatusUnauthorized, "M_UNKNOWN_TOKEN")
+		ExpectStatus(t, c.Do(t, "GET", CS("v3", "sync"), nil, WithQuery("timeout", "0")), http.StatusUnauthorized, "M_UNKNOWN_TOKEN")
 	})
 
 	t.Run("UnknownEndpointIsUnrecognized", func(t *testing.T) {
 		t.Parallel()
 		alice := s.registerUser(t, "unrec")
-		MustStatus(t, alice.Do(t, "GET", CS("v3", "zooid_no_such_endpoint"), nil), http.StatusNotFound, "M_UNRECOGNIZED")
-		MustStatus(t, alice.Do(t, "POST", "/_matrix/client/v3/rooms/!nope:"+s.target.ServerName+"/zooid_nonsense", map[string]any{}),
+		ExpectStatus(t, alice.Do(t, "GET", CS("v3", "zooid_no_such_endpoint"), nil), http.StatusNotFound, "M_UNRECOGNIZED")
+		ExpectStatus(t, alice.Do(t, "POST", "/_matrix/client/v3/rooms/!nope:"+s.target.ServerName+"/zooid_nonsense", map[string]any{}),
 			http.StatusNotFound, "M_UNRECOGNIZED")
+		// A known path with an unsupported method: Synapse says 405 M_UNRECOGNIZED.
+		ExpectStatus(t, alice.Do(t, "DELETE", CS("v3", "account", "whoami"), nil), http.StatusMethodNotAllowed, "M_UNRECOGNIZED")
 	})
 
 	t.Run("MalformedJSON", func(t *testing.T) {
@@ -37,10 +39,10 @@ func (s *suite) testErrors(t *testing.T) {
 		alice := s.registerUser(t, "badjson")
 		room := s.createRoom(t, alice, nil)
 		// Synapse answers unparseable bodies with M_NOT_JSON and a non-object with M_BAD_JSON.
-		MustStatus(t, alice.Do(t, "PUT", CS("v3", "rooms", string(room), "send", "m.room.message", "conf-"+randomID(6)), []byte(`{"msgtype":`)),
+		ExpectStatus(t, alice.Do(t, "PUT", CS("v3", "rooms", string(room), "send", "m.room.message", "conf-"+randomID(6)), []byte(`{"msgtype":`)),
 			http.StatusBadRequest, "M_NOT_JSON")
-		MustStatus(t, alice.Do(t, "POST", CS("v3", "createRoom"), []byte(`not json`)), http.StatusBadRequest, "M_NOT_JSON")
-		MustStatus(t, alice.Do(t, "POST", CS("v3", "createRoom"), []byte(`["an","array"]`)), http.StatusBadRequest, "M_BAD_JSON")
+		ExpectStatus(t, alice.Do(t, "POST", CS("v3", "createRoom"), []byte(`not json`)), http.StatusBadRequest, "M_NOT_JSON")
+		ExpectStatus(t, alice.Do(t, "POST", CS("v3", "createRoom"), []byte(`["an","array"]`)), http.StatusBadRequest, "M_BAD_JSON")
 		// Nothing was posted by the refused requests.
 		res := alice.MustDo(t, "GET", CS("v3", "rooms", string(room), "messages"), nil, WithQuery("dir", "b"),
 			WithQuery("filter", `{"types":["m.room.message"]}`))
@@ -58,12 +60,12 @@ func (s *suite) testErrors(t *testing.T) {
 		// Synapse rejects unparseable tokens with 400 and M_UNKNOWN or M_INVALID_PARAM depending
 		// on the endpoint, so only a 400 Matrix error is required.
 		forged := "zooid-forged-token"
-		MustBeError(t, alice.Do(t, "GET", CS("v3", "rooms", string(room), "messages"), nil, WithQuery("dir", "b"), WithQuery("from", forged)), http.StatusBadRequest)
-		MustBeError(t, alice.Do(t, "GET", CS("v3", "rooms", string(room), "messages"), nil, WithQuery("dir", "f"), WithQuery("from", forged)), http.StatusBadRequest)
-		MustBeError(t, alice.Do(t, "GET", CS("v1", "rooms", string(room), "relations", string(root), "m.thread"), nil, WithQuery("from", forged)), http.StatusBadRequest)
-		MustBeError(t, alice.Do(t, "GET", CS("v1", "rooms", string(room), "threads"), nil, WithQuery("from", forged)), http.StatusBadRequest)
-		MustBeError(t, alice.Do(t, "GET", CS("v3", "sync"), nil, WithQuery("since", forged), WithQuery("timeout", "0")), http.StatusBadRequest)
-		MustBeError(t, alice.Do(t, "GET", CS("v3", "rooms", string(room), "messages"), nil, WithQuery("dir", "sideways")), http.StatusBadRequest)
+		ExpectError(t, alice.Do(t, "GET", CS("v3", "rooms", string(room), "messages"), nil, WithQuery("dir", "b"), WithQuery("from", forged)), http.StatusBadRequest)
+		ExpectError(t, alice.Do(t, "GET", CS("v3", "rooms", string(room), "messages"), nil, WithQuery("dir", "f"), WithQuery("from", forged)), http.StatusBadRequest)
+		ExpectError(t, alice.Do(t, "GET", CS("v1", "rooms", string(room), "relations", string(root), "m.thread"), nil, WithQuery("from", forged)), http.StatusBadRequest)
+		ExpectError(t, alice.Do(t, "GET", CS("v1", "rooms", string(room), "threads"), nil, WithQuery("from", forged)), http.StatusBadRequest)
+		ExpectError(t, alice.Do(t, "GET", CS("v3", "sync"), nil, WithQuery("since", forged), WithQuery("timeout", "0")), http.StatusBadRequest)
+		ExpectError(t, alice.Do(t, "GET", CS("v3", "rooms", string(room), "messages"), nil, WithQuery("dir", "sideways")), http.StatusBadRequest)
 
 		// A real token with junk appended is tampered, not merely unknown.
 		for i := 0; i < 3; i++ {
@@ -78,8 +80,8 @@ func (s *suite) testErrors(t *testing.T) {
 					msgs.Get("end").String(), rels.Get("next_batch").String(), sync.Get("next_batch").String())
 			}
 		}
-		MustBeError(t, alice.Do(t, "GET", CS("v3", "rooms", string(room), "messages"), nil, WithQuery("dir", "b"), WithQuery("from", msgs.Get("end").String()+"zz")), http.StatusBadRequest)
-		MustBeError(t, alice.Do(t, "GET", CS("v1", "rooms", string(room), "relations", string(root), "m.thread"), nil, WithQuery("from", rels.Get("next_batch").String()+"zz")), http.StatusBadRequest)
-		MustBeError(t, alice.Do(t, "GET", CS("v3", "sync"), nil, WithQuery("since", sync.Get("next_batch").String()+"zz"), WithQuery("timeout", "0")), http.StatusBadRequest)
+		ExpectError(t, alice.Do(t, "GET", CS("v3", "rooms", string(room), "messages"), nil, WithQuery("dir", "b"), WithQuery("from", msgs.Get("end").String()+"zz")), http.StatusBadRequest)
+		ExpectError(t, alice.Do(t, "GET", CS("v1", "rooms", string(room), "relations", string(root), "m.thread"), nil, WithQuery("from", rels.Get("next_batch").String()+"zz")), http.StatusBadRequest)
+		ExpectError(t, alice.Do(t, "GET", CS("v3", "sync"), nil, WithQuery("since", sync.Get("next_batch").String()+"zz"), WithQuery("timeout", "0")), http.StatusBadRequest)
 	})
 }

@@ -75,6 +75,29 @@ func MustStatus(t testing.TB, res *Response, status int, errcode string) {
 	}
 }
 
+// ExpectStatus is MustStatus that records the failure and lets the test go on, for lists of
+// independent checks where every divergence should show in one run.
+func ExpectStatus(t testing.TB, res *Response, status int, errcode string) {
+	t.Helper()
+	if res.StatusCode != status {
+		t.Errorf("want status %d %s, got: %s", status, errcode, res)
+		return
+	}
+	if errcode != "" {
+		if got := res.JSON().Get("errcode").String(); got != errcode {
+			t.Errorf("want errcode %s, got %q: %s", errcode, got, res)
+		}
+	}
+}
+
+// ExpectError is MustBeError that records the failure and lets the test go on.
+func ExpectError(t testing.TB, res *Response, status int) {
+	t.Helper()
+	if res.StatusCode != status || res.JSON().Get("errcode").String() == "" {
+		t.Errorf("want a Matrix error with status %d, got: %s", status, res)
+	}
+}
+
 // MustBeError fails unless the response is a Matrix error with the status: a JSON object with a
 // non-empty errcode (used where Synapse and the spec do not pin the errcode down).
 func MustBeError(t testing.TB, res *Response, status int) {

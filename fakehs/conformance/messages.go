@@ -184,11 +184,21 @@ func (s *suite) testMessages(t *testing.T) {
 		alice := s.registerUser(t, "member")
 		eve := s.registerUser(t, "outsider")
 		room := s.createRoom(t, alice, nil)
-		s.sendText(t, alice, room, s.label(t, 1)[0])
-		MustStatus(t, eve.Do(t, "GET", CS("v3", "rooms", string(room), "messages"), nil, WithQuery("dir", "b")), http.StatusForbidden, "M_FORBIDDEN")
-		MustStatus(t, eve.Do(t, "PUT", CS("v3", "rooms", string(room), "send", "m.room.message", "conf-"+randomID(6)),
+		rootID := s.sendText(t, alice, room, s.label(t, 1)[0])
+		ExpectStatus(t, eve.Do(t, "GET", CS("v3", "rooms", string(room), "messages"), nil, WithQuery("dir", "b")), http.StatusForbidden, "M_FORBIDDEN")
+		ExpectStatus(t, eve.Do(t, "PUT", CS("v3", "rooms", string(room), "send", "m.room.message", "conf-"+randomID(6)),
 			map[string]any{"msgtype": "m.text", "body": "intrusion"}), http.StatusForbidden, "M_FORBIDDEN")
-		MustStatus(t, eve.Do(t, "GET", CS("v3", "rooms", string(room), "joined_members"), nil), http.StatusForbidden, "M_FORBIDDEN")
+		ExpectStatus(t, eve.Do(t, "GET", CS("v3", "rooms", string(room), "joined_members"), nil), http.StatusForbidden, "M_FORBIDDEN")
+		ExpectStatus(t, eve.Do(t, "GET", CS("v3", "rooms", string(room), "state"), nil), http.StatusForbidden, "M_FORBIDDEN")
+		ExpectStatus(t, eve.Do(t, "GET", CS("v1", "rooms", string(room), "threads"), nil), http.StatusForbidden, "M_FORBIDDEN")
+		ExpectStatus(t, eve.Do(t, "GET", CS("v1", "rooms", string(room), "relations", string(rootID), "m.thread"), nil), http.StatusForbidden, "M_FORBIDDEN")
+		// Synapse hides single events from non-members as not found rather than forbidden.
+		ExpectStatus(t, eve.Do(t, "GET", CS("v3", "rooms", string(room), "event", string(rootID)), nil), http.StatusNotFound, "M_NOT_FOUND")
+		// A room that does not exist looks the same as one the user is not in (Synapse).
+		ghost := "!conformance-no-such-room-" + s.runID + ":" + s.target.ServerName
+		ExpectStatus(t, alice.Do(t, "GET", CS("v3", "rooms", ghost, "messages"), nil, WithQuery("dir", "b")), http.StatusForbidden, "M_FORBIDDEN")
+		ExpectStatus(t, alice.Do(t, "PUT", CS("v3", "rooms", ghost, "send", "m.room.message", "conf-"+randomID(6)),
+			map[string]any{"msgtype": "m.text", "body": "nowhere"}), http.StatusForbidden, "M_FORBIDDEN")
 		// The refused send must not have left an event behind.
 		resp := page(t, alice, room, "", mautrix.DirectionBackward, onlyMessages, 10)
 		for _, ev := range resp.Chunk {
@@ -196,6 +206,41 @@ func (s *suite) testMessages(t *testing.T) {
 				t.Fatalf("a refused send left event %s behind", ev.ID)
 			}
 		}
+	})
+
+	t.Run("EventLookupIsScopedToTheRoom", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "evlookup")
+		room := s.createRoom(t, alice, nil)
+		other := s.createRoom(t, alice, nil)
+		l := s.label(t, 2)
+		evID := s.sendText(t, alice, room, l[0])
+		foreign := s.sendText(t, alice, other, l[1])
+		ev, err := alice.Mautrix(t).GetEvent(context.Background(), room, evID)
+		if err != nil || ev.ID != evID || ev.Sender != alice.UserID || ev.Content.Raw["body"] != l[0] {
+			t.Fatalf("mautrix GetEvent(%s) = %+v, %v", evID, ev, err)
+		}
+		// The daemon checks that a thread_id belongs to the room by looking it up there.
+		ExpectStatus(t, alice.Do(t, "GET", CS("v3", "rooms", string(room), "event", string(foreign)), nil), http.StatusNotFound, "M_NOT_FOUND")
+		ExpectStatus(t, alice.Do(t, "GET", CS("v3", "rooms", string(room), "event", "$conformance-no-such-event-"+s.runID), nil), http.StatusNotFound, "M_NOT_FOUND")
+		// Synapse answers relations of another room's event with 404 M_UNKNOWN ("Unknown parent
+		// event"), so only the status is pinned.
+		ExpectError(t, alice.Do(t, "GET", CS("v1", "rooms", string(room), "relations", string(foreign), "m.thread"), nil), http.StatusNotFound)
+	})
+
+	t.Run("SyncTokenStartsMessagesPagination", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "synctok")
+		room := s.createRoom(t, alice, nil)
+		l := s.label(t, 3)
+		for _, b := range l {
+			s.sendText(t, alice, room, b)
+		}
+		// The spec lets a /sync next_batch start /messages; the daemon resumes history there.
+		nb := alice.MustDo(t, "GET", CS("v3", "sync"), nil, WithQuery("timeout", "0"), WithQuery("filter", `{"room":{"timeline":{"limit":1}}}`)).Get("next_batch").String()
+		s.sendText(t, alice, room, "after-"+l[2])
+		resp := page(t, alice, room, nb, mautrix.DirectionBackward, onlyMessages, 2)
+		MustEqualStrings(t, "backward from a sync token", bodies(resp.Chunk), []string{l[2], l[1]})
 	})
 
 	t.Run("MessagesRawShape", func(t *testing.T) {

@@ -84,10 +84,12 @@ func (s *suite) testSync(t *testing.T) {
 		}
 		MustEqualStrings(t, "incremental timelines after since", seen, []string{l[1]})
 
-		again := alice.MustDo(t, "GET", CS("v3", "sync"), nil, WithQuery("filter", filter), WithQuery("since", since), WithQuery("timeout", "0"))
+		// A long poll with nothing new ends normally with a token to go on from.
+		again := alice.MustDo(t, "GET", CS("v3", "sync"), nil, WithQuery("filter", filter), WithQuery("since", since), WithQuery("timeout", "500"))
 		if got := timelineBodies(again, room); len(got) != 0 {
 			t.Fatalf("sync since the last next_batch repeated %q", got)
 		}
+		MatchJSON(t, "idle long poll", again, KeyNonEmptyString("next_batch"))
 	})
 
 	t.Run("UploadedFilterThroughMautrix", func(t *testing.T) {

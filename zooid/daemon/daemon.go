@@ -22,6 +22,7 @@ import (
 	"github.com/zooid-dev/zooid/zooid/matrix"
 	"github.com/zooid-dev/zooid/zooid/mcpserver"
 	"github.com/zooid-dev/zooid/zooid/router"
+	"github.com/zooid-dev/zooid/zooid/tasks"
 	"github.com/zooid-dev/zooid/zooid/tools"
 )
 
@@ -55,10 +56,14 @@ type Daemon struct {
 	mcp        *mcpserver.Server
 	sessions   *sessions
 
+	tasks      *tasks.Manager
 	stopIntake context.CancelFunc
-	wg         sync.WaitGroup
-	closeOnce  sync.Once
-	closeErr   error
+
+	genMu       sync.Mutex
+	generations map[sessionKey]int // times each session's thread was /clear'ed
+	wg          sync.WaitGroup
+	closeOnce   sync.Once
+	closeErr    error
 }
 
 // agentRuntime is what the daemon knows of one configured agent.
@@ -86,6 +91,8 @@ func New(opts Options) (*Daemon, error) {
 		log:    opts.Logger,
 		agents: make(map[string]*agentRuntime),
 		byUser: make(map[id.UserID]*agentRuntime),
+
+		generations: make(map[sessionKey]int),
 	}
 	for _, a := range opts.Config.Agents {
 		rt := &agentRuntime{cfg: a}
@@ -159,9 +166,22 @@ func (d *Daemon) Start(ctx context.Context) error {
 		Transport: "matrix",
 		Send:      d.sendMessage,
 	})
+	tm, err := tasks.Open(tasks.Options{
+		StateDir: filepath.Join(cfg.StateDir, "tasks"),
+		Send:     tr.Send,
+		Agents:   d.taskAgents,
+		Wake:     d.wakeCaller,
+		Logger:   d.log.With("component", "tasks"),
+	})
+	if err != nil {
+		tr.Close()
+		return fmt.Errorf("opening task journal: %w", err)
+	}
+	d.tasks = tm
 	srv, err := mcpserver.New(mcpserver.Options{
 		RunDir:        cfg.RunDir,
 		Rooms:         rooms,
+		Tasks:         tm,
 		Logger:        d.log.With("component", "mcp"),
 		BridgeCommand: d.opts.BridgeCommand,
 	})
@@ -196,6 +216,12 @@ func (d *Daemon) Start(ctx context.Context) error {
 	}()
 	select {
 	case <-tr.Ready():
+		d.routerOnce()
+		// Tasks a previous run left open are closed and reported now that the
+		// daemon can post and wake.
+		if err := d.tasks.Recover(ctx); err != nil {
+			d.log.Error("recovering tasks", "err", err)
+		}
 		return nil
 	case err := <-errc:
 		d.Close()
@@ -268,6 +294,9 @@ func (d *Daemon) Close() error {
 		if d.mcp != nil {
 			errs = append(errs, d.mcp.Close())
 		}
+		if d.tasks != nil {
+			errs = append(errs, d.tasks.Close())
+		}
 		d.closeErr = errors.Join(errs...)
 	})
 	return d.closeErr
@@ -313,7 +342,7 @@ func (d *Daemon) callerFor(rt *agentRuntime, key sessionKey) tools.Caller {
 		Transport:  "matrix",
 		Room:       key.room,
 		Thread:     key.thread,
-		Kind:       tools.Conversation,
-		SessionKey: key.String(),
+		Kind:       d.kindFor(key),
+		SessionKey: d.sessionKeyString(key),
 	}
 }

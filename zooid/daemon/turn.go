@@ -27,6 +27,16 @@ type agentSession struct {
 func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 	rt := d.agents[s.key.agent]
 	post := &poster{d: d, as: rt.userID, room: s.key.room, thread: s.key.thread, trigger: req.trigger, agent: rt.cfg.Name}
+	if tt, ok := d.taskTurnFor(s.key); ok {
+		post.task = tt
+		defer func() {
+			// A daemon shutting down does not judge: the restart closes the task
+			// as interrupted, exactly once.
+			if d.sessions.ctx.Err() == nil {
+				d.endTaskTurn(context.WithoutCancel(ctx), tt, s.key, string(post.stop), post.err, post.last)
+			}
+		}()
+	}
 
 	st, _ := s.state.(*agentSession)
 	if st != nil {
@@ -46,6 +56,7 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 				return
 			}
 			d.log.Error("starting agent", "agent", rt.cfg.Name, "err", err)
+			post.err = err
 			post.failure(ctx, "start_failed", fmt.Sprintf("%s could not be started: %v", rt.cfg.Name, err))
 			return
 		}
@@ -66,6 +77,10 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 		buf.Reset()
 	})
 	post.notice(ctx, buf.String())
+	post.stop, post.err = stop, err
+	if err != nil && ctx.Err() != nil {
+		post.stop, post.err = acp.StopReasonCancelled, nil
+	}
 
 	switch {
 	case err == nil:
@@ -175,6 +190,11 @@ type poster struct {
 	thread  id.EventID
 	trigger id.EventID
 	n       int
+
+	task *taskTurn      // set in a task thread: prose may hand off
+	last string         // the last prose posted this turn
+	stop acp.StopReason // how the turn ended
+	err  error          // why the turn failed, if it did
 }
 
 func (p *poster) txnID(kind string) string {
@@ -196,6 +216,12 @@ func (p *poster) notice(ctx context.Context, text string) {
 		return
 	}
 	content := &event.MessageEventContent{MsgType: event.MsgNotice, Body: text, RelatesTo: p.relation()}
+	if p.task != nil {
+		if users := p.d.handoffs(ctx, p.task, p, text); len(users) > 0 {
+			content.Mentions = &event.Mentions{UserIDs: users}
+		}
+	}
+	p.last = text
 	if _, err := p.d.sendMessage(ctx, p.as, p.room, content, p.txnID("notice")); err != nil {
 		p.d.log.Error("posting agent reply", "agent", p.agent, "room", p.room, "err", err)
 	}

@@ -340,6 +340,13 @@ func (r *Router) routeThreadReply(m Message) []Wake {
 	return wakes
 }
 
+// Mentioned lists the agents bound to room whose mention appears in body, in
+// configuration order. The daemon uses it on agents' own prose, which carries
+// no m.mentions, to find in-thread handoffs.
+func (r *Router) Mentioned(room id.RoomID, body string) []string {
+	return r.mentioned(Message{Room: room, Body: body})
+}
+
 // mentioned lists the agents bound to m's room that m mentions, in configuration order.
 func (r *Router) mentioned(m Message) []string {
 	var out []string

@@ -1,0 +1,129 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/tasks"
+	"github.com/zooid-dev/zooid/zooid/tools"
+)
+
+// taskAgents is the task manager's view of zooid.yaml: an agent's user and the
+// rooms it is bound to (resolved once the transport has joined them).
+func (d *Daemon) taskAgents(name string) (id.UserID, []id.RoomID, bool) {
+	d.routerOnce() // resolves every agent's rooms
+	rt, ok := d.agents[name]
+	if !ok || rt.cfg.Matrix == nil {
+		return "", nil, false
+	}
+	return rt.userID, rt.rooms, true
+}
+
+// wakeCaller queues a task result as a new turn of the caller's original
+// session, unless that thread was cleared since the task started.
+func (d *Daemon) wakeCaller(parent tasks.Parent, text string) {
+	key := sessionKey{agent: parent.Agent, room: parent.Room, thread: parent.ThreadRoot}
+	if current := d.sessionKeyString(key); parent.SessionKey != current {
+		d.log.Info("task result not delivered: the caller's thread was cleared", "agent", parent.Agent, "thread", parent.ThreadRoot)
+		return
+	}
+	d.sessions.enqueue(key, turnRequest{text: text})
+}
+
+// taskRootContent is the part of a task root the daemon reads.
+type taskRootContent struct {
+	Start *struct {
+		AttemptID string `json:"attempt_id"`
+		Assignee  string `json:"assignee"`
+	} `json:"dev.zooid.thread_start"`
+}
+
+// noteTaskRoot binds a task root the homeserver delivered to its task, so the
+// assignee's session is gated as an assignee from its first turn.
+func (d *Daemon) noteTaskRoot(ev *event.Event) (tasks.Task, bool) {
+	var c taskRootContent
+	if err := json.Unmarshal(ev.Content.VeryRaw, &c); err != nil || c.Start == nil || c.Start.AttemptID == "" {
+		return tasks.Task{}, false
+	}
+	return d.tasks.TaskForRoot(ev.RoomID, ev.ID, ev.Sender, c.Start.AttemptID)
+}
+
+// kindFor is the tool gating of a session: the assignee of a task thread may
+// complete it and may not delegate further; everyone else may delegate.
+func (d *Daemon) kindFor(key sessionKey) tools.SessionKind {
+	if t, ok := d.tasks.TaskByThread(key.room, key.thread); ok && t.Agent == key.agent {
+		return tools.TaskAssignee
+	}
+	return tools.Conversation
+}
+
+// taskTurn is what a turn in a task thread needs to report when it ends.
+type taskTurn struct {
+	task     tasks.Task
+	assignee bool // else a handoff callee
+}
+
+// taskTurnFor says whether a session's turn belongs to an open task thread.
+func (d *Daemon) taskTurnFor(key sessionKey) (*taskTurn, bool) {
+	t, ok := d.tasks.TaskByThread(key.room, key.thread)
+	if !ok || !t.IsOpen() {
+		return nil, false
+	}
+	if t.Agent == key.agent {
+		return &taskTurn{task: t, assignee: true}, true
+	}
+	for _, h := range t.Handoffs {
+		if h.To == key.agent {
+			return &taskTurn{task: t}, true
+		}
+	}
+	return nil, false
+}
+
+// handoffs starts an in-thread handoff for every other agent the prose of a
+// task-thread turn mentions: the callee runs in its own session of the thread.
+func (d *Daemon) handoffs(ctx context.Context, tt *taskTurn, p *poster, text string) []id.UserID {
+	var mentioned []id.UserID
+	for _, to := range d.routerOnce().Mentioned(p.room, text) {
+		if to == p.agent {
+			continue
+		}
+		rt := d.agents[to]
+		mentioned = append(mentioned, rt.userID)
+		err := d.tasks.StartHandoff(p.thread, p.agent, to)
+		switch {
+		case errors.Is(err, tasks.ErrCircularHandoff):
+			p.failure(ctx, "circular_handoff", fmt.Sprintf("%s cannot hand off to %s: %s is already working on this task.", p.agent, to, to))
+			continue
+		case err != nil:
+			d.log.Warn("handoff not started", "from", p.agent, "to", to, "err", err)
+			continue
+		}
+		d.sessions.enqueue(sessionKey{agent: to, room: p.room, thread: p.thread}, turnRequest{text: text, sender: p.as})
+	}
+	return mentioned
+}
+
+// endTaskTurn reports a finished turn in a task thread: an assignee's turn is
+// judged (which may close the task and report it); a handoff callee's result
+// wakes whoever handed off to it.
+func (d *Daemon) endTaskTurn(ctx context.Context, tt *taskTurn, key sessionKey, stop string, turnErr error, lastProse string) {
+	if !tt.assignee {
+		w, err := d.tasks.HandoffEnded(key.thread, key.agent, lastProse)
+		if err != nil {
+			d.log.Warn("ending handoff", "agent", key.agent, "thread", key.thread, "err", err)
+			return
+		}
+		d.sessions.enqueue(sessionKey{agent: w.Agent, room: w.Room, thread: w.Thread}, turnRequest{text: w.Text})
+		return
+	}
+	out := tasks.TurnOutcome{StopReason: stop, Err: turnErr, LastProse: lastProse}
+	if err := d.tasks.TurnEnded(ctx, key.thread, out); err != nil {
+		d.log.Error("judging task turn", "agent", key.agent, "thread", key.thread, "err", err)
+	}
+}
