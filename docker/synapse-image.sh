@@ -92,6 +92,7 @@ if ! command -v mmdebstrap >/dev/null 2>&1; then
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q mmdebstrap
 fi
 
+old=$(docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)
 MIRROR=$(mirror)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/zooid-synapse-rootfs.XXXXXX")
 # The rootfs belongs to root (mode=root), so it is removed as root, on every exit path.
@@ -115,6 +116,11 @@ as_root tar -C "$WORK/rootfs" -c . | docker import \
 	--change 'CMD ["synapse_homeserver", "-c", "/data/homeserver.yaml"]' \
 	--message "zooid: Synapse from Debian $SUITE" \
 	- "$IMAGE" >/dev/null
+
+if [ -n "$old" ] && [ "$old" != "$(docker image inspect --format '{{.Id}}' "$IMAGE")" ]; then
+	# The replaced image is only kept while a container still uses it.
+	docker image rm "$old" >/dev/null 2>&1 || say "previous image $old is still in use; left in place"
+fi
 
 version=$(docker run --rm --network none "$IMAGE" \
 	python3 -c 'import synapse; print(synapse.__version__)' 2>/dev/null || echo unknown)

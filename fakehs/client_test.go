@@ -294,3 +294,45 @@ func TestSyncLimitedGap(t *testing.T) {
 		t.Fatalf("messages from prev_batch start at %v, want %s", msgs.Chunk[0].ID, ids[9])
 	}
 }
+
+// The mautrix sync loop (filter upload, long-poll, dispatch) runs against the server.
+func TestMautrixSyncLoop(t *testing.T) {
+	s := New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	alice, bob := newClient(t, s, "alice"), newClient(t, s, "bob")
+	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{Invite: []id.UserID{bob.UserID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.JoinRoom(ctx, string(room.RoomID), nil); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *event.Event, 16)
+	syncer := bob.Syncer.(*mautrix.DefaultSyncer)
+	syncer.OnEventType(event.EventMessage, func(_ context.Context, ev *event.Event) { got <- ev })
+	done := make(chan error, 1)
+	go func() { done <- bob.SyncWithContext(ctx) }()
+	want := sendText(t, alice, room.RoomID, "hello over sync")
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case ev := <-got:
+			if ev.ID != want {
+				continue
+			}
+			if ev.Content.AsMessage().Body != "hello over sync" {
+				t.Fatalf("body %q", ev.Content.AsMessage().Body)
+			}
+			cancel()
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				t.Fatalf("sync loop: %v", err)
+			}
+			return
+		case err := <-done:
+			t.Fatalf("sync loop ended: %v", err)
+		case <-deadline:
+			t.Fatal("message never arrived through the sync loop")
+		}
+	}
+}

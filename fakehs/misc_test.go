@@ -2,6 +2,7 @@ package fakehs
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -231,5 +232,52 @@ func TestDepartedUserReadsUpToLeave(t *testing.T) {
 	_, err = eve.GetEvent(ctx, room.RoomID, before)
 	if st, code := httpStatus(err); st != 403 || code != "M_FORBIDDEN" {
 		t.Fatalf("never-joined user: %d %s", st, code)
+	}
+}
+
+// A long-poll whose filter excludes the new event keeps waiting until its timeout.
+func TestSyncFilteredEventDoesNotEndLongPoll(t *testing.T) {
+	s := New(t)
+	ctx := context.Background()
+	alice := newClient(t, s, "alice")
+	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := alice.SyncRequest(ctx, 0, "", "", false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	filter := urlQuery(`{"room":{"timeline":{"types":["m.room.message"]}}}`)
+	type result struct {
+		body    map[string]any
+		elapsed time.Duration
+	}
+	res := make(chan result, 1)
+	go func() {
+		start := time.Now()
+		req, _ := http.NewRequest(http.MethodGet, s.URL()+"/_matrix/client/v3/sync?timeout=400&since="+first.NextBatch+"&filter="+filter, nil)
+		req.Header.Set("Authorization", "Bearer "+alice.AccessToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			res <- result{}
+			return
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		res <- result{body, time.Since(start)}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if _, err := alice.SendStateEvent(ctx, room.RoomID, event.StateTopic, "", map[string]string{"topic": "t"}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-res
+	if r.body == nil {
+		t.Fatal("sync failed")
+	}
+	rooms, _ := r.body["rooms"].(map[string]any)
+	if len(rooms) != 0 || r.elapsed < 400*time.Millisecond {
+		t.Fatalf("filtered-out event ended the poll after %v: %v", r.elapsed, rooms)
 	}
 }

@@ -1,9 +1,3 @@
-// Package fakehs is a fake Matrix homeserver for tests: an in-process server
-// speaking the client-server API (v1.12 shapes) and the application-service
-// push API with the semantics of Synapse, the reference implementation.
-//
-// Where Synapse and the spec disagree the server follows Synapse and says so
-// in a comment at the place of difference.
 package fakehs
 
 import (

@@ -172,7 +172,12 @@ func (s *Server) syncOneRoom(rm *room, c *caller, req *syncRequest, join, invite
 	switch memberEvt.Membership {
 	case "join":
 		newly := req.initial || changed || req.fullState
-		join[rm.ID] = s.syncJoined(rm, c, req, newly)
+		sr := s.syncJoined(rm, c, req, newly)
+		// Like Synapse, a room whose news were all filtered out is left out,
+		// so a long-poll keeps waiting.
+		if newly || len(sr.Timeline.Events) > 0 || len(sr.State.Events) > 0 {
+			join[rm.ID] = sr
+		}
 	case "invite":
 		if changed {
 			invite[rm.ID] = &syncRoom{Invite: &syncEvents{Events: s.strippedState(rm, memberEvt)}}

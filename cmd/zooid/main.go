@@ -18,12 +18,13 @@ type subcommand struct {
 
 // subcommands lists every entry point; each lives in a file of its own name.
 var subcommands = map[string]subcommand{
-	"run":        {"run the daemon: zooid run --config zooid.yaml", cmdRun},
-	"check":      {"validate a config file: zooid check --config zooid.yaml", cmdCheck},
-	"mcp":        {"the Zooid MCP stdio bridge agents start (internal; put into session/new by the daemon)", cmdMCP},
-	"fakehs":     {"run the fake Matrix homeserver standalone", cmdFakehs},
-	"fake-agent": {"a scripted ACP agent driven by a test controller", cmdFakeAgent},
-	"sim":        {"run the Gherkin feature suite against a homeserver", cmdSim},
+	"run":          {"run the daemon: zooid run --config zooid.yaml", cmdRun},
+	"check":        {"validate a config file: zooid check --config zooid.yaml", cmdCheck},
+	"registration": {"print the appservice registration for a config: zooid registration --config zooid.yaml --url http://127.0.0.1:9000", cmdRegistration},
+	"mcp":          {"the Zooid MCP stdio bridge agents start (internal; put into session/new by the daemon)", cmdMCP},
+	"fakehs":       {"run the fake Matrix homeserver standalone", cmdFakehs},
+	"fake-agent":   {"a scripted ACP agent driven by a test controller", cmdFakeAgent},
+	"sim":          {"run the Gherkin feature suite against a homeserver", cmdSim},
 }
 
 func main() {

@@ -14,11 +14,14 @@ import (
 	"sync"
 	"time"
 
+	"maunium.net/go/mautrix/appservice"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/zooid-dev/zooid/zooid/acpagent"
 	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/history"
+	"github.com/zooid-dev/zooid/zooid/httpapi"
 	"github.com/zooid-dev/zooid/zooid/matrix"
 	"github.com/zooid-dev/zooid/zooid/mcpserver"
 	"github.com/zooid-dev/zooid/zooid/router"
@@ -57,6 +60,7 @@ type Daemon struct {
 	sessions   *sessions
 
 	tasks      *tasks.Manager
+	http       []*httpapi.Server
 	stopIntake context.CancelFunc
 
 	genMu       sync.Mutex
@@ -105,9 +109,13 @@ func New(opts Options) (*Daemon, error) {
 	return d, nil
 }
 
-// matrixTransport returns the single Matrix transport of the config, if any.
+// matrixTransport returns the Matrix transport of the config, if any.
 func (d *Daemon) matrixTransport() *config.MatrixTransport {
-	for _, t := range d.opts.Config.Transports {
+	return matrixTransportOf(d.opts.Config)
+}
+
+func matrixTransportOf(cfg *config.Config) *config.MatrixTransport {
+	for _, t := range cfg.Transports {
 		if t.Type == "matrix" && t.Matrix != nil {
 			return t.Matrix
 		}
@@ -115,41 +123,74 @@ func (d *Daemon) matrixTransport() *config.MatrixTransport {
 	return nil
 }
 
-// Start brings the daemon up: agent users registered, rooms joined, the MCP
-// sockets listening and the event intake running. It returns once all of that
-// is ready, or with the first error (after undoing what it started).
-func (d *Daemon) Start(ctx context.Context) error {
-	cfg := d.opts.Config
-	mt := d.matrixTransport()
-	if mt == nil {
-		return errors.New("daemon: no matrix transport configured")
-	}
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return fmt.Errorf("creating state dir: %w", err)
-	}
-
-	var mAgents []matrix.Agent
-	for _, a := range cfg.Agents {
-		if a.Matrix == nil {
-			continue
-		}
-		mAgents = append(mAgents, matrix.Agent{
-			Name:        a.Name,
-			UserID:      a.Matrix.UserID,
-			DisplayName: a.Matrix.DisplayName,
-			Rooms:       a.Matrix.Rooms,
-		})
-	}
-	tr, err := matrix.New(matrix.Options{
+// matrixOptions maps zooid.yaml onto the Matrix transport's options.
+func matrixOptions(cfg *config.Config, mt *config.MatrixTransport) matrix.Options {
+	opts := matrix.Options{
 		Homeserver: mt.Homeserver,
 		ServerName: mt.ServerName,
 		ASToken:    mt.ASToken,
 		HSToken:    mt.HSToken,
 		Listen:     mt.Listen,
 		StateDir:   filepath.Join(cfg.StateDir, "matrix"),
-		Agents:     mAgents,
-		Logger:     d.log.With("component", "matrix"),
-	})
+	}
+	for _, a := range cfg.Agents {
+		if a.Matrix == nil {
+			continue
+		}
+		opts.Agents = append(opts.Agents, matrix.Agent{
+			Name:        a.Name,
+			UserID:      a.Matrix.UserID,
+			DisplayName: a.Matrix.DisplayName,
+			Rooms:       a.Matrix.Rooms,
+		})
+	}
+	return opts
+}
+
+// Registration is the appservice registration the homeserver needs for cfg,
+// pushing to url (the daemon's matrix listen address as the homeserver reaches it).
+func Registration(cfg *config.Config, url string) (*appservice.Registration, error) {
+	mt := matrixTransportOf(cfg)
+	if mt == nil {
+		return nil, errors.New("the config has no matrix transport")
+	}
+	reg := matrix.Registration(matrixOptions(cfg, mt), url)
+	if mt.ID != "" {
+		reg.ID = mt.ID
+	}
+	if mt.SenderLocalpart != "" {
+		reg.SenderLocalpart = mt.SenderLocalpart
+	}
+	return reg, nil
+}
+
+// Start brings the daemon up: agent users registered, rooms joined, the MCP
+// sockets listening and the event intake running. It returns once all of that
+// is ready, or with the first error (after undoing what it started).
+func (d *Daemon) Start(ctx context.Context) error {
+	if err := os.MkdirAll(d.opts.Config.StateDir, 0o700); err != nil {
+		return fmt.Errorf("creating state dir: %w", err)
+	}
+	d.sessions = newSessions(d.runTurn, d.endSession)
+	if err := d.startHTTP(); err != nil {
+		d.Close()
+		return err
+	}
+	if mt := d.matrixTransport(); mt != nil {
+		if err := d.startMatrix(ctx, mt); err != nil {
+			d.Close()
+			return err
+		}
+	}
+	return nil
+}
+
+// startMatrix brings up the Matrix side: transport, task journal, MCP sockets.
+func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) error {
+	cfg := d.opts.Config
+	mopts := matrixOptions(cfg, mt)
+	mopts.Logger = d.log.With("component", "matrix")
+	tr, err := matrix.New(mopts)
 	if err != nil {
 		return fmt.Errorf("creating matrix transport: %w", err)
 	}
@@ -174,7 +215,6 @@ func (d *Daemon) Start(ctx context.Context) error {
 		Logger:   d.log.With("component", "tasks"),
 	})
 	if err != nil {
-		tr.Close()
 		return fmt.Errorf("opening task journal: %w", err)
 	}
 	d.tasks = tm
@@ -194,16 +234,13 @@ func (d *Daemon) Start(ctx context.Context) error {
 			continue
 		}
 		if rt.socket, err = srv.ListenAgent(rt.cfg.Name); err != nil {
-			d.Close()
 			return fmt.Errorf("listening for agent %s: %w", rt.cfg.Name, err)
 		}
 		if rt.workDir, err = d.workDir(rt.cfg); err != nil {
-			d.Close()
 			return err
 		}
 	}
 
-	d.sessions = newSessions(d.runTurn, d.endSession)
 	// The transport serves until the daemon closes, not until the caller's
 	// start-up context ends; Start waits only for it to be ready.
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -224,13 +261,11 @@ func (d *Daemon) Start(ctx context.Context) error {
 		}
 		return nil
 	case err := <-errc:
-		d.Close()
 		if err == nil {
 			err = errors.New("transport stopped during start-up")
 		}
 		return fmt.Errorf("starting matrix transport: %w", err)
 	case <-ctx.Done():
-		d.Close()
 		return fmt.Errorf("starting matrix transport: %w", ctx.Err())
 	}
 }
@@ -291,6 +326,9 @@ func (d *Daemon) Close() error {
 		if d.sessions != nil {
 			d.sessions.close()
 		}
+		for _, h := range d.http {
+			errs = append(errs, h.Close())
+		}
 		if d.mcp != nil {
 			errs = append(errs, d.mcp.Close())
 		}
@@ -345,4 +383,55 @@ func (d *Daemon) callerFor(rt *agentRuntime, key sessionKey) tools.Caller {
 		Kind:       d.kindFor(key),
 		SessionKey: d.sessionKeyString(key),
 	}
+}
+
+// startHTTP serves every HTTP transport that has agents. HTTP sessions own no
+// durable conversation, so their agents get no Zooid MCP server.
+func (d *Daemon) startHTTP() error {
+	for _, t := range d.opts.Config.Transports {
+		if t.Type != "http" || t.HTTP == nil {
+			continue
+		}
+		agents := map[string]httpapi.Agent{}
+		for _, rt := range d.agents {
+			a := rt.cfg
+			if a.HTTP == nil || (a.HTTP.Transport != "" && a.HTTP.Transport != t.Name) {
+				continue
+			}
+			dir, err := d.workDir(a)
+			if err != nil {
+				return err
+			}
+			command, args := a.ACP.Resolve()
+			agents[a.Name] = httpapi.Agent{
+				Name: a.Name,
+				Spec: acpagent.Spec{Command: command, Args: args, Env: agentEnv(d.secrets(), a.ACP.Env), Dir: dir},
+				Dir:  dir,
+			}
+		}
+		if len(agents) == 0 {
+			continue
+		}
+		srv, err := httpapi.Start(httpapi.Options{
+			Listen:      t.HTTP.Listen,
+			Token:       t.HTTP.Token,
+			Agents:      agents,
+			TurnTimeout: d.opts.TurnTimeout,
+			Logger:      d.log.With("component", "http", "transport", t.Name),
+		})
+		if err != nil {
+			return fmt.Errorf("starting http transport %s: %w", t.Name, err)
+		}
+		d.http = append(d.http, srv)
+	}
+	return nil
+}
+
+// HTTPURLs lists the base URLs of the HTTP transports the daemon serves.
+func (d *Daemon) HTTPURLs() []string {
+	var out []string
+	for _, h := range d.http {
+		out = append(out, h.URL())
+	}
+	return out
 }

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zooid-dev/zooid/steps/fakeagent"
+)
+
+// execEnv makes the test binary behave as the zooid command, so the test runs
+// the real subcommands as real processes without a separate build step.
+const execEnv = "ZOOID_TEST_AS_ZOOID"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(execEnv) == "1" {
+		os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// zooidProcess starts `zooid args...` (this test binary) and stops it on cleanup.
+func zooidProcess(t *testing.T, stdout io.Writer, args ...string) *exec.Cmd {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Env = append(os.Environ(), execEnv+"=1")
+	cmd.Stdout = stdout
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting zooid %s: %v", args[0], err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("zooid %s stderr:\n%s", args[0], stderr.String())
+		}
+	})
+	return cmd
+}
+
+// TestRunAnswersAMentionPostedOverHTTP is the operator's smoke test: the
+// standalone fake homeserver and the daemon as separate processes, a scripted
+// agent, and a human's mention posted with plain HTTP requests as curl would.
+func TestRunAnswersAMentionPostedOverHTTP(t *testing.T) {
+	dir := t.TempDir()
+	ctl := fakeagent.NewController(t)
+	ctl.Queue("agent-a", fakeagent.Turn{fakeagent.Say("svc-a looks healthy"), fakeagent.Stop("end_turn")})
+
+	pushAddr, hsAddr := freeAddr(t), freeAddr(t)
+	cfgPath := filepath.Join(dir, "zooid.yaml")
+	self, _ := os.Executable()
+	args, _ := json.Marshal(ctl.Args("agent-a"))
+	writeFile(t, cfgPath, fmt.Sprintf(`transports:
+  matrix:
+    homeserver: http://%s
+    server_name: localhost
+    as_token: ${E2E_AS_TOKEN}
+    hs_token: ${E2E_HS_TOKEN}
+    listen: %s
+agents:
+  agent-a:
+    acp: { command: %q, args: %s }
+    matrix:
+      user_id: '@agent-a'
+      display_name: Agent A
+      rooms: ['#general']
+`, hsAddr, pushAddr, self, args))
+	t.Setenv("E2E_AS_TOKEN", "e2e-as-token")
+	t.Setenv("E2E_HS_TOKEN", "e2e-hs-token")
+
+	// The registration comes from the config, as an operator would make it.
+	var reg bytes.Buffer
+	if code := cmdRegistration([]string{"--config", cfgPath}, &reg, os.Stderr); code != 0 {
+		t.Fatalf("zooid registration exited %d", code)
+	}
+	regPath := filepath.Join(dir, "registration.yaml")
+	writeFile(t, regPath, reg.String())
+
+	urls := &lineWriter{lines: make(chan string, 4)}
+	zooidProcess(t, urls, "fakehs", "--addr", hsAddr, "--server-name", "localhost", "--appservice", regPath)
+	var hsURL string
+	select {
+	case hsURL = <-urls.lines:
+	case <-time.After(15 * time.Second):
+		t.Fatal("zooid fakehs printed no URL")
+	}
+	hsURL = strings.TrimSpace(hsURL)
+
+	zooidProcess(t, io.Discard, "run", "--config", cfgPath, "--log-level", "debug")
+
+	// ori registers, waits for the daemon to have created #general, joins and mentions.
+	hs := &curl{t: t, base: hsURL}
+	reply := hs.do("POST", "/_matrix/client/v3/register", "", `{"username":"ori","password":"pw","auth":{"type":"m.login.dummy"}}`)
+	token := reply["access_token"].(string)
+	var roomID string
+	eventually(t, "the daemon to create #general", func() bool {
+		r, status := hs.try("GET", "/_matrix/client/v3/directory/room/"+url.PathEscape("#general:localhost"), token, "")
+		if status != http.StatusOK {
+			return false
+		}
+		roomID, _ = r["room_id"].(string)
+		return roomID != ""
+	})
+	hs.do("POST", "/_matrix/client/v3/join/"+url.PathEscape(roomID), token, `{}`)
+	sent := hs.do("PUT", "/_matrix/client/v3/rooms/"+url.PathEscape(roomID)+"/send/m.room.message/t1", token,
+		`{"msgtype":"m.text","body":"@agent-a is svc-a healthy?","m.mentions":{"user_ids":["@agent-a:localhost"]}}`)
+	mention := sent["event_id"].(string)
+
+	eventually(t, "agent-a's reply in the mention's thread", func() bool {
+		page := hs.do("GET", "/_matrix/client/v3/rooms/"+url.PathEscape(roomID)+"/messages?dir=b&limit=50", token, "")
+		chunk, _ := page["chunk"].([]any)
+		for _, raw := range chunk {
+			ev := raw.(map[string]any)
+			content, _ := ev["content"].(map[string]any)
+			rel, _ := content["m.relates_to"].(map[string]any)
+			if ev["sender"] == "@agent-a:localhost" && content["msgtype"] == "m.notice" &&
+				content["body"] == "svc-a looks healthy" && rel["rel_type"] == "m.thread" && rel["event_id"] == mention {
+				return true
+			}
+		}
+		return false
+	})
+	prompts := ctl.Prompts("agent-a")
+	if len(prompts) != 1 || prompts[0].Text != "is svc-a healthy?" {
+		t.Fatalf("agent-a was prompted with %+v, want one prompt with its mention stripped", prompts)
+	}
+}
+
+// curl is a minimal client-server API caller: what an operator does by hand.
+type curl struct {
+	t    *testing.T
+	base string
+}
+
+func (c *curl) try(method, path, token, body string) (map[string]any, int) {
+	c.t.Helper()
+	req, err := http.NewRequest(method, c.base+path, strings.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return out, resp.StatusCode
+}
+
+func (c *curl) do(method, path, token, body string) map[string]any {
+	c.t.Helper()
+	out, status := c.try(method, path, token, body)
+	if status != http.StatusOK {
+		c.t.Fatalf("%s %s: status %d: %v", method, path, status, out)
+	}
+	return out
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lineWriter hands each line a process prints to a channel.
+type lineWriter struct {
+	buf   bytes.Buffer
+	lines chan string
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.buf.Write(p)
+	sc := bufio.NewScanner(bytes.NewReader(w.buf.Bytes()))
+	consumed := 0
+	for sc.Scan() {
+		if consumed+len(sc.Bytes())+1 > w.buf.Len() {
+			break // an unterminated last line waits for more
+		}
+		consumed += len(sc.Bytes()) + 1
+		select {
+		case w.lines <- sc.Text():
+		default:
+		}
+	}
+	w.buf.Next(consumed)
+	return len(p), nil
+}

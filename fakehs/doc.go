@@ -1,0 +1,37 @@
+// Package fakehs is a fake Matrix homeserver for tests: an in-process server
+// (New for a test, Start otherwise) speaking the client-server API in v1.12
+// shapes and pushing to application services, with the semantics of
+// Synapse, the reference implementation. `zooid fakehs` runs it standalone.
+//
+// All state is in memory behind one RWMutex. Every event gets a position in
+// one global stream; a room keeps its events in a slice ordered by that
+// position, so a /messages page is a binary search plus the page, whatever
+// the room's size. Pagination tokens are such positions, bound to their
+// room by an HMAC; sync tokens are global positions. Thread roots are kept
+// ordered by latest reply, so /threads never scans the room either.
+//
+// Where Synapse and the spec disagree, the server follows Synapse:
+//   - /messages returns `end` with every non-empty page and leaves it out
+//     only on the empty page after the last one (the spec says "omitted
+//     when there are no further events").
+//   - An appservice may act only as users it has registered with
+//     m.login.application_service; namespace users are NOT created on first
+//     use (403 M_FORBIDDEN), and ?user_id= outside the namespace is 403
+//     M_FORBIDDEN. Registering outside the namespace is 400 M_EXCLUSIVE, and
+//     a normal user registering inside an exclusive namespace is too.
+//   - Transactions carry the hs_token as a Bearer header and also as
+//     ?access_token= for appservices that predate the header.
+//   - A user who left a room may still read its history up to the leave.
+//   - unsigned.transaction_id is shown only to the access token (or the
+//     appservice user) that sent the event.
+//   - Unknown rooms answer 403 M_FORBIDDEN, not 404, so room existence does
+//     not leak; a known path with the wrong method is 405 M_UNRECOGNIZED.
+//   - Default limits: /messages 10, /relations 5, /threads 5, sync timeline 10.
+//
+// Simplifications a test could notice: no federation, no E2EE, no media,
+// no push rules, no receipts/typing/presence in /sync (those endpoints
+// accept and drop), no lazy-loading members, history_visibility is always
+// treated as "shared", redaction empties the content entirely, bundled
+// aggregations cover m.thread only, and room state endpoints are for
+// current members only.
+package fakehs
