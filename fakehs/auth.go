@@ -41,12 +41,27 @@ type caller struct {
 	AS     *asState
 }
 
-// txnScope is the scope of the caller's transaction ids.
+// txnScope is the scope of the caller's transaction ids, as Synapse's
+// HttpTransactionCache keys them: the whole appservice (whichever user it
+// acts as), or the user's device.
 func (c *caller) txnScope() string {
 	if c.AS != nil {
-		return "as:" + c.AS.reg.ID + ":" + string(c.User)
+		return "as:" + c.AS.reg.ID
 	}
-	return "tok:" + c.Token
+	return "dev:" + string(c.User) + "|" + string(c.Device)
+}
+
+// seesTxnID follows Synapse's serializer: the sender sees its own
+// transaction_id from the same device; for events sent without a device
+// (appservices) from the same token, or from any appservice request.
+func (c *caller) seesTxnID(e *evt) bool {
+	if c == nil || e.TxnID == "" || c.User != e.Sender {
+		return false
+	}
+	if e.txnDevice != "" {
+		return e.txnDevice == c.Device
+	}
+	return e.txnToken == c.Token || c.AS != nil
 }
 
 // accessToken returns the request's token from the Authorization header or,

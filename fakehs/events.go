@@ -21,14 +21,17 @@ func (s *Server) handleSend(r *http.Request, c *caller) (any, error) {
 		return nil, err
 	}
 	txnID := r.PathValue("txnId")
-	if prev, ok := s.state.txns[txnKey{c.txnScope(), rm.ID, txnID}]; ok {
+	if prev, ok := s.state.txns[txnKey{c.txnScope(), r.URL.Path}]; ok {
 		return map[string]id.EventID{"event_id": prev}, nil
+	}
+	if err := validateCanonical(content); err != nil {
+		return nil, err
 	}
 	typ := r.PathValue("type")
 	if have, need := rm.powerLevel(c.User, typ, false); have < need {
 		return nil, errForbidden("You don't have permission to post that to the room. user_level (%d) < send_level (%d)", have, need)
 	}
-	e := s.appendEvent(rm, &evt{Sender: c.User, Type: typ, Content: content, TxnID: txnID}, c)
+	e := s.appendEvent(rm, &evt{Sender: c.User, Type: typ, Content: content, TxnID: txnID, txnPath: r.URL.Path}, c)
 	return map[string]id.EventID{"event_id": e.ID}, nil
 }
 
@@ -45,7 +48,7 @@ func (s *Server) handleRedact(r *http.Request, c *caller) (any, error) {
 		return nil, err
 	}
 	txnID := r.PathValue("txnId")
-	if prev, ok := s.state.txns[txnKey{c.txnScope(), rm.ID, txnID}]; ok {
+	if prev, ok := s.state.txns[txnKey{c.txnScope(), r.URL.Path}]; ok {
 		return map[string]id.EventID{"event_id": prev}, nil
 	}
 	target := s.state.events[id.EventID(r.PathValue("eventId"))]
@@ -59,7 +62,7 @@ func (s *Server) handleRedact(r *http.Request, c *caller) (any, error) {
 	if req.Reason != "" {
 		content["reason"] = req.Reason
 	}
-	e := s.appendEvent(rm, &evt{Sender: c.User, Type: "m.room.redaction", Content: mustJSON(content), TxnID: txnID, Redacts: target.ID}, c)
+	e := s.appendEvent(rm, &evt{Sender: c.User, Type: "m.room.redaction", Content: mustJSON(content), TxnID: txnID, txnPath: r.URL.Path, Redacts: target.ID}, c)
 	target.Content = json.RawMessage("{}")
 	return map[string]id.EventID{"event_id": e.ID}, nil
 }
@@ -67,7 +70,8 @@ func (s *Server) handleRedact(r *http.Request, c *caller) (any, error) {
 func (s *Server) handleGetEvent(r *http.Request, c *caller) (any, error) {
 	rm, upto, err := s.readableRoom(r, c)
 	if err != nil {
-		return nil, err
+		// Synapse hides events from non-members as not found.
+		return nil, errNotFound("Event not found.")
 	}
 	e := s.state.events[id.EventID(r.PathValue("eventId"))]
 	if e == nil || e.Room != rm || e.Stream > upto {

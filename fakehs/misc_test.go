@@ -229,9 +229,14 @@ func TestDepartedUserReadsUpToLeave(t *testing.T) {
 		t.Fatalf("event after leave: %d %s", st, code)
 	}
 	eve := newClient(t, s, "eve")
-	_, err = eve.GetEvent(ctx, room.RoomID, before)
+	_, err = eve.Messages(ctx, room.RoomID, "", "", mautrix.DirectionBackward, nil, 10)
 	if st, code := httpStatus(err); st != 403 || code != "M_FORBIDDEN" {
 		t.Fatalf("never-joined user: %d %s", st, code)
+	}
+	// Synapse hides single events from non-members as not found.
+	_, err = eve.GetEvent(ctx, room.RoomID, before)
+	if st, code := httpStatus(err); st != 404 || code != "M_NOT_FOUND" {
+		t.Fatalf("never-joined user's event lookup: %d %s", st, code)
 	}
 }
 

@@ -16,7 +16,8 @@ func (s *Server) handleRelations(r *http.Request, c *caller) (any, error) {
 	}
 	parent := s.state.events[id.EventID(r.PathValue("eventId"))]
 	if parent == nil || parent.Room != rm || parent.Stream > upto {
-		return nil, errNotFound("Event not found.")
+		// Synapse: 404 M_UNKNOWN "Unknown parent event."
+		return nil, mErr(http.StatusNotFound, "M_UNKNOWN", "Unknown parent event.")
 	}
 	children := rm.children[parent.ID]
 	p, err := s.readPagination(r, rm, children, 5)

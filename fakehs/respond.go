@@ -1,6 +1,7 @@
 package fakehs
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,4 +120,42 @@ func readObject(r *http.Request) (json.RawMessage, error) {
 		return nil, errBadJSON("content must be a JSON object")
 	}
 	return json.RawMessage(data), nil
+}
+
+// validateCanonical rejects content Synapse refuses in current room
+// versions: floats and integers outside [-(2^53)+1, 2^53-1] are 400 M_BAD_JSON.
+func validateCanonical(raw json.RawMessage) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return errBadJSON("invalid content: %v", err)
+	}
+	return checkCanonical(v)
+}
+
+func checkCanonical(v any) error {
+	switch x := v.(type) {
+	case json.Number:
+		n, err := strconv.ParseInt(string(x), 10, 64)
+		if err != nil {
+			return errBadJSON("Bad JSON value: float")
+		}
+		if n > 1<<53-1 || n < -(1<<53-1) {
+			return errBadJSON("JSON integer out of range")
+		}
+	case map[string]any:
+		for _, e := range x {
+			if err := checkCanonical(e); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if err := checkCanonical(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

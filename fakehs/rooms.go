@@ -511,6 +511,9 @@ func (s *Server) handlePutState(r *http.Request, c *caller) (any, error) {
 	if have, need := rm.powerLevel(c.User, typ, true); have < need {
 		return nil, errForbidden("You don't have permission to post that to the room. user_level (%d) < send_level (%d)", have, need)
 	}
+	if err := validateCanonical(content); err != nil {
+		return nil, err
+	}
 	if strings.HasPrefix(key, "@") && key != string(c.User) {
 		// Synapse: state keys starting with @ are owned by that user.
 		return nil, errForbidden("You are not allowed to set others state")

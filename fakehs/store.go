@@ -29,12 +29,11 @@ type store struct {
 	nextDev   int
 }
 
-// txnKey scopes a transaction id as Synapse does: per access token for
-// users, per appservice and impersonated user for appservices.
+// txnKey is a transaction: the request path (which holds room, event type
+// and txn id) in the caller's scope, as in Synapse.
 type txnKey struct {
 	scope string
-	room  id.RoomID
-	txnID string
+	path  string
 }
 
 func newStore(serverName string) *store {
@@ -88,9 +87,12 @@ type evt struct {
 	RelType string
 	RelTo   id.EventID
 
-	// txnScope and TxnID let the sender's own reads show unsigned.transaction_id.
-	txnScope string
-	TxnID    string
+	// TxnID, txnDevice and txnToken let the sender's own reads show
+	// unsigned.transaction_id.
+	TxnID     string
+	txnDevice id.DeviceID
+	txnToken  string
+	txnPath   string // request path, the transaction's key
 	// Redacts is the target of an m.room.redaction.
 	Redacts id.EventID
 	// Membership of a m.room.member event, parsed once.

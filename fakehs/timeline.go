@@ -49,8 +49,8 @@ func (s *Server) appendEvent(rm *room, e *evt, c *caller) *evt {
 		}
 	}
 	if c != nil && e.TxnID != "" {
-		e.txnScope = c.txnScope()
-		st.txns[txnKey{e.txnScope, rm.ID, e.TxnID}] = e.ID
+		e.txnDevice, e.txnToken = c.Device, c.Token
+		st.txns[txnKey{c.txnScope(), e.txnPath}] = e.ID
 	}
 	s.indexRelation(rm, e)
 	if !e.Imported {
@@ -135,7 +135,7 @@ func (s *Server) renderPlain(e *evt, viewer *caller) *clientEvent {
 	ce := &clientEvent{Content: e.Content, EventID: e.ID, OriginServerTS: e.TS, RoomID: e.Room.ID,
 		Sender: e.Sender, StateKey: e.StateKey, Type: e.Type, Redacts: e.Redacts}
 	ce.unsigned()["age"] = time.Now().UnixMilli() - e.TS
-	if viewer != nil && e.TxnID != "" && e.txnScope == viewer.txnScope() {
+	if viewer.seesTxnID(e) {
 		ce.unsigned()["transaction_id"] = e.TxnID
 	}
 	return ce

@@ -406,7 +406,6 @@ func (d *Daemon) startHTTP() error {
 			agents[a.Name] = httpapi.Agent{
 				Name: a.Name,
 				Spec: acpagent.Spec{Command: command, Args: args, Env: agentEnv(d.secrets(), a.ACP.Env), Dir: dir},
-				Dir:  dir,
 			}
 		}
 		if len(agents) == 0 {

@@ -29,10 +29,8 @@ const maxBody = 1 << 20
 type Agent struct {
 	// Name is the agent's zooid.yaml name, the {name} of the URL.
 	Name string
-	// Spec starts its process.
+	// Spec starts its process; Spec.Dir is also the session's working directory.
 	Spec acpagent.Spec
-	// Dir is the session's working directory.
-	Dir string
 }
 
 // Options configures a Server.
@@ -154,7 +152,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	}
 	defer conn.Close()
 	// No Zooid MCP server: an HTTP session has no room to read.
-	sess, err := conn.NewSession(ctx, agent.Dir, []acp.McpServer{})
+	sess, err := conn.NewSession(ctx, agent.Spec.Dir, []acp.McpServer{})
 	if err != nil {
 		writeError(w, http.StatusBadGateway, "agent_unavailable", err.Error())
 		return
