@@ -27,8 +27,8 @@ type nsRegex struct {
 }
 
 func newASState(reg *appservice.Registration, serverName string) (*asState, error) {
-	if reg == nil || reg.AppToken == "" || reg.ID == "" {
-		return nil, fmt.Errorf("appservice registration needs id and as_token")
+	if reg == nil || reg.AppToken == "" || reg.ID == "" || reg.SenderLocalpart == "" {
+		return nil, fmt.Errorf("appservice registration needs id, as_token and sender_localpart")
 	}
 	as := &asState{
 		reg:    reg,

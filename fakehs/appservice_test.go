@@ -12,6 +12,7 @@ import (
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/appservice"
+	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 )
 
@@ -107,6 +108,29 @@ func TestAppserviceRegisterAndImpersonate(t *testing.T) {
 	_, err = anon.RegisterDummy(ctx, &mautrix.ReqRegister[any]{Username: "agent-x", Password: "p"})
 	if st, code := httpStatus(err); st != 400 || code != "M_EXCLUSIVE" {
 		t.Fatalf("user registering in exclusive namespace: %d %s", st, code)
+	}
+	// Transaction ids are scoped to the appservice, whichever user it acts as (Synapse).
+	for _, lp := range []string{"agent-a", "agent-b"} {
+		if _, _, err := bot.Register(ctx, &mautrix.ReqRegister[any]{Username: lp, Type: mautrix.AuthTypeAppservice, InhibitLogin: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := asClient(t, s, "@agent-a:localhost"), asClient(t, s, "@agent-b:localhost")
+	room, err := a.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "public_chat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.JoinRoom(ctx, string(room.RoomID), nil); err != nil {
+		t.Fatal(err)
+	}
+	content := map[string]any{"msgtype": "m.text", "body": "x"}
+	ra, err := a.SendMessageEvent(ctx, room.RoomID, event.EventMessage, content, mautrix.ReqSendEvent{TransactionID: "same"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := b.SendMessageEvent(ctx, room.RoomID, event.EventMessage, content, mautrix.ReqSendEvent{TransactionID: "same"})
+	if err != nil || rb.EventID != ra.EventID {
+		t.Fatalf("appservice txn scope: %s vs %s (%v)", ra.EventID, rb.EventID, err)
 	}
 	// The sender user exists from the start.
 	sender := asClient(t, s, "")

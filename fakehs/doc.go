@@ -22,8 +22,14 @@
 //   - Transactions carry the hs_token as a Bearer header and also as
 //     ?access_token= for appservices that predate the header.
 //   - A user who left a room may still read its history up to the leave.
-//   - unsigned.transaction_id is shown only to the access token (or the
-//     appservice user) that sent the event.
+//   - Transaction ids are scoped per device for users and per appservice
+//     (whichever user it acts as); the key is the request path, so the same
+//     txn id in another room or with another event type is a new event.
+//     unsigned.transaction_id is shown to the sender's own device, and for
+//     appservice-sent events to appservice requests as that sender.
+//   - Event content with floats or integers beyond ±(2^53-1) is 400 M_BAD_JSON.
+//   - /rooms/{id}/event/{eventId} answers non-members 404 M_NOT_FOUND, and
+//     /relations of an event outside the room 404 M_UNKNOWN.
 //   - Unknown rooms answer 403 M_FORBIDDEN, not 404, so room existence does
 //     not leak; a known path with the wrong method is 405 M_UNRECOGNIZED.
 //   - Default limits: /messages 10, /relations 5, /threads 5, sync timeline 10.

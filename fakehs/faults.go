@@ -15,7 +15,8 @@ import (
 // matches when Method (empty: any), PathPattern (path.Match syntax on the
 // escaped path, "*" is one segment; empty: any) and User (empty: any) fit.
 // The fault applies to the next Count matching requests, or, with Count 0,
-// to a Fraction of them chosen by a rand seeded with Seed (deterministic).
+// to a Fraction of them chosen by a rand seeded with Seed (deterministic);
+// with neither, to every matching request until ClearFaults.
 // Latency is added first; then Drop hijacks and closes the connection, or
 // Status answers with Errcode (429 adds retry_after_ms from RetryAfter);
 // with neither, the request proceeds after the latency.
@@ -96,7 +97,7 @@ func (fs *faultSet) pick(r *http.Request, userOf func() id.UserID) *Fault {
 			}
 			return &f.Fault
 		}
-		if f.Fraction > 0 && f.rng.Float64() < f.Fraction {
+		if f.Fraction == 0 || f.rng.Float64() < f.Fraction {
 			return &f.Fault
 		}
 	}

@@ -98,3 +98,15 @@ func TestFaultFractionIsDeterministic(t *testing.T) {
 		t.Fatalf("fraction 0.5 failed %d of %d", failed, len(a))
 	}
 }
+
+func TestFaultWithoutCountOrFractionAppliesUntilCleared(t *testing.T) {
+	s := New(t)
+	s.InjectFault(Fault{Method: "GET", PathPattern: "/_matrix/client/versions", Status: 500})
+	for i := 0; i < 3; i++ {
+		wantError(t, rawGet(t, s, "", "/_matrix/client/versions"), 500, "M_UNKNOWN")
+	}
+	// Another method does not match.
+	wantError(t, rawDo(t, s, "POST", "", "/_matrix/client/versions", ""), 405, "M_UNRECOGNIZED")
+	s.ClearFaults()
+	decode(t, rawGet(t, s, "", "/_matrix/client/versions"), 200, nil)
+}

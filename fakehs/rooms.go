@@ -69,6 +69,12 @@ func (s *Server) createRoom(c *caller, req *reqCreateRoom, imported bool) (*room
 			return nil, mErr(http.StatusBadRequest, "M_ROOM_IN_USE", "Room alias already taken")
 		}
 	}
+	for _, is := range req.InitialState {
+		var obj map[string]any
+		if is.Type == "" || json.Unmarshal(is.Content, &obj) != nil || obj == nil {
+			return nil, errBadJSON("initial_state events need a type and an object content")
+		}
+	}
 	for _, inv := range req.Invite {
 		if _, _, err := inv.Parse(); err != nil {
 			return nil, mErr(http.StatusBadRequest, "M_INVALID_PARAM", "Invalid user id %q", inv)
@@ -93,7 +99,21 @@ func (s *Server) createRoom(c *caller, req *reqCreateRoom, imported bool) (*room
 	put("m.room.create", &empty, create)
 	self := string(c.User)
 	put("m.room.member", &self, s.memberContent(c.User, "join", nil))
-	put("m.room.power_levels", &empty, powerLevels(c.User, preset, req.Invite, req.PowerLevels))
+	// As Synapse: initial_state replaces the preset's event of the same
+	// type and key; a power_levels there is sent in the power_levels slot.
+	initial := map[stateKey]bool{}
+	var initialPL json.RawMessage
+	for _, is := range req.InitialState {
+		initial[stateKey{is.Type, is.StateKey}] = true
+		if is.Type == "m.room.power_levels" && is.StateKey == "" {
+			initialPL = is.Content
+		}
+	}
+	if initialPL != nil {
+		put("m.room.power_levels", &empty, initialPL)
+	} else {
+		put("m.room.power_levels", &empty, powerLevels(c.User, preset, req.Invite, req.PowerLevels))
+	}
 	if alias != "" {
 		put("m.room.canonical_alias", &empty, map[string]any{"alias": alias})
 		s.state.aliases[alias] = rm.ID
@@ -102,12 +122,19 @@ func (s *Server) createRoom(c *caller, req *reqCreateRoom, imported bool) (*room
 	if preset == "public_chat" {
 		joinRule = "public"
 	}
-	put("m.room.join_rules", &empty, map[string]string{"join_rule": joinRule})
-	put("m.room.history_visibility", &empty, map[string]string{"history_visibility": "shared"})
-	if preset != "public_chat" {
+	if !initial[stateKey{"m.room.join_rules", ""}] {
+		put("m.room.join_rules", &empty, map[string]string{"join_rule": joinRule})
+	}
+	if !initial[stateKey{"m.room.history_visibility", ""}] {
+		put("m.room.history_visibility", &empty, map[string]string{"history_visibility": "shared"})
+	}
+	if preset != "public_chat" && !initial[stateKey{"m.room.guest_access", ""}] {
 		put("m.room.guest_access", &empty, map[string]string{"guest_access": "can_join"})
 	}
 	for _, is := range req.InitialState {
+		if is.Type == "m.room.power_levels" && is.StateKey == "" {
+			continue
+		}
 		key := is.StateKey
 		put(is.Type, &key, is.Content)
 	}

@@ -61,7 +61,7 @@ type Server struct {
 
 	ctx      context.Context // cancelled by Close; ends long-polls and pushers
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup // pushers
+	wg       sync.WaitGroup // pushers and the HTTP serve loop
 	once     sync.Once
 	closeErr error
 
@@ -129,7 +129,9 @@ func Start(opts ...Option) (*Server, error) {
 		s.wg.Add(1)
 		go s.runPusher(as)
 	}
+	s.wg.Add(1)
 	go func() {
+		defer s.wg.Done()
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("fakehs serve", "err", err)
 		}

@@ -126,3 +126,30 @@ func TestStatePowerLevelsAndInviteSync(t *testing.T) {
 		t.Fatalf("resolve alias %+v %v", res, err)
 	}
 }
+
+func TestCreateRoomInitialStateReplacesPresetDefaults(t *testing.T) {
+	s := New(t)
+	ctx := context.Background()
+	alice, bob := newClient(t, s, "alice"), newClient(t, s, "bob")
+	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", InitialState: []*event.Event{{
+		Type: event.StateJoinRules, StateKey: new(string),
+		Content: event.Content{Parsed: &event.JoinRulesEventContent{JoinRule: event.JoinRulePublic}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	joinRules := 0
+	for _, e := range s.Events(room.RoomID) {
+		if e.Type == event.StateJoinRules {
+			joinRules++
+		}
+	}
+	if joinRules != 1 {
+		t.Fatalf("%d join_rules events, want the initial_state one only", joinRules)
+	}
+	if _, err := bob.JoinRoom(ctx, string(room.RoomID), nil); err != nil {
+		t.Fatalf("join a room made public by initial_state: %v", err)
+	}
+	wantError(t, rawDo(t, s, "POST", alice.AccessToken, "/_matrix/client/v3/createRoom",
+		`{"initial_state":[{"type":"m.room.topic","state_key":"","content":"not an object"}]}`), 400, "M_BAD_JSON")
+}

@@ -211,6 +211,9 @@ func TestBadInput(t *testing.T) {
 	base := "/_matrix/client/v3/rooms/" + string(room.RoomID)
 	wantError(t, rawDo(t, s, "PUT", tok, base+"/send/m.room.message/x1", "{not json"), 400, "M_NOT_JSON")
 	wantError(t, rawDo(t, s, "PUT", tok, base+"/send/m.room.message/x2", "[1,2]"), 400, "M_BAD_JSON")
+	// Synapse refuses non-canonical JSON values in event content.
+	wantError(t, rawDo(t, s, "PUT", tok, base+"/send/m.room.message/x3", `{"body":"x","n":1.5}`), 400, "M_BAD_JSON")
+	wantError(t, rawDo(t, s, "PUT", tok, base+"/send/m.room.message/x4", `{"n":9007199254740992}`), 400, "M_BAD_JSON")
 	wantError(t, rawDo(t, s, "POST", tok, "/_matrix/client/v3/createRoom", `{"name":5}`), 400, "M_BAD_JSON")
 	wantError(t, rawGet(t, s, tok, "/_matrix/client/v3/no/such/endpoint"), 404, "M_UNRECOGNIZED")
 	wantError(t, rawDo(t, s, "DELETE", tok, "/_matrix/client/v3/account/whoami", ""), 405, "M_UNRECOGNIZED")
@@ -235,4 +238,71 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 	decode(t, rawGet(t, s, "", "/_matrix/client/versions"), http.StatusOK, nil)
+}
+
+func TestMessagesForwardWithTo(t *testing.T) {
+	s := New(t)
+	ctx := context.Background()
+	alice := newClient(t, s, "alice")
+	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []id.EventID
+	for i := 0; i < 6; i++ {
+		ids = append(ids, sendText(t, alice, room.RoomID, fmt.Sprint(i)))
+	}
+	only := &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}
+	// A backwards page of 4 ends before ids[2]; use it as the forward stop.
+	back, err := alice.Messages(ctx, room.RoomID, "", "", mautrix.DirectionBackward, only, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []id.EventID
+	from := ""
+	for {
+		resp, err := alice.Messages(ctx, room.RoomID, from, back.End, mautrix.DirectionForward, only, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Chunk) == 0 {
+			if resp.End != "" {
+				t.Fatalf("empty page with end %q", resp.End)
+			}
+			break
+		}
+		got = append(got, resp.Chunk[0].ID)
+		from = resp.End
+	}
+	if len(got) != 2 || got[0] != ids[0] || got[1] != ids[1] {
+		t.Fatalf("forward walk up to `to`: %v, want %v", got, ids[:2])
+	}
+}
+
+func TestContextAroundEvent(t *testing.T) {
+	s := New(t)
+	ctx := context.Background()
+	alice := newClient(t, s, "alice")
+	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []id.EventID
+	for i := 0; i < 7; i++ {
+		ids = append(ids, sendText(t, alice, room.RoomID, fmt.Sprint(i)))
+	}
+	only := &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}
+	resp, err := alice.Context(ctx, room.RoomID, ids[3], only, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Event.ID != ids[3] || len(resp.EventsBefore) != 2 || resp.EventsBefore[0].ID != ids[2] ||
+		len(resp.EventsAfter) != 2 || resp.EventsAfter[1].ID != ids[5] {
+		t.Fatalf("context: event %s before %d after %d", resp.Event.ID, len(resp.EventsBefore), len(resp.EventsAfter))
+	}
+	// end continues forward right after the context window.
+	more, err := alice.Messages(ctx, room.RoomID, resp.End, "", mautrix.DirectionForward, only, 5)
+	if err != nil || len(more.Chunk) != 1 || more.Chunk[0].ID != ids[6] {
+		t.Fatalf("after context end: %+v %v", more, err)
+	}
 }

@@ -101,9 +101,6 @@ func (w *world) promptsSeen(agent string) string {
 	return b.String()
 }
 
-func short(s string) string {
-	if len(s) > 8 {
-		return s[:8]
-	}
-	return s
-}
+// short is how ids appear in failure messages; whole, since a prefix of two
+// session ids can be equal.
+func short(s string) string { return s }

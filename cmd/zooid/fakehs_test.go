@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -73,5 +75,59 @@ func TestFakehsBadArguments(t *testing.T) {
 	if c := runFakehs(context.Background(), []string{"--appservice", "/does/not/exist.yaml"}, &out, &errb); c != 1 ||
 		!strings.Contains(errb.String(), "exist.yaml") {
 		t.Fatalf("missing registration: exit %d: %s", c, errb.String())
+	}
+}
+
+// TestFakehsChildProcess runs `zooid fakehs` as a real child process (this
+// test binary re-executed) and stops it with SIGTERM.
+func TestFakehsChildProcess(t *testing.T) {
+	if os.Getenv("ZOOID_FAKEHS_CHILD") == "1" {
+		os.Exit(cmdFakehs([]string{"--addr", "127.0.0.1:0", "--server-name", "child.test"}, os.Stdout, os.Stderr))
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFakehsChildProcess$")
+	cmd.Env = append(os.Environ(), "ZOOID_FAKEHS_CHILD=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading URL: %v (stderr %s)", err, stderr.String())
+	}
+	url := strings.TrimSpace(line)
+	resp, err := http.Get(url + "/_matrix/client/versions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("versions: %d", resp.StatusCode)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v (stderr %s)", err, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("child did not stop on SIGTERM")
+	}
+	if !strings.Contains(stderr.String(), "fakehs stopped") {
+		t.Fatalf("no clean shutdown log: %s", stderr.String())
 	}
 }

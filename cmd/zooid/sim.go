@@ -1,11 +1,54 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"time"
+
+	"github.com/zooid-dev/zooid/steps"
 )
 
+// cmdSim runs the Gherkin features against a homeserver with the daemon
+// in-process and this binary as the scripted agents and MCP bridge.
 func cmdSim(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "zooid: not built yet")
-	return 1
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: zooid sim [paths] [--homeserver fake|synapse] [--tags EXPR] [--format pretty|progress|junit|cucumber] [--concurrency N]")
+		fs.PrintDefaults()
+	}
+	hs := fs.String("homeserver", "", "fake (default, or $"+steps.HomeserverEnv+"), synapse, or a URL")
+	tags := fs.String("tags", "", "godog tag expression, e.g. '@routing && ~@slow'")
+	format := fs.String("format", "progress", "pretty, progress, junit or cucumber")
+	conc := fs.Int("concurrency", 4, "scenarios run at once")
+	wait := fs.Duration("wait", 0, "bound of every wait in a step (default 10s, 30s on synapse)")
+	verbose := fs.Bool("v", false, "log the daemon and harness to stderr")
+	// Flags may come before or after the paths.
+	var paths []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		paths = append(paths, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	opts := steps.Options{
+		Paths: paths, Homeserver: *hs, Tags: *tags, Format: *format,
+		Concurrency: *conc, Output: stdout, Wait: *wait,
+	}
+	if *verbose {
+		opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	start := time.Now()
+	status := steps.Run(opts)
+	if status != 0 {
+		fmt.Fprintf(stderr, "zooid sim: failed (status %d) after %s\n", status, time.Since(start).Round(time.Millisecond))
+		return 1
+	}
+	return 0
 }

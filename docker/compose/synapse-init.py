@@ -15,6 +15,7 @@ Environment:
   SYNAPSE_PORT          listener port, default 8008
   ZOOID_PUSH_URL        where Synapse pushes to zooid, default http://127.0.0.1:9000
   ZOOID_USER_REGEX      zooid's exclusive user namespace, default @zooid-.*:SERVER_NAME
+  ZOOID_ALIAS_REGEX     room aliases zooid may create (not exclusive), default #.*:SERVER_NAME
   ZOOID_SENDER          the appservice's own localpart, default zooid
 """
 import os
@@ -51,6 +52,7 @@ def main():
     bind = os.environ.get("SYNAPSE_BIND", "127.0.0.1")
     push_url = os.environ.get("ZOOID_PUSH_URL", "http://127.0.0.1:9000")
     user_regex = os.environ.get("ZOOID_USER_REGEX") or "@zooid-.*:" + re.escape(server)
+    alias_regex = os.environ.get("ZOOID_ALIAS_REGEX") or "#.*:" + re.escape(server)
     sender = os.environ.get("ZOOID_SENDER", "zooid")
 
     config_path = os.path.join(DATA, "homeserver.yaml")
@@ -92,12 +94,15 @@ def main():
         "rate_limited": False,
         "namespaces": {
             "users": [{"regex": user_regex, "exclusive": True}],
-            "aliases": [],
+            # Synapse lets an appservice create only aliases in its namespace (M_EXCLUSIVE
+            # otherwise), and zooid creates the rooms zooid.yaml names when they are missing.
+            # Not exclusive, so people can still create aliases of their own.
+            "aliases": [{"regex": alias_regex, "exclusive": False}],
             "rooms": [],
         },
     }, 0o600)
     print(f"synapse-init: {config_path} listens on {bind}:{port}; zooid at {push_url} "
-          f"owns {user_regex}")
+          f"owns {user_regex}, may create {alias_regex}")
 
 
 if __name__ == "__main__":

@@ -234,6 +234,9 @@ func start(ctx context.Context, req testcontainers.ContainerRequest) (*testconta
 		return nil, fmt.Errorf("creating container: %w", err)
 	}
 	if ctr == nil {
+		if created != nil {
+			_ = created.Terminate(context.WithoutCancel(ctx))
+		}
 		return nil, fmt.Errorf("creating container: unexpected container type %T", created)
 	}
 	if err := ctr.Start(ctx); err != nil {

@@ -293,3 +293,15 @@ func TestRunReportsSynapseExitAndLeavesNothing(t *testing.T) {
 		t.Fatalf("%d containers left behind after a failed Run", n)
 	}
 }
+
+// BenchmarkRunUntilReady measures a cold Synapse start: container created, config copied,
+// homeserver started and answering /versions, then removed.
+func BenchmarkRunUntilReady(b *testing.B) {
+	ctx := context.Background()
+	for b.Loop() {
+		hs := synapse.RunForTest(b)
+		if err := hs.Terminate(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

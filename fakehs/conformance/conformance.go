@@ -55,6 +55,11 @@ type suite struct {
 
 // Run runs the whole suite against target, one subtest per area.
 func Run(t *testing.T, target Target) {
+	if target.AppService != nil && target.AppService.Listener != nil {
+		// The suite owns a handed-over listener even when it stops before serving on it.
+		ln := target.AppService.Listener
+		t.Cleanup(func() { _ = ln.Close() })
+	}
 	if target.BaseURL == "" || target.ServerName == "" {
 		t.Fatalf("conformance target %q needs BaseURL and ServerName", target.Name)
 	}

@@ -12,7 +12,11 @@ import (
 )
 
 // TestConformance runs the suite against the homeserver chosen by ZOOID_TEST_HOMESERVER:
-// "fake" (default) for an in-process fakehs, "synapse" for the container, or a base URL.
+// "fake" (default) for an in-process fakehs, "synapse" for the container, or a base URL. For a
+// base URL, ZOOID_TEST_SERVER_NAME (default localhost) names the server, and the appservice
+// tests need ZOOID_TEST_AS_TOKEN, ZOOID_TEST_HS_TOKEN, ZOOID_TEST_AS_PUSH_ADDR (where the
+// homeserver pushes; the suite listens there), ZOOID_TEST_AS_USER_PREFIX and optionally
+// ZOOID_TEST_AS_SENDER_LOCALPART (default zooidbot); without them those tests are skipped.
 func TestConformance(t *testing.T) {
 	switch hs := os.Getenv("ZOOID_TEST_HOMESERVER"); hs {
 	case "", "fake":

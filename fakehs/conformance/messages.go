@@ -115,6 +115,33 @@ func (s *suite) testMessages(t *testing.T) {
 		}
 	})
 
+	t.Run("FilteredPagesAreFull", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "fullpage")
+		room := s.createRoom(t, alice, nil)
+		noise := event.Type{Type: "dev.zooid.conformance.noise", Class: event.MessageEventType}
+		want := s.label(t, 4)
+		for _, b := range want {
+			s.sendText(t, alice, room, b)
+			for i := 0; i < 3; i++ {
+				s.send(t, alice, room, noise, map[string]any{"n": i})
+			}
+		}
+		// The filter applies before the limit: pages are full while matching events remain,
+		// so a short page is never mistaken for the end by a reader counting events.
+		p1 := page(t, alice, room, "", mautrix.DirectionBackward, onlyMessages, 2)
+		MustEqualStrings(t, "first filtered page", bodies(p1.Chunk), []string{want[3], want[2]})
+		if p1.End == "" {
+			t.Fatalf("first filtered page has no end token")
+		}
+		p2 := page(t, alice, room, p1.End, mautrix.DirectionBackward, onlyMessages, 2)
+		MustEqualStrings(t, "second filtered page", bodies(p2.Chunk), []string{want[1], want[0]})
+		if p2.End != "" {
+			p3 := page(t, alice, room, p2.End, mautrix.DirectionBackward, onlyMessages, 2)
+			MustEqualStrings(t, "page past the first message", bodies(p3.Chunk), nil)
+		}
+	})
+
 	t.Run("FiltersTypesNotTypesSenders", func(t *testing.T) {
 		t.Parallel()
 		alice := s.registerUser(t, "filta")

@@ -161,6 +161,77 @@ func (s *suite) testThreads(t *testing.T) {
 			KeyEqual("count", 2), KeyEqual("latest_event.event_id", string(last)), KeyEqual("latest_event.content.body", "r1-b"))
 	})
 
+	t.Run("ThreadsWalkWhileThreadsAreBumped", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "bump")
+		room := s.createRoom(t, alice, nil)
+		l := s.label(t, 4)
+		var roots []id.EventID
+		for _, b := range l {
+			r := s.sendText(t, alice, room, b)
+			s.sendThreadReply(t, alice, room, r, "reply-"+b)
+			roots = append(roots, r)
+		}
+		res := alice.MustDo(t, "GET", CS("v1", "rooms", string(room), "threads"), nil, WithQuery("limit", "2"))
+		var first []string
+		for _, ev := range res.Get("chunk").Array() {
+			first = append(first, ev.Get("event_id").String())
+		}
+		MustEqualStrings(t, "first /threads page", first, []string{string(roots[3]), string(roots[2])})
+		next := res.Get("next_batch").String()
+		if next == "" {
+			t.Fatalf("first /threads page of 4 threads has no next_batch: %s", res.Raw)
+		}
+		// Bump a thread already seen and one not yet seen. Synapse's token is a position in
+		// "latest activity" order: the walk goes on below it, so a bumped thread is never
+		// repeated, and one bumped before it was reached moves above the token and is not
+		// returned. A gapless recent-threads view can therefore not rely on /threads paging
+		// alone while threads are active.
+		s.sendThreadReply(t, alice, room, roots[2], "bump-seen")
+		s.sendThreadReply(t, alice, room, roots[0], "bump-unseen")
+		rest := alice.MustDo(t, "GET", CS("v1", "rooms", string(room), "threads"), nil, WithQuery("limit", "10"), WithQuery("from", next))
+		var second []string
+		for _, ev := range rest.Get("chunk").Array() {
+			second = append(second, ev.Get("event_id").String())
+		}
+		MustEqualStrings(t, "second /threads page after bumps", second, []string{string(roots[1])})
+		// A fresh walk shows the new order.
+		ids, _ := threadsPages(t, alice, room, 10)
+		MustEqualStrings(t, "fresh /threads walk", ids, []string{string(roots[0]), string(roots[2]), string(roots[3]), string(roots[1])})
+	})
+
+	t.Run("CustomEventsInThreads", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "custthr")
+		room := s.createRoom(t, alice, nil)
+		l := s.label(t, 1)
+		root := s.sendText(t, alice, room, l[0])
+		reply := s.sendThreadReply(t, alice, room, root, "reply")
+		// The daemon's /clear marker and task results are custom event types in the thread.
+		reset := s.send(t, alice, room, event.Type{Type: "dev.zooid.session_reset", Class: event.MessageEventType}, map[string]any{
+			"m.relates_to": map[string]any{"rel_type": "m.thread", "event_id": root},
+		})
+		rels := relationsPages(t, alice, room, root, mautrix.DirectionForward, 10)
+		MustEqualStrings(t, "thread relations of every type", eventIDs(rels), []string{string(reply), string(reset)})
+		if rels[1].Type.Type != "dev.zooid.session_reset" {
+			t.Fatalf("relations returned type %q for the reset marker", rels[1].Type.Type)
+		}
+		// Synapse counts every event in the thread and makes the custom one the latest.
+		eventually(t, 10*time.Second, "bundled aggregation with a custom event", func() (bool, string) {
+			ev := alice.MustDo(t, "GET", CS("v3", "rooms", string(room), "event", string(root)), nil)
+			sum := ev.Get("unsigned.m\\.relations.m\\.thread")
+			ok := sum.Get("count").Int() == 2 && sum.Get("latest_event.event_id").String() == string(reset)
+			return ok, sum.Raw
+		})
+		// Relations filtered by event type, as the daemon reads only messages in a thread.
+		typed := alice.MustDo(t, "GET", CS("v1", "rooms", string(room), "relations", string(root), "m.thread", "m.room.message"), nil)
+		var got []string
+		for _, ev := range typed.Get("chunk").Array() {
+			got = append(got, ev.Get("event_id").String())
+		}
+		MustEqualStrings(t, "relations filtered to m.room.message", got, []string{string(reply)})
+	})
+
 	t.Run("BundledThreadAggregation", func(t *testing.T) {
 		t.Parallel()
 		alice := s.registerUser(t, "agg")

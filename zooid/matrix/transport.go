@@ -342,7 +342,11 @@ func (t *Transport) isBound(room id.RoomID) bool {
 }
 
 // Registration builds the appservice registration an operator installs on the homeserver:
-// the tokens, the push URL and exclusive user namespaces covering exactly the agents' users.
+// the tokens, the push URL, exclusive user namespaces covering exactly the agents' users,
+// and non-exclusive alias namespaces for the configured room aliases. Synapse refuses an
+// appservice user creating an alias outside its alias namespaces (400 M_EXCLUSIVE), and
+// the daemon creates a configured room that does not exist yet; non-exclusive, because
+// humans may create those rooms too.
 func Registration(opts Options, url string) *appservice.Registration {
 	reg := &appservice.Registration{
 		ID:          "zooid",
@@ -359,6 +363,18 @@ func Registration(opts Options, url string) *appservice.Registration {
 			Regex:     "^" + regexp.QuoteMeta(string(a.UserID)) + "$",
 			Exclusive: true,
 		})
+	}
+	seen := map[string]bool{}
+	for _, a := range opts.Agents {
+		for _, room := range a.Rooms {
+			if !strings.HasPrefix(room, "#") || seen[room] {
+				continue
+			}
+			seen[room] = true
+			reg.Namespaces.RoomAliases = append(reg.Namespaces.RoomAliases, appservice.Namespace{
+				Regex: "^" + regexp.QuoteMeta(room) + "$",
+			})
+		}
 	}
 	return reg
 }

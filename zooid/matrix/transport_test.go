@@ -632,12 +632,21 @@ func TestNewRejectsBadOptions(t *testing.T) {
 }
 
 func TestRegistration(t *testing.T) {
-	reg := Registration(Options{ASToken: "a", HSToken: "h", Agents: []Agent{{UserID: userA}, {UserID: "@x.y:localhost"}}}, "http://127.0.0.1:9")
+	reg := Registration(Options{ASToken: "a", HSToken: "h", Agents: []Agent{
+		{UserID: userA, Rooms: []string{"#ops:localhost", "!id:localhost"}},
+		{UserID: "@x.y:localhost", Rooms: []string{"#ops:localhost", "#dev.team:localhost"}},
+	}}, "http://127.0.0.1:9")
 	if reg.AppToken != "a" || reg.ServerToken != "h" || reg.URL != "http://127.0.0.1:9" || reg.ID == "" || reg.SenderLocalpart == "" {
 		t.Fatalf("registration %+v", reg)
 	}
 	if len(reg.Namespaces.UserIDs) != 2 || !reg.Namespaces.UserIDs[0].Exclusive || reg.Namespaces.UserIDs[1].Regex != `^@x\.y:localhost$` {
 		t.Fatalf("namespaces %+v", reg.Namespaces.UserIDs)
+	}
+	// Synapse lets an appservice create only aliases in its namespaces; humans may
+	// share them, so they are not exclusive. Room ids need no namespace.
+	aliases := reg.Namespaces.RoomAliases
+	if len(aliases) != 2 || aliases[0].Regex != `^#ops:localhost$` || aliases[1].Regex != `^#dev\.team:localhost$` || aliases[0].Exclusive {
+		t.Fatalf("alias namespaces %+v", aliases)
 	}
 }
 

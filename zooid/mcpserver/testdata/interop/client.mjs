@@ -9,7 +9,6 @@
 // exchange failed (the reason on stderr).
 
 import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
@@ -43,12 +42,11 @@ function parseArgs(argv) {
   return opts;
 }
 
-// The installed SDK version, read from its package.json so the report says
-// which client really spoke (not what package.json asked for).
+// The installed SDK version, read from its own package.json (the package's
+// export map hides that file) so the report says which client really spoke.
 function sdkVersion() {
-  const require = createRequire(import.meta.url);
-  const dir = require.resolve('@modelcontextprotocol/sdk/package.json');
-  return JSON.parse(readFileSync(dir, 'utf8')).version;
+  const url = new URL('./node_modules/@modelcontextprotocol/sdk/package.json', import.meta.url);
+  return JSON.parse(readFileSync(url, 'utf8')).version;
 }
 
 async function main() {

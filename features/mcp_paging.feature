@@ -1,0 +1,55 @@
+@mcp
+Feature: Paging through history with cursors
+  In order to read as far back as a question needs, and no further
+  As an agent reading a busy room
+  I want pages of a bounded size, opaque cursors that only work where they came from, and an exact has_more
+
+  Background:
+    Given the homeserver has users "ori" and "mia"
+    And agents "agent-a" and "agent-b" are bound to "#ops"
+    And "#ops" has 2000 messages in 40 threads from ori, mia, agent-a and agent-b
+
+  Scenario: the limit defaults to 50
+    When agent-a calls zooid_get_history
+    Then the result has 50 messages
+    And has_more is true
+
+  Scenario: a limit above 200 is clamped to 200
+    When agent-a calls zooid_get_history with {"limit": 1000}
+    Then the result has 200 messages
+
+  Scenario: a limit below 1 is an input error
+    When agent-a calls zooid_get_history with {"limit": 0}
+    Then the call is refused
+
+  Scenario: walking the whole history sees every message once, in order
+    When agent-a pages zooid_get_history with {"limit": 200} until has_more is false
+    Then agent-a saw each of the 2000 generated messages of "#ops" exactly once, in order
+    And has_more was true on every page but the last
+    And every page had at most 200 messages
+
+  Scenario: messages arriving in the middle of a walk neither repeat nor hide history
+    When agent-a pages zooid_get_history with {"limit": 200} for 3 pages
+    And mia posts 10 messages in "#ops"
+    And agent-a pages on until has_more is false
+    Then agent-a saw each of the 2000 generated messages of "#ops" exactly once, in order
+    And has_more was true on every page but the last
+
+  Scenario: a cursor from one thread is refused in another
+    When agent-a calls zooid_get_thread_history with {"thread_id": "#ops/thread-38", "limit": 5}
+    And agent-a calls zooid_get_thread_history with {"thread_id": "#ops/thread-37", "before": "$next_before"}
+    Then the call fails with an error starting "invalid_cursor"
+
+  Scenario: a cursor from another tool is refused
+    When agent-a calls zooid_get_history with {"limit": 5}
+    And agent-a calls zooid_get_recent_threads with {"before": "$next_before"}
+    Then the call fails with an error starting "invalid_cursor"
+
+  Scenario: a tampered cursor is refused
+    When agent-a calls zooid_get_history with {"limit": 5}
+    And agent-a calls zooid_get_history with {"limit": 5, "before": "$tampered_next_before"}
+    Then the call fails with an error starting "invalid_cursor"
+
+  Scenario: the overview pages back to the first thread with an exact has_more
+    When agent-a pages zooid_get_recent_threads with {"limit": 200} until has_more is false
+    Then has_more was true on every page but the last

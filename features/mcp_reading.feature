@@ -1,0 +1,45 @@
+@mcp
+Feature: Reading a busy room from one mention
+  In order to answer a message that arrived without context
+  As an agent woken in a busy room
+  I need to scan the room, drill into the thread that matters, and see who is who
+
+  Background:
+    Given the homeserver has users "ori" and "mia"
+    And agents "agent-a" and "agent-b" are bound to "#ops"
+    And "#ops" has 2000 messages in 40 threads from ori, mia, agent-a and agent-b
+
+  Scenario: the overview shows thread roots and top-level messages, newest first, without reply noise
+    When ori says in "#ops": "@agent-a can someone audit svc-a"
+    And agent-a calls zooid_get_recent_threads with {"limit": 5}
+    Then the result has 5 threads
+    And the threads are newest first
+    And no thread in the result is a thread reply
+    And every thread in the result has reply_count and last_activity_at
+
+  Scenario: drilling into a thread gives its root, then its replies in order
+    Given agent-a is answering a mention in "#ops"
+    When agent-a calls zooid_get_thread_history with {"thread_id": "#ops/thread-38"}
+    Then the messages are thread 38 of "#ops", root first
+
+  Scenario: the full history interleaves threads and says which thread each reply is in
+    Given agent-a is answering a mention in "#ops"
+    When agent-a calls zooid_get_history with {"limit": 100}
+    Then the result has 100 messages
+    And the messages are oldest first
+    And each reply in the result carries its thread_id and no top-level message does
+
+  Scenario: the members say which of them are agents
+    When agent-a calls zooid_get_members
+    Then the result includes {"members": [{"id": "@agent-a", "is_agent": true, "agent_name": "agent-a"}, {"id": "@agent-b", "is_agent": true, "agent_name": "agent-b"}]}
+    And the result includes {"members": [{"id": "@ori", "is_agent": false}, {"id": "@mia", "is_agent": false}]}
+
+  Scenario: the room info names the room and its transport
+    When agent-a calls zooid_get_room_info
+    Then the result includes {"id": "#ops", "transport": "matrix"}
+
+  Scenario: the rooms are every room the agent may post to
+    Given agent "agent-a" is bound to "#dev"
+    When agent-a calls zooid_get_rooms
+    Then the result has 2 rooms
+    And the result includes {"rooms": [{"id": "#ops", "transport": "matrix"}, {"id": "#dev", "transport": "matrix"}]}

@@ -1,0 +1,53 @@
+Feature: A thread is a conversation
+  In order to keep several conversations with an agent apart
+  As a person in a Matrix room
+  I want each thread to be its own agent session, and /clear to start it afresh
+
+  Background:
+    Given the homeserver has users "ori" and "mia"
+    And agents "agent-a" and "agent-b" are bound to "#ops"
+
+  Scenario: the agent answers a top-level mention in a thread on it
+    Given agent-a will reply "looking into svc-a"
+    When ori says in "#ops": "@agent-a can someone audit svc-a"
+    Then agent-a posts "looking into svc-a" in the thread
+
+  Scenario: a second message in the thread reaches the same session
+    When ori says in "#ops": "@agent-a can someone audit svc-a"
+    And agent-a is prompted with "can someone audit svc-a"
+    And ori replies in the thread: "@agent-a and svc-b too"
+    Then agent-a is prompted with "and svc-b too" in the same session as "can someone audit svc-a"
+    And agent-a has had 1 session
+
+  Scenario: another thread gets a session of its own
+    When ori says in "#ops": "@agent-a can someone audit svc-a"
+    And agent-a is prompted with "can someone audit svc-a"
+    And mia says in "#ops": "@agent-a what changed in svc-c?"
+    Then agent-a is prompted with "what changed in svc-c?" in a new session
+    And agent-a has had 2 sessions
+
+  Scenario: a bare reply goes to the agent that last spoke in the thread
+    Given agent-a will reply "svc-a looks fine"
+    When ori says in "#ops": "@agent-a can someone audit svc-a"
+    And agent-a posts "svc-a looks fine" in the thread
+    And mia replies in the thread: "what about its certificates?"
+    Then agent-a is prompted with "what about its certificates?" in the same session as "can someone audit svc-a"
+    And agent-b is not prompted with "what about its certificates?"
+
+  Scenario: mentioning another agent in the thread switches the addressee
+    Given agent-b will reply "I can take the certificates"
+    When ori says in "#ops": "@agent-a can someone audit svc-a"
+    And agent-a is prompted with "can someone audit svc-a"
+    And mia replies in the thread: "@agent-b can you check the certificates?"
+    And agent-b posts "I can take the certificates" in the thread
+    And ori replies in the thread: "when will it be done?"
+    Then agent-b is prompted with "when will it be done?"
+    And agent-a is not prompted with "when will it be done?"
+
+  Scenario: /clear ends the thread's session and the next message starts a new one
+    When ori says in "#ops": "@agent-a can someone audit svc-a"
+    And agent-a is prompted with "can someone audit svc-a"
+    And ori clears the thread
+    And ori replies in the thread: "@agent-a start over: audit svc-b"
+    Then agent-a is prompted with "start over: audit svc-b" in a new session
+    And agent-a has had 2 sessions
