@@ -44,7 +44,7 @@ Feature: How a task ends
     When ori says in "#ops": "@planner get svc-a looked at"
     And planner calls zooid_start_task_threads with {"tasks": [{"agent": "coder", "prompt": "audit svc-a"}]}
     Then coder got a result from zooid_complete_task
-    And the call is refused
+    And the call fails with an error starting "PROBE"
     And the task "audit svc-a" ends complete with "svc-a is clean"
 
   Scenario: without a summary, the assignee's last words are the result
@@ -87,6 +87,6 @@ Feature: How a task ends
     Given coder will crash
     When ori says in "#ops": "@planner get svc-a looked at"
     And planner calls zooid_start_task_threads with {"tasks": [{"agent": "coder", "prompt": "audit svc-a"}]}
-    Then the task "audit svc-a" ends failed (agent_error)
+    Then the task "audit svc-a" ends failed (agent_error) with "PROBE"
     And planner is woken once with the result of "audit svc-a"
     And planner's thread gets a notice with the result of "audit svc-a"
