@@ -37,14 +37,14 @@ Feature: How a task ends
     And the result includes {"status": "already_recorded"}
     And the task "audit svc-a" ends complete with "svc-a is clean"
 
-  Scenario: an empty summary is refused
+  Scenario: an empty summary is an input error the assignee can correct
     Given coder will take a turn that:
       | calls | zooid_complete_task with {"summary": ""} |
       | says  | svc-a is clean                           |
     When ori says in "#ops": "@planner get svc-a looked at"
     And planner calls zooid_start_task_threads with {"tasks": [{"agent": "coder", "prompt": "audit svc-a"}]}
     Then coder got a result from zooid_complete_task
-    And the call fails with an error starting "PROBE"
+    And the call fails with an error starting "invalid_argument"
     And the task "audit svc-a" ends complete with "svc-a is clean"
 
   Scenario: without a summary, the assignee's last words are the result
@@ -83,10 +83,12 @@ Feature: How a task ends
     Then the task "audit svc-a" ends partial (max_tokens) with "svc-a: 3 of 5 checks done"
     And planner is woken once with the result of "audit svc-a"
 
-  Scenario: an assignee that crashes fails the task
-    Given coder will crash
+  Scenario: an assignee that crashes fails the task, keeping what it had said
+    Given coder will take a turn that:
+      | says    | checking svc-a |
+      | crashes |                |
     When ori says in "#ops": "@planner get svc-a looked at"
     And planner calls zooid_start_task_threads with {"tasks": [{"agent": "coder", "prompt": "audit svc-a"}]}
-    Then the task "audit svc-a" ends failed (agent_error) with "PROBE"
+    Then the task "audit svc-a" ends failed (agent_error) with "checking svc-a"
     And planner is woken once with the result of "audit svc-a"
     And planner's thread gets a notice with the result of "audit svc-a"

@@ -40,7 +40,7 @@ func (w *world) config(exe string) *config.Config {
 			ACP: config.ACP{Command: exe, Args: w.ctl.Args(a.name),
 				// A test binary runs the agent only when asked to (see fakeagent.ExecIfRequested).
 				Env: map[string]string{fakeagent.ExecEnv: "fake-agent"}},
-			Dir:  filepath.Join(w.dir, "agents", a.name),
+			Dir: filepath.Join(w.dir, "agents", a.name),
 			Matrix: &config.AgentMatrix{
 				Transport: "matrix", UserID: n.agent(a.name), DisplayName: a.name,
 				Rooms: rooms, Trigger: a.trigger,

@@ -28,6 +28,9 @@ type homeserver interface {
 	// importRoom creates a room with its history in one go; ok is false where the
 	// server can't (a real server), and the world then seeds by sending.
 	importRoom(seed roomSeed) (room id.RoomID, events []id.EventID, ok bool, err error)
+	// injectFault programs a misbehaviour; only fakehs can, so scenarios that
+	// use it are tagged @fake-only.
+	injectFault(f fakehs.Fault) error
 }
 
 // roomSeed is a room to create with a ready-made history.
@@ -123,8 +126,8 @@ func registration(n names, listen string) *appservice.Registration {
 // fakeBackend starts a fresh fakehs per scenario, so nothing is shared.
 type fakeBackend struct{}
 
-func (fakeBackend) kind() string                  { return "fake" }
-func (fakeBackend) close(context.Context) error   { return nil }
+func (fakeBackend) kind() string                { return "fake" }
+func (fakeBackend) close(context.Context) error { return nil }
 func (fakeBackend) lease(context.Context) (*lease, error) {
 	n := names{serverName: "localhost", agentPrefix: "zs-"}
 	listen, err := freeListen()
@@ -153,6 +156,11 @@ func (f fakeHS) registerHuman(_ context.Context, localpart, displayName string) 
 		return "", "", fmt.Errorf("registering %s on fakehs: %w", localpart, err)
 	}
 	return uid, tok, nil
+}
+
+func (f fakeHS) injectFault(fault fakehs.Fault) error {
+	f.srv.InjectFault(fault)
+	return nil
 }
 
 func (f fakeHS) importRoom(seed roomSeed) (id.RoomID, []id.EventID, bool, error) {
@@ -276,4 +284,6 @@ func (synapseHS) importRoom(roomSeed) (id.RoomID, []id.EventID, bool, error) {
 	return "", nil, false, nil
 }
 
-var errNotStarted = errors.New("the scenario has not started its homeserver yet")
+func (synapseHS) injectFault(fakehs.Fault) error {
+	return errors.New("only the fake homeserver injects faults; tag the scenario " + FakeOnlyTag)
+}

@@ -92,13 +92,18 @@ func (w *world) fromAgent(msgs []seenMsg, agent string) (mine []seenMsg, seen st
 	for _, m := range msgs {
 		if m.sender == uid {
 			mine = append(mine, m)
-			fmt.Fprintf(&b, "\n    %s", m)
+			if len(mine) <= 12 {
+				fmt.Fprintf(&b, "\n    %s", m)
+			}
 		}
+	}
+	if len(mine) > 12 {
+		b.WriteString("\n    …")
 	}
 	if len(mine) == 0 {
 		return nil, fmt.Sprintf("no message from %s among the newest %d", agent, len(msgs))
 	}
-	return mine, fmt.Sprintf("%d messages from %s:%s", len(mine), agent, b.String())
+	return mine, fmt.Sprintf("%d messages from %s, newest first:%s", len(mine), agent, b.String())
 }
 
 // waitPost waits until the agent has posted exactly one message matching

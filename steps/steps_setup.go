@@ -6,6 +6,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/zooid-dev/zooid/fakehs"
 )
 
 // quoted matches one "name" of a list like "ori", "mia" and "kai".
@@ -48,6 +51,10 @@ func setupSteps(w *world) []stepDef {
 			example: `"#ops" has 2000 messages in 40 threads from ori, mia, agent-a and agent-b`,
 			doc:     "Gives a room a generated history: that many thread roots spread evenly, the rest alternating top-level chatter and replies to recent threads (imported on fakehs, sent on a real server).",
 			fn:      w.stepBusyRoom},
+		{area: "setup", pattern: `^the homeserver answers (every|the next \d+) (GET|PUT|POST) (/\S+?)(?: from ([a-z0-9-]+))? with (\d{3}) (M_[A-Z_]+)$`,
+			example: `the homeserver answers the next 2 PUT /_matrix/client/v3/rooms/*/send/*/* from agent-a with 429 M_LIMIT_EXCEEDED`,
+			doc:     "Programs a fault on the fake homeserver (path.Match pattern, * is one segment), optionally only for one user's requests; @fake-only.",
+			fn:      w.stepFault},
 		{area: "setup", pattern: `^([a-z0-9-]+) is answering a mention in "(#[a-z0-9-]+)"$`,
 			example: `agent-a is answering a mention in "#ops"`,
 			doc:     "The first human mentions the agent top-level in the room and waits until it is prompted; that thread becomes the current one.",
@@ -124,6 +131,30 @@ func (w *world) stepBusyRoom(ctx context.Context, name, total, threads, senders 
 	}
 	r.busy = &busySpec{total: t, threads: th, senders: ss}
 	return nil
+}
+
+func (w *world) stepFault(ctx context.Context, count, method, path, who, status, errcode string) error {
+	if err := w.ensureHomeserver(ctx); err != nil {
+		return err
+	}
+	f := fakehs.Fault{Method: method, PathPattern: path, Errcode: errcode}
+	f.Status, _ = strconv.Atoi(status)
+	if count != "every" {
+		f.Count, _ = strconv.Atoi(strings.TrimPrefix(count, "the next "))
+	}
+	if f.Status == 429 {
+		f.RetryAfter = 20 * time.Millisecond
+	}
+	if who != "" {
+		if _, ok := w.agents[who]; ok {
+			f.User = w.names().agent(who)
+		} else if h, ok := w.humans[who]; ok {
+			f.User = h.id
+		} else {
+			return fmt.Errorf("fault for %q: declare the user or agent first", who)
+		}
+	}
+	return w.lease.hs.injectFault(f)
 }
 
 func (w *world) stepAnswering(ctx context.Context, agent, roomName string) error {

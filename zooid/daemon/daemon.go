@@ -63,6 +63,11 @@ type Daemon struct {
 	http       []*httpapi.Server
 	stopIntake context.CancelFunc
 
+	// replayed is closed once thread memory is rebuilt from history; events
+	// wait for it so replayed history never overwrites newer routing state.
+	replayed   chan struct{}
+	replayOnce sync.Once
+
 	genMu       sync.Mutex
 	generations map[sessionKey]int // times each session's thread was /clear'ed
 	wg          sync.WaitGroup
@@ -97,6 +102,7 @@ func New(opts Options) (*Daemon, error) {
 		byUser: make(map[id.UserID]*agentRuntime),
 
 		generations: make(map[sessionKey]int),
+		replayed:    make(chan struct{}),
 	}
 	for _, a := range opts.Config.Agents {
 		rt := &agentRuntime{cfg: a}
@@ -253,7 +259,8 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 	}()
 	select {
 	case <-tr.Ready():
-		d.routerOnce()
+		d.replayThreadMemory(ctx)
+		d.replayDone()
 		// Tasks a previous run left open are closed and reported now that the
 		// daemon can post and wake.
 		if err := d.tasks.Recover(ctx); err != nil {
@@ -316,6 +323,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 func (d *Daemon) Close() error {
 	d.closeOnce.Do(func() {
 		var errs []error
+		d.replayDone() // unblock intake waiting on a replay that will not come
 		if d.stopIntake != nil {
 			d.stopIntake()
 		}
@@ -434,3 +442,5 @@ func (d *Daemon) HTTPURLs() []string {
 	}
 	return out
 }
+
+func (d *Daemon) replayDone() { d.replayOnce.Do(func() { close(d.replayed) }) }

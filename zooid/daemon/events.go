@@ -2,9 +2,12 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/router"
 	"github.com/zooid-dev/zooid/zooid/tasks"
@@ -13,6 +16,11 @@ import (
 // handleEvent is the transport's callback for every event of a bound room, in
 // order per room. It must not block on agents: it only queues turns.
 func (d *Daemon) handleEvent(ctx context.Context, ev *event.Event) {
+	select {
+	case <-d.replayed:
+	case <-ctx.Done():
+		return
+	}
 	r := d.routerOnce()
 	msg, ok := router.MessageFromEvent(ev)
 	if !ok {
@@ -66,4 +74,43 @@ func (d *Daemon) bumpGeneration(k sessionKey) {
 	d.genMu.Lock()
 	defer d.genMu.Unlock()
 	d.generations[k]++
+}
+
+// replayDepth bounds how much history per room rebuilds the routing memory at
+// start-up: enough for the threads people are still talking in, at the cost of
+// one /messages request per bound room.
+const replayDepth = 500
+
+// replayThreadMemory rebuilds who is being addressed in each thread from recent
+// history, so a bare human reply after a daemon restart still reaches the agent
+// the thread was talking to. It reads as an agent bound to each room and wakes
+// nobody; a room it cannot read is logged and skipped.
+func (d *Daemon) replayThreadMemory(ctx context.Context) {
+	r := d.routerOnce()
+	readers := map[id.RoomID]id.UserID{}
+	for _, rt := range d.agents {
+		for _, room := range rt.rooms {
+			if _, ok := readers[room]; !ok {
+				readers[room] = rt.userID
+			}
+		}
+	}
+	filter := &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}
+	for room, reader := range readers {
+		resp, err := d.transport.Client(reader).Messages(ctx, room, "", "", mautrix.DirectionBackward, filter, replayDepth)
+		if err != nil {
+			d.log.Warn("rebuilding thread memory", "room", room, "err", err)
+			continue
+		}
+		for i := len(resp.Chunk) - 1; i >= 0; i-- {
+			ev := resp.Chunk[i]
+			ev.RoomID = room
+			if err := ev.Content.ParseRaw(ev.Type); err != nil && !errors.Is(err, event.ErrContentAlreadyParsed) {
+				continue
+			}
+			if msg, ok := router.MessageFromEvent(ev); ok {
+				r.Observe(msg)
+			}
+		}
+	}
 }
