@@ -58,23 +58,25 @@ func (s *Server) handleRegister(r *http.Request) (any, error) {
 	if kind := r.URL.Query().Get("kind"); kind == "guest" {
 		return nil, mErr(http.StatusForbidden, "M_GUEST_ACCESS_FORBIDDEN", "Guest access is disabled")
 	}
-	authType := req.Type
-	if req.Auth != nil && req.Auth.Type != "" {
-		authType = req.Auth.Type
-	}
-	if authType == "m.login.application_service" {
+	// Synapse forks on the body's "type" only (not auth.type), and refuses
+	// any other registration that carries an access token.
+	if req.Type == "m.login.application_service" {
 		return s.registerAppserviceUser(r, &req)
+	}
+	if accessToken(r) != "" {
+		return nil, mErr(http.StatusBadRequest, "M_UNKNOWN",
+			"An access token should not be provided on requests to /register (except if type is m.login.application_service)")
 	}
 	if req.Username == "" {
 		req.Username = "user" + strconv.Itoa(len(s.state.users)+1) + strings.ToLower(randomID(3))
 		req.Username = strings.NewReplacer("_", "", "-", "").Replace(req.Username)
 	}
+	if _, err := s.checkAvailable(req.Username); err != nil {
+		return nil, err
+	}
 	uid, err := s.checkNewUsername(req.Username)
 	if err != nil {
 		return nil, err
-	}
-	if s.exclusiveOwner(uid) != nil {
-		return nil, mErr(http.StatusBadRequest, "M_EXCLUSIVE", "This user ID is reserved by an application service.")
 	}
 	if req.Auth == nil || req.Auth.Type == "" {
 		return nil, &uiaChallenge{}
@@ -89,7 +91,7 @@ func (s *Server) registerAppserviceUser(r *http.Request, req *reqRegister) (any,
 	token := accessToken(r)
 	as := s.findAS(token)
 	if token == "" {
-		return nil, mErr(http.StatusUnauthorized, "M_MISSING_TOKEN", "Missing access token.")
+		return nil, mErr(http.StatusBadRequest, "M_UNKNOWN", "Appservice token must be provided when using a type of m.login.application_service")
 	}
 	if as == nil {
 		return nil, mErr(http.StatusUnauthorized, "M_UNKNOWN_TOKEN", "Invalid access token passed.")
@@ -141,10 +143,28 @@ type uiaChallenge struct{}
 func (*uiaChallenge) Error() string { return "user-interactive auth required" }
 
 func (s *Server) handleRegisterAvailable(r *http.Request) (any, error) {
-	if _, err := s.checkNewUsername(r.URL.Query().Get("username")); err != nil {
+	if _, err := s.checkAvailable(r.URL.Query().Get("username")); err != nil {
 		return nil, err
 	}
 	return map[string]bool{"available": true}, nil
+}
+
+// checkAvailable is Synapse's check_username for a normal registration:
+// a valid localpart, outside every appservice's exclusive namespace (checked
+// before whether it is taken, so a registered namespace user is M_EXCLUSIVE
+// too), and not taken.
+func (s *Server) checkAvailable(localpart string) (id.UserID, error) {
+	lp := strings.TrimPrefix(localpart, "@")
+	if i := strings.IndexByte(lp, ':'); i >= 0 {
+		lp = lp[:i]
+	}
+	if !localpartRE.MatchString(lp) {
+		return "", mErr(http.StatusBadRequest, "M_INVALID_USERNAME", "User ID can only contain characters a-z, 0-9, or '=_-./+'")
+	}
+	if s.exclusiveOwner(id.NewUserID(lp, s.cfg.serverName)) != nil {
+		return "", mErr(http.StatusBadRequest, "M_EXCLUSIVE", "This user ID is reserved by an application service.")
+	}
+	return s.checkNewUsername(lp)
 }
 
 type reqLogin struct {
@@ -236,7 +256,9 @@ func (s *Server) profileUser(r *http.Request) (*user, error) {
 func (s *Server) handleGetProfile(r *http.Request, c *caller) (any, error) {
 	u, err := s.profileUser(r)
 	if err != nil {
-		return nil, err
+		// Synapse's whole-profile lookup answers 404 M_UNKNOWN ("No row found"),
+		// while /profile/{userId}/displayname says 404 M_NOT_FOUND.
+		return nil, mErr(http.StatusNotFound, "M_UNKNOWN", "No row found (profiles)")
 	}
 	resp := map[string]any{}
 	if u.DisplayName != "" {

@@ -2,6 +2,7 @@ package fakehs
 
 import (
 	"fmt"
+	"net/http"
 	"regexp"
 	"sync"
 
@@ -12,8 +13,9 @@ import (
 // asState is one registered application service and its push queue.
 type asState struct {
 	reg    *appservice.Registration
-	sender id.UserID
-	users  []nsRegex
+	sender  id.UserID
+	users   []nsRegex
+	aliases []nsRegex
 
 	qmu    sync.Mutex
 	queue  []*evt
@@ -44,7 +46,46 @@ func newASState(reg *appservice.Registration, serverName string) (*asState, erro
 		}
 		as.users = append(as.users, nsRegex{re: re, exclusive: ns.Exclusive})
 	}
+	for _, ns := range reg.Namespaces.RoomAliases {
+		re, err := regexp.Compile("^(?:" + ns.Regex + ")")
+		if err != nil {
+			return nil, fmt.Errorf("appservice %s: alias namespace %q: %w", reg.ID, ns.Regex, err)
+		}
+		as.aliases = append(as.aliases, nsRegex{re: re, exclusive: ns.Exclusive})
+	}
 	return as, nil
+}
+
+// ownsAlias reports whether the alias is in one of the appservice's alias
+// namespaces, exclusive or not: Synapse's is_room_alias_in_namespace.
+func (as *asState) ownsAlias(alias id.RoomAlias) bool {
+	for _, ns := range as.aliases {
+		if ns.re.MatchString(string(alias)) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkAliasCreation follows Synapse's DirectoryHandler.create_association:
+// an appservice (whichever user it acts as) may only create aliases in its
+// own alias namespaces, and nobody else may create one inside an
+// appservice's exclusive alias namespace. Both are 400 M_EXCLUSIVE.
+func (s *Server) checkAliasCreation(c *caller, alias id.RoomAlias) error {
+	if c.AS != nil {
+		if !c.AS.ownsAlias(alias) {
+			return mErr(http.StatusBadRequest, "M_EXCLUSIVE", "This application service has not reserved this kind of alias.")
+		}
+		return nil
+	}
+	for _, as := range s.asList {
+		for _, ns := range as.aliases {
+			if ns.exclusive && ns.re.MatchString(string(alias)) {
+				return mErr(http.StatusBadRequest, "M_EXCLUSIVE", "This alias is reserved by an application service.")
+			}
+		}
+	}
+	return nil
 }
 
 // owns reports whether the user is the AS sender or inside its user namespace.

@@ -71,7 +71,9 @@ func (s *Server) transactionBody(batch []*evt) []byte {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	events := s.renderAll(batch, nil)
-	return mustJSON(map[string]any{"events": events, "ephemeral": []any{}})
+	// Synapse sends "ephemeral" only to appservices that opted in to
+	// receive_ephemeral (MSC2409); fakehs has no ephemeral data to push.
+	return mustJSON(map[string]any{"events": events})
 }
 
 // deliver retries one transaction until a 2xx; false means the server closed.

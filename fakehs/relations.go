@@ -1,6 +1,7 @@
 package fakehs
 
 import (
+	"encoding/json"
 	"net/http"
 	"sort"
 
@@ -87,4 +88,35 @@ func (s *Server) handleThreads(r *http.Request, c *caller) (any, error) {
 		resp["next_batch"] = s.roomToken(rm.ID, next)
 	}
 	return resp, nil
+}
+
+// checkRelation follows Synapse's _validate_event_relation for a new event
+// with content.m.relates_to carrying a string rel_type and event_id (a bare
+// m.in_reply_to is not a relation and is never checked). All refusals are
+// 400 M_UNKNOWN: the parent must be a known event of the same room, and a
+// thread cannot start from an event that itself has a relation, so a reply
+// to a thread reply must name the thread root. The spec leaves all three
+// open (it only says servers should reject invalid relations).
+func (s *Server) checkRelation(rm *room, content json.RawMessage) error {
+	var body struct {
+		RelatesTo map[string]any `json:"m.relates_to"`
+	}
+	if json.Unmarshal(content, &body) != nil {
+		return nil // m.relates_to that is not an object is no relation to Synapse either
+	}
+	relType, _ := body.RelatesTo["rel_type"].(string)
+	parentID, _ := body.RelatesTo["event_id"].(string)
+	if relType == "" || parentID == "" {
+		return nil
+	}
+	parent := s.state.events[id.EventID(parentID)]
+	switch {
+	case parent == nil:
+		return mErr(http.StatusBadRequest, "M_UNKNOWN", "Can't send relation to unknown event")
+	case parent.Room != rm:
+		return mErr(http.StatusBadRequest, "M_UNKNOWN", "Relations must be in the same room")
+	case relType == "m.thread" && parent.RelType != "":
+		return mErr(http.StatusBadRequest, "M_UNKNOWN", "Cannot start threads from an event with a relation")
+	}
+	return nil
 }

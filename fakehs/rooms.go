@@ -57,7 +57,8 @@ func (s *Server) createRoom(c *caller, req *reqCreateRoom, imported bool) (*room
 		}
 	}
 	if preset != "private_chat" && preset != "public_chat" && preset != "trusted_private_chat" {
-		return nil, mErr(http.StatusBadRequest, "M_INVALID_PARAM", "Unknown preset %q", preset)
+		// Synapse validates the body against its schema: 400 M_BAD_JSON.
+		return nil, errBadJSON("'%s' is not a valid preset", preset)
 	}
 	var alias id.RoomAlias
 	if req.RoomAliasName != "" {
@@ -67,6 +68,10 @@ func (s *Server) createRoom(c *caller, req *reqCreateRoom, imported bool) (*room
 		}
 		if _, taken := s.state.aliases[alias]; taken {
 			return nil, mErr(http.StatusBadRequest, "M_ROOM_IN_USE", "Room alias already taken")
+		}
+		// Checked before the room exists, so a refused alias leaves no room behind.
+		if err := s.checkAliasCreation(c, alias); err != nil {
+			return nil, err
 		}
 	}
 	for _, is := range req.InitialState {
@@ -321,8 +326,8 @@ func (s *Server) handleJoinRoom(r *http.Request, c *caller) (any, error) {
 func (s *Server) join(rid id.RoomID, c *caller) (any, error) {
 	rm := s.state.rooms[rid]
 	if rm == nil {
-		// Synapse with no federation: 404 M_NOT_FOUND "No known servers".
-		return nil, errNotFound("No known servers")
+		// Synapse treats an unknown room id as remote and, with no servers to ask, answers 404 M_UNKNOWN.
+		return nil, mErr(http.StatusNotFound, "M_UNKNOWN", "Can't join remote room because no servers that are in the room have been provided.")
 	}
 	switch rm.membership(c.User) {
 	case "join":
@@ -392,14 +397,20 @@ func (s *Server) handleInvite(r *http.Request, c *caller) (any, error) {
 	return struct{}{}, nil
 }
 
+// handleLeave follows Synapse: leaving a room already left is a no-op 200
+// (no new event), leaving a room never joined is 403, and an unknown room is
+// 404 M_UNKNOWN "Not a known room".
 func (s *Server) handleLeave(r *http.Request, c *caller) (any, error) {
-	rm, err := s.roomFromPath(r, c)
-	if err != nil {
-		return nil, err
+	rm := s.state.rooms[id.RoomID(r.PathValue("roomId"))]
+	if rm == nil {
+		return nil, mErr(http.StatusNotFound, "M_UNKNOWN", "Not a known room")
 	}
 	m := rm.membership(c.User)
+	if m == "leave" {
+		return struct{}{}, nil
+	}
 	if m != "join" && m != "invite" {
-		return nil, errForbidden("User %s not in room %s", c.User, rm.ID)
+		return nil, errForbidden("%s not in room %s.", c.User, rm.ID)
 	}
 	key := string(c.User)
 	s.appendEvent(rm, &evt{Sender: c.User, Type: "m.room.member", StateKey: &key,
@@ -462,15 +473,21 @@ func (s *Server) handlePutAlias(r *http.Request, c *caller) (any, error) {
 	if !strings.HasPrefix(string(alias), "#") || !strings.HasSuffix(string(alias), ":"+s.cfg.serverName) {
 		return nil, mErr(http.StatusBadRequest, "M_INVALID_PARAM", "Room alias must be local: %s", alias)
 	}
+	// Synapse's order: an appservice is checked against its alias namespaces
+	// and skips the membership check; anyone else must be in the room and
+	// stay out of exclusive alias namespaces. Then a taken alias is 409.
+	rm := s.state.rooms[req.RoomID]
+	if c.AS == nil && (rm == nil || rm.membership(c.User) != "join") {
+		return nil, errForbidden("You must be in the room to create an alias for it")
+	}
+	if err := s.checkAliasCreation(c, alias); err != nil {
+		return nil, err
+	}
 	if _, ok := s.state.aliases[alias]; ok {
 		return nil, mErr(http.StatusConflict, "M_UNKNOWN", "Room alias %s already exists", alias)
 	}
-	rm := s.state.rooms[req.RoomID]
 	if rm == nil {
-		return nil, errNotFound("Room not found")
-	}
-	if rm.membership(c.User) != "join" {
-		return nil, errForbidden("You must be in the room to create an alias for it")
+		return nil, mErr(http.StatusBadRequest, "M_UNKNOWN", "Room does not exist")
 	}
 	s.state.aliases[alias] = rm.ID
 	return struct{}{}, nil
@@ -539,6 +556,9 @@ func (s *Server) handlePutState(r *http.Request, c *caller) (any, error) {
 		return nil, errForbidden("You don't have permission to post that to the room. user_level (%d) < send_level (%d)", have, need)
 	}
 	if err := validateCanonical(content); err != nil {
+		return nil, err
+	}
+	if err := s.checkRelation(rm, content); err != nil {
 		return nil, err
 	}
 	if strings.HasPrefix(key, "@") && key != string(c.User) {

@@ -2,6 +2,8 @@ package fakehs
 
 import (
 	"net/http"
+
+	"maunium.net/go/mautrix/id"
 )
 
 // apiFunc handles an authenticated request with Server.mu held and returns
@@ -71,7 +73,7 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc(get+v1+"/rooms/{roomId}/threads", s.read(s.handleThreads))
 
 	// Accepted and dropped: ephemeral data the daemon may send but no test reads here.
-	mux.HandleFunc(put+v3+"/rooms/{roomId}/typing/{userId}", s.read(s.handleAcceptMember))
+	mux.HandleFunc(put+v3+"/rooms/{roomId}/typing/{userId}", s.read(s.handleTyping))
 	mux.HandleFunc(post+v3+"/rooms/{roomId}/receipt/{receiptType}/{eventId}", s.read(s.handleAcceptMember))
 	mux.HandleFunc(post+v3+"/rooms/{roomId}/read_markers", s.read(s.handleAcceptMember))
 	mux.HandleFunc(put+v3+"/presence/{userId}/status", s.read(s.handleAccept))
@@ -142,6 +144,16 @@ func (s *Server) handleAcceptMember(r *http.Request, c *caller) (any, error) {
 		return nil, err
 	}
 	return struct{}{}, nil
+}
+
+// handleTyping drops the notification after Synapse's checks: typing for
+// another user is 400 M_FORBIDDEN (a 400, not the spec's usual 403), checked
+// before membership.
+func (s *Server) handleTyping(r *http.Request, c *caller) (any, error) {
+	if id.UserID(r.PathValue("userId")) != c.User {
+		return nil, mErr(http.StatusBadRequest, "M_FORBIDDEN", "Cannot set another user's typing state")
+	}
+	return s.handleAcceptMember(r, c)
 }
 
 // knownPathOtherMethod reports whether the path is routed for another method.

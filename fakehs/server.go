@@ -65,6 +65,10 @@ type Server struct {
 	once     sync.Once
 	closeErr error
 
+	// fresh holds connections accepted but not yet used for a request; see Close.
+	connMu sync.Mutex
+	fresh  map[net.Conn]bool
+
 	mu     sync.RWMutex
 	state  *store
 	faults *faultSet
@@ -124,7 +128,9 @@ func Start(opts ...Option) (*Server, error) {
 		Handler:           s.handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
+		ConnState:         s.trackConn,
 	}
+	s.fresh = map[net.Conn]bool{}
 	for _, as := range s.asList {
 		s.wg.Add(1)
 		go s.runPusher(as)
@@ -151,7 +157,10 @@ func (s *Server) Close() error {
 		s.cancel()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := s.http.Shutdown(ctx); err != nil {
+		done := make(chan error, 1)
+		go func() { done <- s.http.Shutdown(ctx) }()
+		s.closeFreshConns()
+		if err := <-done; err != nil {
 			_ = s.http.Close()
 			s.closeErr = fmt.Errorf("shutting down fakehs: %w", err)
 		}
@@ -166,4 +175,28 @@ func (s *Server) RoomIDForAlias(alias id.RoomAlias) (id.RoomID, bool) {
 	defer s.mu.RUnlock()
 	r, ok := s.state.aliases[alias]
 	return r, ok
+}
+
+// trackConn remembers connections that have not carried a request yet.
+func (s *Server) trackConn(c net.Conn, state http.ConnState) {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if state == http.StateNew {
+		s.fresh[c] = true
+	} else {
+		delete(s.fresh, c)
+	}
+}
+
+// closeFreshConns closes connections no request ever used. Go's HTTP client
+// may dial a spare connection and park it unused; http.Server.Shutdown only
+// counts such a connection idle after 5 s, which would make every Close
+// after a burst of concurrent requests wait and fail.
+func (s *Server) closeFreshConns() {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	for c := range s.fresh {
+		_ = c.Close()
+		delete(s.fresh, c)
+	}
 }

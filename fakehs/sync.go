@@ -96,9 +96,13 @@ func (s *Server) parseSyncRequest(r *http.Request, c *caller) (*syncRequest, err
 	if v := q.Get("filter"); v != "" {
 		raw := json.RawMessage(v)
 		if !strings.HasPrefix(strings.TrimSpace(v), "{") {
+			if _, err := strconv.Atoi(v); err != nil {
+				return nil, errInvalidParam("Invalid filter ID")
+			}
 			stored, ok := s.storedFilter(c.User, v)
 			if !ok {
-				return nil, errNotFound("No such filter %q", v)
+				// Synapse: 400 M_INVALID_PARAM here, though GET /filter/{id} says 404 M_NOT_FOUND.
+				return nil, errInvalidParam("No such filter")
 			}
 			raw = stored
 		} else if !json.Valid(raw) {

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"net/http"
 	"strconv"
 	"strings"
 
@@ -45,7 +46,8 @@ func (s *Server) parseRoomToken(tok string, rid id.RoomID) (int64, error) {
 	}
 	kind, pos, mac, ok := splitToken(tok)
 	if !ok || kind != "r" || !hmac.Equal([]byte(mac), []byte(s.mac("r", string(rid), strconv.FormatInt(pos, 10)))) {
-		return 0, errInvalidParam("Invalid pagination token %q", tok)
+		// Synapse answers unparseable tokens with 400 M_UNKNOWN ("'from' parameter is invalid").
+		return 0, mErr(http.StatusBadRequest, "M_UNKNOWN", "Invalid pagination token %q", tok)
 	}
 	return pos, nil
 }
@@ -54,7 +56,8 @@ func (s *Server) parseRoomToken(tok string, rid id.RoomID) (int64, error) {
 func (s *Server) parseSyncToken(tok string) (int64, error) {
 	kind, pos, mac, ok := splitToken(tok)
 	if !ok || kind != "s" || !hmac.Equal([]byte(mac), []byte(s.mac("s", strconv.FormatInt(pos, 10)))) {
-		return 0, errInvalidParam("Invalid stream token %q", tok)
+		// Synapse: 400 M_UNKNOWN "Invalid stream token".
+		return 0, mErr(http.StatusBadRequest, "M_UNKNOWN", "Invalid stream token %q", tok)
 	}
 	return pos, nil
 }

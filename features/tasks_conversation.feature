@@ -36,6 +36,16 @@ Feature: Working inside a task thread
     And the task "audit svc-a" ends complete with "svc-a is clean; certificates valid until 2027"
     And planner is woken once with the result of "audit svc-a"
 
+  Scenario: a callee answering the assignee by name is replying, not handing off again
+    Given coder will reply "@reviewer please check the TLS certificates of svc-a"
+    And reviewer will reply "@coder certificates valid until 2027"
+    And coder will reply "svc-a is clean"
+    When ori says in "#ops": "@planner get svc-a looked at"
+    And planner calls zooid_start_task_threads with {"tasks": [{"agent": "coder", "prompt": "audit svc-a"}]}
+    Then coder is prompted with "certificates valid until 2027" in the same session as "audit svc-a"
+    And the task "audit svc-a" ends complete with "svc-a is clean"
+    And planner is woken once with the result of "audit svc-a"
+
   Scenario: the assignee cannot complete its task while a handoff is outstanding
     Given coder will reply "@reviewer please check the TLS certificates of svc-a"
     And reviewer will reply "certificates valid until 2027" after 1.5 seconds

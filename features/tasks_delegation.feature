@@ -25,12 +25,12 @@ Feature: Delegating work to other agents in task threads
     And planner has started 5 task threads in "#ops"
     And planner is woken once per task, in the session that delegated it, in the order the tasks ended
     And planner is prompted with "svc-e tests pass" in the same session as "please get all five services checked"
-    And coder is prompted once with "audit svc-a"
-    And coder is prompted once with "audit svc-b"
-    And coder is prompted twice with "delegated this task to you"
-    And reviewer is prompted twice with "delegated this task to you"
-    And tester is prompted once with "delegated this task to you"
-    And the task "review svc-c" ends complete with "svc-c has one open port"
+    And coder is prompted once with the task "audit svc-a", under a header from planner
+    And coder is prompted once with the task "audit svc-b", under a header from planner
+    And reviewer is prompted once with the task "review svc-c", under a header from planner
+    And reviewer is prompted once with the task "review svc-d", under a header from planner
+    And tester is prompted once with the task "test svc-e", under a header from planner
+    And the task "test svc-e" ends complete with "svc-e tests pass"
     And planner's thread gets a notice with the result of "audit svc-a"
     And planner's thread gets a notice with the result of "audit svc-b"
     And planner's thread gets a notice with the result of "review svc-c"

@@ -60,6 +60,10 @@ type lease struct {
 	reg     *appservice.Registration
 	listen  string // host:port of the daemon's push listener
 	release func()
+	// handOver, when set, is called just before the daemon binds listen:
+	// it waits until the homeserver has pushed last (if any) elsewhere and
+	// then frees the port.
+	handOver func(ctx context.Context, last id.EventID) error
 }
 
 // backend hands out leases; one backend serves a whole run.
@@ -198,6 +202,7 @@ type slot struct {
 	names  names
 	reg    *appservice.Registration
 	listen string
+	drain  *drain // answers pushes while no daemon holds the slot; nil while one does
 }
 
 func startSynapse(ctx context.Context, k int) (*synapseBackend, error) {
@@ -206,10 +211,11 @@ func startSynapse(ctx context.Context, k int) (*synapseBackend, error) {
 	}
 	run := randomHex(3)
 	b := &synapseBackend{runPrefix: run, slots: make(chan *slot, k)}
-	var opts []synapse.Option
+	// The registrations' namespaces name the server, so fix it up front.
+	opts := []synapse.Option{synapse.WithServerName("localhost")}
 	var all []*slot
 	for i := range k {
-		n := names{serverName: "localhost", agentPrefix: fmt.Sprintf("zs%s%d-", run, i), humanPrefix: "h" + run + "-"}
+		n := names{serverName: "localhost", agentPrefix: fmt.Sprintf("zs%s%d-", run, i)}
 		listen, err := freeListen()
 		if err != nil {
 			return nil, err
@@ -225,8 +231,10 @@ func startSynapse(ctx context.Context, k int) (*synapseBackend, error) {
 	b.c = c
 	for _, s := range all {
 		s.names.serverName = c.ServerName()
-		// The registration's regex was written before the server name was known.
-		s.reg.Namespaces.UserIDs[0].Regex = s.names.agentNamespace()
+		if s.drain, err = startDrain(s.listen, s.reg.ServerToken); err != nil {
+			_ = b.close(ctx)
+			return nil, err
+		}
 		b.slots <- s
 	}
 	return b, nil
@@ -235,6 +243,17 @@ func startSynapse(ctx context.Context, k int) (*synapseBackend, error) {
 func (b *synapseBackend) kind() string { return "synapse" }
 
 func (b *synapseBackend) close(ctx context.Context) error {
+	for {
+		select {
+		case s := <-b.slots:
+			if s.drain != nil {
+				_ = s.drain.stop()
+			}
+			continue
+		default:
+		}
+		break
+	}
 	if err := b.c.Terminate(ctx); err != nil {
 		return fmt.Errorf("terminating synapse: %w", err)
 	}
@@ -254,9 +273,32 @@ func (b *synapseBackend) lease(ctx context.Context) (*lease, error) {
 	b.mu.Unlock()
 	n := s.names
 	n.aliasSuffix = fmt.Sprintf("-%s%d", b.runPrefix, seq)
+	// Humans are per scenario too: scenarios share the server, and each
+	// registers its own "ori".
+	n.humanPrefix = fmt.Sprintf("h%s%d-", b.runPrefix, seq)
 	return &lease{
 		hs: synapseHS{b.c}, names: n, reg: s.reg, listen: s.listen,
-		release: func() { b.slots <- s },
+		handOver: func(ctx context.Context, last id.EventID) error {
+			if last != "" {
+				if err := s.drain.waitFor(ctx, last); err != nil {
+					return err
+				}
+			}
+			err := s.drain.stop()
+			s.drain = nil
+			return err
+		},
+		release: func() {
+			if s.drain == nil {
+				d, err := startDrain(s.listen, s.reg.ServerToken)
+				if err != nil {
+					// The slot is lost to this run; the others carry on.
+					return
+				}
+				s.drain = d
+			}
+			b.slots <- s
+		},
 	}, nil
 }
 

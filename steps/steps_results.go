@@ -373,7 +373,7 @@ func (w *world) stepIsThread(n int, roomName string) error {
 	}
 	got := ids(l)
 	if fmt.Sprint(got) != fmt.Sprint(want) {
-		return fmt.Errorf("thread %d of %s: want %d messages %v, got %d %v", n, roomName, len(want), want, len(got), got)
+		return fmt.Errorf("thread %d of %s: want %d messages, got %d:%s", n, roomName, len(want), len(got), diffIDs(want, l))
 	}
 	if more, _ := c.body["has_more"].(bool); more {
 		return fmt.Errorf("the whole thread fits the page yet has_more is true")
@@ -519,4 +519,27 @@ func (w *world) stepPageSize(n int) error {
 		}
 	}
 	return nil
+}
+
+// diffIDs explains how a list of entries differs from the wanted ids.
+func diffIDs(want []id.EventID, got []map[string]any) string {
+	var b strings.Builder
+	for i := range max(len(want), len(got)) {
+		var w, g id.EventID
+		text := ""
+		if i < len(want) {
+			w = want[i]
+		}
+		if i < len(got) {
+			s, _ := got[i]["id"].(string)
+			g = id.EventID(s)
+			text, _ = got[i]["text"].(string)
+		}
+		mark := "  "
+		if w != g {
+			mark = "≠ "
+		}
+		fmt.Fprintf(&b, "\n    %s%2d want %-46s got %-46s %q", mark, i, w, g, text)
+	}
+	return b.String()
 }

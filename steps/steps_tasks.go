@@ -24,7 +24,7 @@ func taskSteps(w *world) []stepDef {
 	return []stepDef{
 		{area: "setup", pattern: `^the daemon runs as its own process$`,
 			example: `the daemon runs as its own process`,
-			doc:     "Starts the scenario with the daemon as a child process of this executable (same config and state dir), so it can be killed outright.",
+			doc:     "Starts the scenario with the daemon as a child process of this executable (same config; a 60s turn timeout so hung agents stay hung), so it can be killed outright.",
 			fn:      w.stepDaemonProcess},
 		{area: "setup", pattern: `^the daemon is killed and started again$`,
 			example: `the daemon is killed and started again`,
@@ -66,6 +66,10 @@ func taskSteps(w *world) []stepDef {
 			example: `agent-a is never woken with the result of "audit svc-a"`,
 			doc:     "After a barrier, exactly that many of the agent's prompts carry the task's result (they name its thread).",
 			fn:      w.stepWokenWith},
+		{area: "prompts", pattern: `^([a-z0-9-]+) is prompted once with the task "([^"]+)", under a header from ([a-z0-9-]+)$`,
+			example: `agent-b is prompted once with the task "audit svc-a", under a header from agent-a`,
+			doc:     "After a barrier, exactly one prompt of the agent carries the task's prompt; it opens its session and its header names the caller, the assignee role, zooid_complete_task and handing off by mention.",
+			fn:      w.stepPromptedWithHeader},
 		{area: "prompts", pattern: `^([a-z0-9-]+) is woken once per task, in the session that delegated it, in the order the tasks ended$`,
 			example: `agent-a is woken once per task, in the session that delegated it, in the order the tasks ended`,
 			doc:     "Every notify-caller task of the agent wakes it exactly once, in the ACP session that called zooid_start_task_threads, in the order of the dev.zooid.thread_result events.",
@@ -550,6 +554,35 @@ func (w *world) stepWokenAfterTurn(ctx context.Context, agent, s, closing string
 		return fmt.Errorf("the result of %s was posted at %s, not while %s's turn ran (it closed at %s); the scenario proves nothing", t, result.Format(time.StampMilli), agent, closed.Format(time.StampMilli))
 	case wake.At.Before(closed):
 		return fmt.Errorf("%s was woken with the result of %s at %s, before its turn closed at %s", agent, t, wake.At.Format(time.StampMilli), closed.Format(time.StampMilli))
+	}
+	return nil
+}
+
+func (w *world) stepPromptedWithHeader(ctx context.Context, agent, s, caller string) error {
+	t, err := w.task(s)
+	if err != nil {
+		return err
+	}
+	if t.agent != agent || t.caller != caller {
+		return fmt.Errorf("%s is not a task %s delegated to %s", t, caller, agent)
+	}
+	if err := w.countPrompts(ctx, agent, t.prompt, 1); err != nil {
+		return err
+	}
+	p, _ := w.promptWith(agent, t.prompt)
+	for _, q := range w.ctl.Prompts(agent) {
+		if q.SessionID == p.SessionID {
+			if q.Text != p.Text {
+				return fmt.Errorf("%s's session for %s began with %q, not the task; %s", agent, t, q.Text, w.promptsSeen(agent))
+			}
+			break
+		}
+	}
+	header, _, _ := strings.Cut(p.Text, t.prompt)
+	for _, want := range []string{caller, "assignee", "zooid_complete_task", "mention"} {
+		if !strings.Contains(header, want) {
+			return fmt.Errorf("the header of %s's prompt lacks %q: %q", agent, want, p.Text)
+		}
 	}
 	return nil
 }

@@ -248,6 +248,20 @@ func (w *world) start(ctx context.Context) error {
 			return err
 		}
 	}
+	if w.lease.handOver != nil {
+		var last id.EventID
+		for _, rn := range w.roomSeq {
+			if r := w.rooms[rn]; len(r.seeded) > 0 {
+				last = r.seeded[len(r.seeded)-1].id
+			}
+		}
+		hctx, cancel := context.WithTimeout(ctx, w.run.wait)
+		err := w.lease.handOver(hctx, last)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
 	if err := w.startDaemon(ctx); err != nil {
 		return err
 	}

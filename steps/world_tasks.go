@@ -221,7 +221,7 @@ func threadResults(msgs []rawMsg) []rawMsg {
 	return out
 }
 
-// daemonProcEnv and daemonProcArg make this executable run the daemon
+// daemonProcArg (with fakeagent.ExecEnv set to it) makes this executable run the daemon
 // instead of its usual job, so a scenario can kill it with SIGKILL.
 const daemonProcArg = "zooid-daemon"
 

@@ -84,6 +84,13 @@ func (m *sessions) enqueue(key sessionKey, req turnRequest) {
 	}
 }
 
+// pending says whether turns are queued behind the running one.
+func (s *session) pending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue) > 0
+}
+
 // loop runs queued turns one at a time until the session is ended.
 func (m *sessions) loop(ctx context.Context, s *session) {
 	defer m.wg.Done()

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -90,7 +92,9 @@ func (d *Daemon) taskTurnFor(key sessionKey) (*taskTurn, bool) {
 func (d *Daemon) handoffs(ctx context.Context, tt *taskTurn, p *poster, text string) []id.UserID {
 	var mentioned []id.UserID
 	for _, to := range d.routerOnce().Mentioned(p.room, text) {
-		if to == p.agent {
+		if to == p.agent || (!tt.assignee && inChain(tt.task, p.agent, to)) {
+			// A callee naming whoever handed off to it is answering, not
+			// handing off again: its result goes back when its turn ends.
 			continue
 		}
 		rt := d.agents[to]
@@ -109,10 +113,40 @@ func (d *Daemon) handoffs(ctx context.Context, tt *taskTurn, p *poster, text str
 	return mentioned
 }
 
+// inChain says whether to handed off, directly or up the chain, to callee.
+func inChain(t tasks.Task, callee, to string) bool {
+	if to == t.Agent {
+		return true
+	}
+	for _, h := range t.Handoffs {
+		if h.To == callee && h.From == to {
+			return true
+		}
+	}
+	return false
+}
+
+// humanMention finds @-mentions in agent prose ("@ori", "@ori:example.org").
+var humanMention = regexp.MustCompile(`(?:^|[\s(\[/])@[A-Za-z0-9._=+/-]+(?::[A-Za-z0-9.-]+(?::\d+)?)?`)
+
+// waitingOnHuman says whether an assignee's last words address a person: a
+// mention that names no agent. Its task then stays open for the reply.
+func (d *Daemon) waitingOnHuman(room id.RoomID, last string) bool {
+	for _, m := range humanMention.FindAllString(last, -1) {
+		token := strings.TrimLeft(m, " \t\n([/")
+		if len(d.routerOnce().Mentioned(room, token)) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // endTaskTurn reports a finished turn in a task thread: an assignee's turn is
 // judged (which may close the task and report it); a handoff callee's result
 // wakes whoever handed off to it.
-func (d *Daemon) endTaskTurn(ctx context.Context, tt *taskTurn, key sessionKey, stop string, turnErr error, lastProse string) {
+// pending says more input is already queued for the session (a person's reply):
+// the task is not judged on a turn that more turns will follow.
+func (d *Daemon) endTaskTurn(ctx context.Context, tt *taskTurn, key sessionKey, stop string, turnErr error, lastProse string, pending bool) {
 	if !tt.assignee {
 		w, err := d.tasks.HandoffEnded(key.thread, key.agent, lastProse)
 		if err != nil {
@@ -122,7 +156,12 @@ func (d *Daemon) endTaskTurn(ctx context.Context, tt *taskTurn, key sessionKey, 
 		d.sessions.enqueue(sessionKey{agent: w.Agent, room: w.Room, thread: w.Thread}, turnRequest{text: w.Text})
 		return
 	}
-	out := tasks.TurnOutcome{StopReason: stop, Err: turnErr, LastProse: lastProse}
+	out := tasks.TurnOutcome{
+		StopReason:     stop,
+		Err:            turnErr,
+		LastProse:      lastProse,
+		WaitingOnHuman: turnErr == nil && (pending || d.waitingOnHuman(key.room, lastProse)),
+	}
 	if err := d.tasks.TurnEnded(ctx, key.thread, out); err != nil {
 		d.log.Error("judging task turn", "agent", key.agent, "thread", key.thread, "err", err)
 	}

@@ -33,7 +33,7 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 			// A daemon shutting down does not judge: the restart closes the task
 			// as interrupted, exactly once.
 			if d.sessions.ctx.Err() == nil {
-				d.endTaskTurn(context.WithoutCancel(ctx), tt, s.key, string(post.stop), post.err, post.last)
+				d.endTaskTurn(context.WithoutCancel(ctx), tt, s.key, string(post.stop), post.err, post.last, s.pending())
 			}
 		}()
 	}
@@ -73,10 +73,10 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 		}
 		// Anything but prose (a tool call, a plan) ends a paragraph: what was
 		// said so far goes out as one whole message.
-		post.notice(ctx, buf.String())
+		post.prose(ctx, buf.String())
 		buf.Reset()
 	})
-	post.notice(ctx, buf.String())
+	post.prose(ctx, buf.String())
 	post.stop, post.err = stop, err
 	if err != nil && ctx.Err() != nil {
 		post.stop, post.err = acp.StopReasonCancelled, nil
@@ -209,21 +209,34 @@ func (p *poster) relation() *event.RelatesTo {
 	return (&event.RelatesTo{}).SetThread(p.thread, p.trigger)
 }
 
-// notice posts text as an m.notice in the thread; blank text is skipped.
-func (p *poster) notice(ctx context.Context, text string) {
+// prose posts the agent's own words as an m.notice in the thread; blank text
+// is skipped. In a task thread, prose that mentions another agent hands off to it.
+func (p *poster) prose(ctx context.Context, text string) {
 	text = strings.TrimSpace(text)
 	if text == "" {
 		return
 	}
-	content := &event.MessageEventContent{MsgType: event.MsgNotice, Body: text, RelatesTo: p.relation()}
+	var mentions []id.UserID
 	if p.task != nil {
-		if users := p.d.handoffs(ctx, p.task, p, text); len(users) > 0 {
-			content.Mentions = &event.Mentions{UserIDs: users}
-		}
+		mentions = p.d.handoffs(ctx, p.task, p, text)
 	}
 	p.last = text
+	p.send(ctx, text, mentions)
+}
+
+// notice posts the daemon's own words about the agent (errors, denials) in the
+// thread. It is never the agent's result and never hands off.
+func (p *poster) notice(ctx context.Context, text string) {
+	p.send(ctx, text, nil)
+}
+
+func (p *poster) send(ctx context.Context, text string, mentions []id.UserID) {
+	content := &event.MessageEventContent{MsgType: event.MsgNotice, Body: text, RelatesTo: p.relation()}
+	if len(mentions) > 0 {
+		content.Mentions = &event.Mentions{UserIDs: mentions}
+	}
 	if _, err := p.d.sendMessage(ctx, p.as, p.room, content, p.txnID("notice")); err != nil {
-		p.d.log.Error("posting agent reply", "agent", p.agent, "room", p.room, "err", err)
+		p.d.log.Error("posting to thread", "agent", p.agent, "room", p.room, "err", err)
 	}
 }
 
