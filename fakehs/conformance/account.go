@@ -43,6 +43,18 @@ func (s *suite) testAccount(t *testing.T) {
 		MustStatus(t, res, http.StatusBadRequest, "M_USER_IN_USE")
 	})
 
+	t.Run("RegisterAvailable", func(t *testing.T) {
+		t.Parallel()
+		res := s.unauthed().MustDo(t, "GET", CS("v3", "register", "available"), nil, WithQuery("username", s.localpart("free")))
+		MatchJSON(t, "available", res, KeyEqual("available", true))
+		alice := s.registerUser(t, "notavail")
+		ExpectStatus(t, s.unauthed().Do(t, "GET", CS("v3", "register", "available"), nil, WithQuery("username", alice.UserID.Localpart())),
+			http.StatusBadRequest, "M_USER_IN_USE")
+		// A user's access token on /register (without the appservice type) is refused outright.
+		res2 := alice.Do(t, "POST", CS("v3", "register"), map[string]any{"username": s.localpart("withtoken"), "password": "pw"})
+		ExpectStatus(t, res2, http.StatusBadRequest, "M_UNKNOWN")
+	})
+
 	t.Run("LoginPasswordThenWhoami", func(t *testing.T) {
 		t.Parallel()
 		alice := s.registerUser(t, "login")

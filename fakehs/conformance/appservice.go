@@ -120,6 +120,68 @@ func (s *suite) testAppService(t *testing.T) {
 		ExpectStatus(t, res, http.StatusBadRequest, "M_EXCLUSIVE")
 	})
 
+	t.Run("AliasNamespace", func(t *testing.T) {
+		if as.AliasPrefix == "" {
+			t.Skip("the target's appservice has no alias namespace: set ZOOID_TEST_AS_ALIAS_PREFIX")
+		}
+		agent := s.registerASUser(t, "aliasagent")
+		human := s.registerUser(t, "aliashuman")
+		// Synapse: an appservice may only create aliases in its registration's alias
+		// namespaces, exclusive or not, whichever user it acts as; outside them it is 400
+		// M_EXCLUSIVE, checked before the room is made. The spec says nothing of it.
+		outside := "conf-" + s.localpart("asout")
+		res := agent.Do(t, "POST", CS("v3", "createRoom"), map[string]any{"preset": "public_chat", "room_alias_name": outside})
+		ExpectStatus(t, res, http.StatusBadRequest, "M_EXCLUSIVE")
+		jr := agent.MustDo(t, "GET", CS("v3", "joined_rooms"), nil)
+		if n := len(jr.Get("joined_rooms").Array()); n != 0 {
+			t.Errorf("a createRoom refused for its alias left %d rooms behind: %s", n, jr.Raw)
+		}
+		ExpectStatus(t, s.asClient().Do(t, "POST", CS("v3", "createRoom"), map[string]any{"room_alias_name": "conf-" + s.localpart("asout")}),
+			http.StatusBadRequest, "M_EXCLUSIVE")
+
+		inside := as.AliasPrefix + s.localpart("asin")
+		room := s.createRoom(t, agent, map[string]any{"preset": "public_chat", "room_alias_name": inside})
+		dir := human.MustDo(t, "GET", CS("v3", "directory", "room", string(id.NewRoomAlias(inside, s.target.ServerName))), nil)
+		MatchJSON(t, "alias in the appservice's namespace", dir, KeyEqual("room_id", string(room)))
+
+		// PUT /directory/room is held to the same namespaces.
+		out := id.NewRoomAlias("conf-"+s.localpart("asputout"), s.target.ServerName)
+		ExpectStatus(t, agent.Do(t, "PUT", CS("v3", "directory", "room", string(out)), map[string]any{"room_id": room}),
+			http.StatusBadRequest, "M_EXCLUSIVE")
+		MustStatus(t, human.Do(t, "GET", CS("v3", "directory", "room", string(out)), nil), http.StatusNotFound, "M_NOT_FOUND")
+		in := id.NewRoomAlias(as.AliasPrefix+s.localpart("asputin"), s.target.ServerName)
+		agent.MustDo(t, "PUT", CS("v3", "directory", "room", string(in)), map[string]any{"room_id": room})
+		MatchJSON(t, "alias put in the namespace", human.MustDo(t, "GET", CS("v3", "directory", "room", string(in)), nil), KeyEqual("room_id", string(room)))
+
+		// A non-exclusive namespace reserves nothing: an ordinary user may take such an alias.
+		mine := as.AliasPrefix + s.localpart("humanin")
+		s.createRoom(t, human, map[string]any{"room_alias_name": mine})
+	})
+
+	t.Run("RegistrationChecks", func(t *testing.T) {
+		// Synapse's /register/available refuses names in an exclusive namespace with 400
+		// M_EXCLUSIVE, even when the appservice has already registered the name (the
+		// exclusivity check comes before the "taken" check).
+		free := as.UserPrefix + s.localpart("avail")
+		ExpectStatus(t, s.unauthed().Do(t, "GET", CS("v3", "register", "available"), nil, WithQuery("username", free)),
+			http.StatusBadRequest, "M_EXCLUSIVE")
+		agent := s.registerASUser(t, "availtaken")
+		ExpectStatus(t, s.unauthed().Do(t, "GET", CS("v3", "register", "available"), nil, WithQuery("username", agent.AsUserID.Localpart())),
+			http.StatusBadRequest, "M_EXCLUSIVE")
+
+		// The as_token without "type": "m.login.application_service" is 400 M_UNKNOWN ("An access
+		// token should not be provided on requests to /register"), as is that type with no token.
+		ExpectStatus(t, s.asClient().Do(t, "POST", CS("v3", "register"), map[string]any{"username": free}), http.StatusBadRequest, "M_UNKNOWN")
+		ExpectStatus(t, s.asClient().Do(t, "POST", CS("v3", "register"), map[string]any{
+			"username": free, "auth": map[string]any{"type": "m.login.application_service"},
+		}), http.StatusBadRequest, "M_UNKNOWN")
+		ExpectStatus(t, s.unauthed().Do(t, "POST", CS("v3", "register"), map[string]any{"type": "m.login.application_service", "username": free}),
+			http.StatusBadRequest, "M_UNKNOWN")
+		// None of those created the user: the proper request still can.
+		res := s.asClient().MustDo(t, "POST", CS("v3", "register"), map[string]any{"type": "m.login.application_service", "username": free, "inhibit_login": true})
+		MatchJSON(t, "appservice register after refused attempts", res, KeyEqual("user_id", string(s.userID(free))))
+	})
+
 	// Pushes run one after another: the retry test makes the homeserver back off from the
 	// appservice, which would skew timing of a concurrent push test.
 	t.Run("PushesInOrderWithHSToken", func(t *testing.T) {
@@ -148,8 +210,16 @@ func (s *suite) testAppService(t *testing.T) {
 					KeyEqual("content.body", l[i]), KeyNonEmptyString("sender"), KeyPresent("origin_server_ts"))
 			}
 		}
-		if _, bad := s.push.snapshot(); len(bad) > 0 {
+		txns, bad := s.push.snapshot()
+		if len(bad) > 0 {
 			t.Fatalf("pushes without the hs_token as Bearer authorization: %q", bad)
+		}
+		// Synapse leaves "ephemeral" out of transactions unless the registration opts in to
+		// ephemeral events (receive_ephemeral); the suite's registration does not.
+		for _, tx := range txns {
+			if tx.HasEphemeral {
+				t.Fatalf("transaction %s carries \"ephemeral\" though the registration did not ask for it", tx.ID)
+			}
 		}
 	})
 

@@ -17,6 +17,8 @@ import (
 // tests need ZOOID_TEST_AS_TOKEN, ZOOID_TEST_HS_TOKEN, ZOOID_TEST_AS_PUSH_ADDR (where the
 // homeserver pushes; the suite listens there), ZOOID_TEST_AS_USER_PREFIX and optionally
 // ZOOID_TEST_AS_SENDER_LOCALPART (default zooidbot); without them those tests are skipped.
+// ZOOID_TEST_AS_ALIAS_PREFIX names the registration's non-exclusive alias namespace
+// (#PREFIX.*:server) for the alias namespace tests.
 func TestConformance(t *testing.T) {
 	switch hs := os.Getenv("ZOOID_TEST_HOMESERVER"); hs {
 	case "", "fake":
@@ -42,6 +44,7 @@ func fakeTarget(t *testing.T) Target {
 		HSToken:         "hs-" + randomID(16),
 		SenderLocalpart: "zooidbot",
 		UserPrefix:      "zooid_",
+		AliasPrefix:     "zooid_",
 		PushAddr:        ln.Addr().String(),
 		Listener:        ln,
 	}
@@ -52,10 +55,16 @@ func fakeTarget(t *testing.T) Target {
 		AppToken:        as.ASToken,
 		ServerToken:     as.HSToken,
 		SenderLocalpart: as.SenderLocalpart,
-		Namespaces: appservice.Namespaces{UserIDs: appservice.NamespaceList{{
-			Regex:     "@" + regexp.QuoteMeta(as.UserPrefix) + ".*:" + regexp.QuoteMeta(serverName),
-			Exclusive: true,
-		}}},
+		Namespaces: appservice.Namespaces{
+			UserIDs: appservice.NamespaceList{{
+				Regex:     "@" + regexp.QuoteMeta(as.UserPrefix) + ".*:" + regexp.QuoteMeta(serverName),
+				Exclusive: true,
+			}},
+			// Non-exclusive, like the daemon's: the appservice may create these, anyone else too.
+			RoomAliases: appservice.NamespaceList{{
+				Regex: "#" + regexp.QuoteMeta(as.AliasPrefix) + ".*:" + regexp.QuoteMeta(serverName),
+			}},
+		},
 	}
 	srv := fakehs.New(t, fakehs.WithServerName(serverName), fakehs.WithAppservice(reg))
 	return Target{Name: "fake", BaseURL: srv.URL(), ServerName: srv.ServerName(), AppService: as}
@@ -76,7 +85,8 @@ func urlTarget(t *testing.T, baseURL string) Target {
 		if sender == "" {
 			sender = "zooidbot"
 		}
-		target.AppService = &AppService{ID: "zooid", ASToken: asToken, HSToken: hsToken, SenderLocalpart: sender, UserPrefix: prefix, PushAddr: pushAddr}
+		target.AppService = &AppService{ID: "zooid", ASToken: asToken, HSToken: hsToken, SenderLocalpart: sender, UserPrefix: prefix,
+			AliasPrefix: os.Getenv("ZOOID_TEST_AS_ALIAS_PREFIX"), PushAddr: pushAddr}
 	} else {
 		t.Logf("no appservice for %s: the AppService tests will be skipped", baseURL)
 	}

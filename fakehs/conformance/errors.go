@@ -1,9 +1,11 @@
 package conformance
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 )
 
 func (s *suite) testErrors(t *testing.T) {
@@ -34,6 +36,42 @@ func (s *suite) testErrors(t *testing.T) {
 		ExpectStatus(t, alice.Do(t, "DELETE", CS("v3", "account", "whoami"), nil), http.StatusMethodNotAllowed, "M_UNRECOGNIZED")
 	})
 
+	t.Run("TypingOnlyForYourself", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "typer")
+		bob := s.registerUser(t, "typed")
+		room := s.publicRoomWith(t, alice, bob)
+		body := map[string]any{"typing": true, "timeout": 3000}
+		alice.MustDo(t, "PUT", CS("v3", "rooms", string(room), "typing", string(alice.UserID)), body)
+		// Synapse: typing as someone else is 400 (not 403) M_FORBIDDEN.
+		ExpectStatus(t, alice.Do(t, "PUT", CS("v3", "rooms", string(room), "typing", string(bob.UserID)), body), http.StatusBadRequest, "M_FORBIDDEN")
+		if _, err := alice.Mautrix(t).UserTyping(context.Background(), room, true, 3*time.Second); err != nil {
+			t.Fatalf("mautrix UserTyping: %v", err)
+		}
+	})
+
+	t.Run("SynapseErrorCodes", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "codes")
+		ghostUser := "@conformance-nobody-" + s.runID + ":" + s.target.ServerName
+		ghostRoom := "!conformance-no-such-room-" + s.runID + ":" + s.target.ServerName
+		// Profiles of unknown users: the whole profile is 404 M_UNKNOWN, the display name 404
+		// M_NOT_FOUND (the spec says M_NOT_FOUND for both).
+		ExpectStatus(t, alice.Do(t, "GET", CS("v3", "profile", ghostUser), nil), http.StatusNotFound, "M_UNKNOWN")
+		ExpectStatus(t, alice.Do(t, "GET", CS("v3", "profile", ghostUser, "displayname"), nil), http.StatusNotFound, "M_NOT_FOUND")
+		// Joining an unknown room id: Synapse takes it for a remote room and, with no server to
+		// ask, answers 404 M_UNKNOWN.
+		ExpectStatus(t, alice.Do(t, "POST", CS("v3", "join", ghostRoom), map[string]any{}), http.StatusNotFound, "M_UNKNOWN")
+		ExpectStatus(t, alice.Do(t, "POST", CS("v3", "rooms", ghostRoom, "join"), map[string]any{}), http.StatusNotFound, "M_UNKNOWN")
+		// Schema errors in createRoom are M_BAD_JSON, not M_INVALID_PARAM.
+		ExpectStatus(t, alice.Do(t, "POST", CS("v3", "createRoom"), map[string]any{"preset": "zooid_no_such_preset"}), http.StatusBadRequest, "M_BAD_JSON")
+		// A sync token Synapse cannot parse is 400 M_UNKNOWN; a filter id it does not know is
+		// 400 M_INVALID_PARAM (though GET /filter/{id} says 404 M_NOT_FOUND).
+		ExpectStatus(t, alice.Do(t, "GET", CS("v3", "sync"), nil, WithQuery("since", "zooid-garbage"), WithQuery("timeout", "0")), http.StatusBadRequest, "M_UNKNOWN")
+		ExpectStatus(t, alice.Do(t, "GET", CS("v3", "sync"), nil, WithQuery("filter", "987654"), WithQuery("timeout", "0")), http.StatusBadRequest, "M_INVALID_PARAM")
+		ExpectStatus(t, alice.Do(t, "GET", CS("v3", "sync"), nil, WithQuery("filter", "zooid"), WithQuery("timeout", "0")), http.StatusBadRequest, "M_INVALID_PARAM")
+	})
+
 	t.Run("MalformedJSON", func(t *testing.T) {
 		t.Parallel()
 		alice := s.registerUser(t, "badjson")
@@ -60,8 +98,8 @@ func (s *suite) testErrors(t *testing.T) {
 		// Synapse rejects unparseable tokens with 400 and M_UNKNOWN or M_INVALID_PARAM depending
 		// on the endpoint, so only a 400 Matrix error is required.
 		forged := "zooid-forged-token"
-		ExpectError(t, alice.Do(t, "GET", CS("v3", "rooms", string(room), "messages"), nil, WithQuery("dir", "b"), WithQuery("from", forged)), http.StatusBadRequest)
-		ExpectError(t, alice.Do(t, "GET", CS("v3", "rooms", string(room), "messages"), nil, WithQuery("dir", "f"), WithQuery("from", forged)), http.StatusBadRequest)
+		ExpectStatus(t, alice.Do(t, "GET", CS("v3", "rooms", string(room), "messages"), nil, WithQuery("dir", "b"), WithQuery("from", forged)), http.StatusBadRequest, "M_UNKNOWN")
+		ExpectStatus(t, alice.Do(t, "GET", CS("v3", "rooms", string(room), "messages"), nil, WithQuery("dir", "f"), WithQuery("from", forged)), http.StatusBadRequest, "M_UNKNOWN")
 		ExpectError(t, alice.Do(t, "GET", CS("v1", "rooms", string(room), "relations", string(root), "m.thread"), nil, WithQuery("from", forged)), http.StatusBadRequest)
 		ExpectError(t, alice.Do(t, "GET", CS("v1", "rooms", string(room), "threads"), nil, WithQuery("from", forged)), http.StatusBadRequest)
 		ExpectError(t, alice.Do(t, "GET", CS("v3", "sync"), nil, WithQuery("since", forged), WithQuery("timeout", "0")), http.StatusBadRequest)

@@ -136,10 +136,95 @@ func (s *suite) testMessages(t *testing.T) {
 		}
 		p2 := page(t, alice, room, p1.End, mautrix.DirectionBackward, onlyMessages, 2)
 		MustEqualStrings(t, "second filtered page", bodies(p2.Chunk), []string{want[1], want[0]})
-		if p2.End != "" {
-			p3 := page(t, alice, room, p2.End, mautrix.DirectionBackward, onlyMessages, 2)
-			MustEqualStrings(t, "page past the first message", bodies(p3.Chunk), nil)
+		// Synapse gives the page holding the first matching event an `end` too; only the empty
+		// page after it has none.
+		if p2.End == "" {
+			t.Fatalf("the filtered page reaching the first message has no end token")
 		}
+		p3 := page(t, alice, room, p2.End, mautrix.DirectionBackward, onlyMessages, 2)
+		MustEqualStrings(t, "page past the first message", bodies(p3.Chunk), nil)
+		if p3.End != "" {
+			t.Fatalf("the empty page past the first message has end %q", p3.End)
+		}
+	})
+
+	t.Run("EndTokenAtBothEndsOfTheRoom", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "ends")
+		room := s.createRoom(t, alice, nil)
+		s.sendText(t, alice, room, s.label(t, 1)[0])
+		get := func(dir, from string) *Response {
+			opts := []ReqOpt{WithQuery("dir", dir), WithQuery("limit", "100")}
+			if from != "" {
+				opts = append(opts, WithQuery("from", from))
+			}
+			res := alice.Do(t, "GET", CS("v3", "rooms", string(room), "messages"), nil, opts...)
+			MustStatus(t, res, http.StatusOK, "")
+			return res
+		}
+		// The spec says `end` is omitted "when there are no further events"; Synapse still
+		// returns it with the page that reaches m.room.create (or the newest event, dir=f) and
+		// omits it only on the empty page after. A reader stops on an empty chunk, not on a
+		// missing `end`.
+		for _, dir := range []string{"b", "f"} {
+			first := get(dir, "")
+			chunk := first.JSON().Get("chunk").Array()
+			edge := chunk[len(chunk)-1].Get("type").String()
+			if dir == "b" && edge != "m.room.create" {
+				t.Fatalf("dir=b limit=100 of a small room did not reach m.room.create: %s", first)
+			}
+			end := first.JSON().Get("end")
+			if !end.Exists() || end.String() == "" {
+				t.Fatalf("dir=%s: the page reaching the edge of the room has no end: %s", dir, first)
+			}
+			after := get(dir, end.String())
+			if n := len(after.JSON().Get("chunk").Array()); n != 0 || after.JSON().Get("end").Exists() {
+				t.Fatalf("dir=%s: want an empty chunk without end past the edge, got %d events: %s", dir, n, after)
+			}
+		}
+	})
+
+	t.Run("DepartedUserReadsUpToTheLeave", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "stayer")
+		bob := s.registerUser(t, "leaver")
+		room := s.publicRoomWith(t, alice, bob)
+		l := s.label(t, 3)
+		s.sendText(t, bob, room, l[0])
+		before := s.sendText(t, alice, room, l[1])
+		bob.MustDo(t, "POST", CS("v3", "rooms", string(room), "leave"), map[string]any{})
+		after := s.sendText(t, alice, room, l[2])
+		// Synapse (history_visibility "shared") lets a former member read history up to the
+		// leave: a backward walk from the present starts at the leave event. It does NOT cap
+		// dir=f: a forward walk shows a former member events after the leave (a known Synapse
+		// gap; fakehs stops at the leave), so this suite pins only dir=b and /event.
+		resp := page(t, bob, room, "", mautrix.DirectionBackward, onlyMessages, 10)
+		MustEqualStrings(t, "a departed member's history", bodies(resp.Chunk), []string{l[1], l[0]})
+		all := page(t, bob, room, "", mautrix.DirectionBackward, nil, 1)
+		if len(all.Chunk) != 1 || all.Chunk[0].Type != event.StateMember || all.Chunk[0].GetStateKey() != string(bob.UserID) {
+			t.Fatalf("a departed member's newest readable event is not their leave: %+v", all.Chunk)
+		}
+		bob.MustDo(t, "GET", CS("v3", "rooms", string(room), "event", string(before)), nil)
+		ExpectStatus(t, bob.Do(t, "GET", CS("v3", "rooms", string(room), "event", string(after)), nil), http.StatusNotFound, "M_NOT_FOUND")
+
+		// Leaving again is a no-op: Synapse answers 200 {} and sends no second leave event.
+		MatchResponse(t, "second leave", bob.Do(t, "POST", CS("v3", "rooms", string(room), "leave"), map[string]any{}))
+		members := page(t, alice, room, "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.StateMember}}, 10)
+		leaves := 0
+		for _, ev := range members.Chunk {
+			_ = ev.Content.ParseRaw(ev.Type) // an "already parsed" error is fine
+			if ev.GetStateKey() == string(bob.UserID) && ev.Content.AsMember().Membership == event.MembershipLeave {
+				leaves++
+			}
+		}
+		if leaves != 1 {
+			t.Fatalf("want exactly one leave event of %s, got %d", bob.UserID, leaves)
+		}
+		// Leaving a room never joined is 403; an unknown room is 404 M_UNKNOWN "Not a known room".
+		carol := s.registerUser(t, "neverin")
+		ExpectStatus(t, carol.Do(t, "POST", CS("v3", "rooms", string(room), "leave"), map[string]any{}), http.StatusForbidden, "M_FORBIDDEN")
+		ghost := "!conformance-no-such-room-" + s.runID + ":" + s.target.ServerName
+		ExpectStatus(t, carol.Do(t, "POST", CS("v3", "rooms", ghost, "leave"), map[string]any{}), http.StatusNotFound, "M_UNKNOWN")
 	})
 
 	t.Run("FiltersTypesNotTypesSenders", func(t *testing.T) {
@@ -250,9 +335,12 @@ func (s *suite) testMessages(t *testing.T) {
 		// The daemon checks that a thread_id belongs to the room by looking it up there.
 		ExpectStatus(t, alice.Do(t, "GET", CS("v3", "rooms", string(room), "event", string(foreign)), nil), http.StatusNotFound, "M_NOT_FOUND")
 		ExpectStatus(t, alice.Do(t, "GET", CS("v3", "rooms", string(room), "event", "$conformance-no-such-event-"+s.runID), nil), http.StatusNotFound, "M_NOT_FOUND")
-		// Synapse answers relations of another room's event with 404 M_UNKNOWN ("Unknown parent
-		// event"), so only the status is pinned.
-		ExpectError(t, alice.Do(t, "GET", CS("v1", "rooms", string(room), "relations", string(foreign), "m.thread"), nil), http.StatusNotFound)
+		ExpectStatus(t, alice.Do(t, "GET", CS("v3", "rooms", "!conformance-no-such-room-"+s.runID+":"+s.target.ServerName, "event", string(evID)), nil),
+			http.StatusNotFound, "M_NOT_FOUND")
+		// Synapse answers relations of another room's event, or of an unknown one, with 404
+		// M_UNKNOWN ("Unknown parent event."), not M_NOT_FOUND.
+		ExpectStatus(t, alice.Do(t, "GET", CS("v1", "rooms", string(room), "relations", string(foreign), "m.thread"), nil), http.StatusNotFound, "M_UNKNOWN")
+		ExpectStatus(t, alice.Do(t, "GET", CS("v1", "rooms", string(room), "relations", "$conformance-no-such-event-"+s.runID), nil), http.StatusNotFound, "M_UNKNOWN")
 	})
 
 	t.Run("SyncTokenStartsMessagesPagination", func(t *testing.T) {

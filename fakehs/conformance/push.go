@@ -21,6 +21,8 @@ type pushedTxn struct {
 	Events   []gjson.Result
 	AuthOK   bool
 	Answered int // the status the suite answered with
+	// HasEphemeral is whether the body had an "ephemeral" key at all.
+	HasEphemeral bool
 }
 
 // failRule answers 500 to the first transaction containing an event that matches.
@@ -98,7 +100,8 @@ func (r *pushRecorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writeJSON(w, http.StatusBadRequest, `{"errcode":"M_NOT_JSON","error":"transaction body is not JSON"}`)
 		return
 	}
-	txn := pushedTxn{ID: strings.TrimPrefix(req.URL.Path, txnPrefix), Events: gjson.GetBytes(data, "events").Array(), AuthOK: authOK, Answered: http.StatusOK}
+	txn := pushedTxn{ID: strings.TrimPrefix(req.URL.Path, txnPrefix), Events: gjson.GetBytes(data, "events").Array(), AuthOK: authOK,
+		Answered: http.StatusOK, HasEphemeral: gjson.GetBytes(data, "ephemeral").Exists()}
 	r.mu.Lock()
 	for _, rule := range r.rules {
 		if rule.used {

@@ -44,6 +44,9 @@ func synapseTarget(t *testing.T) Target {
 	}
 	reg.Namespaces.UserIDs.Register(regexp.MustCompile(
 		fmt.Sprintf("@%s.*:%s", regexp.QuoteMeta(prefix), regexp.QuoteMeta(serverName))), true)
+	// Non-exclusive, like the daemon's registration lists its configured aliases.
+	reg.Namespaces.RoomAliases.Register(regexp.MustCompile(
+		fmt.Sprintf("#%s.*:%s", regexp.QuoteMeta(prefix), regexp.QuoteMeta(serverName))), false)
 
 	hs := synapse.RunForTest(t, synapse.WithServerName(serverName), synapse.WithAppservice(reg))
 	served = true
@@ -57,6 +60,7 @@ func synapseTarget(t *testing.T) Target {
 			HSToken:         reg.ServerToken,
 			SenderLocalpart: reg.SenderLocalpart,
 			UserPrefix:      prefix,
+			AliasPrefix:     prefix,
 			PushAddr:        ln.Addr().String(),
 			Listener:        ln,
 		},

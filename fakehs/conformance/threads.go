@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"testing"
@@ -69,8 +70,67 @@ func threadsPages(t testing.TB, c *Client, room id.RoomID, limit int) ([]string,
 	return nil, nil
 }
 
+// threadReplyBody is the raw content of a thread reply to parent, as sendThreadReply sends it.
+func threadReplyBody(body string, parent string) map[string]any {
+	return map[string]any{
+		"msgtype": "m.text",
+		"body":    body,
+		"m.relates_to": map[string]any{
+			"rel_type": "m.thread", "event_id": parent, "is_falling_back": true,
+			"m.in_reply_to": map[string]any{"event_id": parent},
+		},
+	}
+}
+
 func (s *suite) testThreads(t *testing.T) {
 	t.Parallel()
+
+	t.Run("ThreadCannotStartFromARelation", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "nested")
+		room := s.createRoom(t, alice, nil)
+		l := s.label(t, 1)
+		root := s.sendText(t, alice, room, l[0])
+		reply := s.sendThreadReply(t, alice, room, root, "reply")
+		edit := s.send(t, alice, room, event.EventMessage, map[string]any{
+			"msgtype": "m.text", "body": "* edited", "m.new_content": map[string]any{"msgtype": "m.text", "body": "edited"},
+			"m.relates_to": map[string]any{"rel_type": "m.replace", "event_id": root},
+		})
+		// Synapse refuses a thread whose parent has a relation of its own (a thread reply, an
+		// edit) with 400 M_UNKNOWN "Cannot start threads from an event with a relation": a
+		// reply in a thread names the thread root, never another reply.
+		for _, parent := range []id.EventID{reply, edit} {
+			res := alice.Do(t, "PUT", CS("v3", "rooms", string(room), "send", "m.room.message", "conf-"+randomID(6)), threadReplyBody("nested", string(parent)))
+			ExpectStatus(t, res, http.StatusBadRequest, "M_UNKNOWN")
+		}
+		eventually(t, 10*time.Second, "the thread list to hold only the root", func() (bool, string) {
+			ids, _ := threadsPages(t, alice, room, 10)
+			return slices.Equal(ids, []string{string(root)}), fmt.Sprintf("thread roots %q, want only %s", ids, root)
+		})
+		rels := relationsPages(t, alice, room, root, mautrix.DirectionForward, 10)
+		MustEqualStrings(t, "replies in the thread", eventIDs(rels), []string{string(reply)})
+	})
+
+	t.Run("RelationToUnknownEventRefused", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "relunknown")
+		room := s.createRoom(t, alice, nil)
+		other := s.createRoom(t, alice, nil)
+		foreign := s.sendText(t, alice, other, s.label(t, 1)[0])
+		send := func(content map[string]any) *Response {
+			return alice.Do(t, "PUT", CS("v3", "rooms", string(room), "send", "m.room.message", "conf-"+randomID(6)), content)
+		}
+		// Synapse: 400 M_UNKNOWN "Can't send relation to unknown event", and "Relations must be
+		// in the same room" for a parent elsewhere; the daemon must check a thread_id first.
+		ExpectStatus(t, send(threadReplyBody("to nothing", "$conformance-no-such-event-"+s.runID)), http.StatusBadRequest, "M_UNKNOWN")
+		ExpectStatus(t, send(threadReplyBody("to elsewhere", string(foreign))), http.StatusBadRequest, "M_UNKNOWN")
+		// A bare reply (m.in_reply_to, no rel_type) is not a relation and is not checked.
+		bare := send(map[string]any{"msgtype": "m.text", "body": "bare reply",
+			"m.relates_to": map[string]any{"m.in_reply_to": map[string]any{"event_id": "$conformance-no-such-event-" + s.runID}}})
+		ExpectStatus(t, bare, http.StatusOK, "")
+		resp := page(t, alice, room, "", mautrix.DirectionBackward, onlyMessages, 10)
+		MustEqualStrings(t, "messages stored after refused relations", bodies(resp.Chunk), []string{"bare reply"})
+	})
 
 	t.Run("RelationsBothDirectionsPaged", func(t *testing.T) {
 		t.Parallel()

@@ -21,6 +21,8 @@ import (
 	mcpclient "github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/zooid-dev/zooid/zooid/acpagent"
 )
 
 // ExecEnv is the environment variable a test binary checks to run as a child
@@ -69,8 +71,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 
 	a := &agent{ctl: ctl, log: log, stderr: stderr, sessions: map[acp.SessionId]*session{}, ready: make(chan struct{})}
-	conn := acp.NewAgentSideConnection(a, stdout, stdin)
+	gate := acpagent.NewGatedReader(stdin)
+	conn := acp.NewAgentSideConnection(a, stdout, gate)
 	conn.SetLogger(log)
+	gate.Open()
 	a.conn = conn
 	close(a.ready)
 	<-conn.Done()

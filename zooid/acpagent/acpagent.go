@@ -160,8 +160,10 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 	}
 	c.log = opts.Logger.With("pid", c.pid)
 	c.out = newUpdateCounter(stdoutR)
-	c.acp = acp.NewClientSideConnection(&client{c: c}, stdinW, c.out)
+	gate := NewGatedReader(c.out)
+	c.acp = acp.NewClientSideConnection(&client{c: c}, stdinW, gate)
 	c.acp.SetLogger(c.log)
+	gate.Open()
 
 	stderrDone := make(chan struct{})
 	go func() {
