@@ -26,7 +26,7 @@ func (s *Server) handleLoginFlows(r *http.Request) (any, error) {
 func (s *Server) handleCapabilities(r *http.Request, c *caller) (any, error) {
 	return map[string]any{"capabilities": map[string]any{
 		"m.change_password": map[string]bool{"enabled": false},
-		"m.room_versions":   map[string]any{"default": "10", "available": map[string]string{"10": "stable"}},
+		"m.room_versions":   map[string]any{"default": "11", "available": map[string]string{"10": "stable", "11": "stable"}},
 		"m.set_displayname": map[string]bool{"enabled": true},
 		"m.set_avatar_url":  map[string]bool{"enabled": true},
 		"m.3pid_changes":    map[string]bool{"enabled": false},

@@ -12,7 +12,7 @@ import (
 
 // asState is one registered application service and its push queue.
 type asState struct {
-	reg    *appservice.Registration
+	reg     *appservice.Registration
 	sender  id.UserID
 	users   []nsRegex
 	aliases []nsRegex

@@ -217,3 +217,78 @@ func TestAppservicePushRetriesSameTransaction(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestAppserviceAliasNamespaces holds aliases to Synapse's rules: an
+// appservice only inside its alias namespaces, others never inside an
+// exclusive one; a refused createRoom leaves no room behind.
+func TestAppserviceAliasNamespaces(t *testing.T) {
+	reg := testRegistration("")
+	reg.Namespaces.RoomAliases = appservice.NamespaceList{
+		{Regex: "#agentroom-.*:localhost"},
+		{Regex: "#reserved-.*:localhost", Exclusive: true},
+	}
+	s := New(t, WithAppservice(reg))
+	decode(t, rawDo(t, s, "POST", "as-secret", "/_matrix/client/v3/register",
+		`{"type":"m.login.application_service","username":"agent-a"}`), http.StatusOK, nil)
+	_, human, err := s.RegisterUser("human", "Human")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const asUser = "?user_id=%40agent-a%3Alocalhost"
+	create := func(token, query, alias string) *http.Response {
+		return rawDo(t, s, "POST", token, "/_matrix/client/v3/createRoom"+query, `{"room_alias_name":"`+alias+`"}`)
+	}
+	wantError(t, create("as-secret", asUser, "elsewhere"), 400, "M_EXCLUSIVE")
+	wantError(t, create("as-secret", "", "elsewhere2"), 400, "M_EXCLUSIVE") // the sender user too
+	wantError(t, create(human, "", "reserved-x"), 400, "M_EXCLUSIVE")
+	var joined struct {
+		JoinedRooms []id.RoomID `json:"joined_rooms"`
+	}
+	decode(t, rawGet(t, s, "as-secret", "/_matrix/client/v3/joined_rooms"+asUser), http.StatusOK, &joined)
+	if len(joined.JoinedRooms) != 0 {
+		t.Fatalf("refused createRoom left rooms %v", joined.JoinedRooms)
+	}
+	var created struct {
+		RoomID id.RoomID `json:"room_id"`
+	}
+	decode(t, create("as-secret", asUser, "agentroom-1"), http.StatusOK, &created)
+	decode(t, create("as-secret", asUser, "reserved-1"), http.StatusOK, nil) // exclusive to this appservice
+	decode(t, create(human, "", "agentroom-2"), http.StatusOK, nil)          // non-exclusive reserves nothing
+
+	put := func(token, query, alias string) *http.Response {
+		return rawDo(t, s, "PUT", token, "/_matrix/client/v3/directory/room/"+urlQuery(alias)+query, `{"room_id":"`+string(created.RoomID)+`"}`)
+	}
+	wantError(t, put("as-secret", asUser, "#elsewhere3:localhost"), 400, "M_EXCLUSIVE")
+	decode(t, put("as-secret", asUser, "#agentroom-3:localhost"), http.StatusOK, nil)
+	wantError(t, put("as-secret", asUser, "#agentroom-3:localhost"), 409, "M_UNKNOWN")
+	// The human is not in the room: membership is checked before the namespace.
+	wantError(t, put(human, "", "#reserved-2:localhost"), 403, "M_FORBIDDEN")
+	if rid, ok := s.RoomIDForAlias("#agentroom-3:localhost"); !ok || rid != created.RoomID {
+		t.Fatalf("alias put by the appservice resolves to %q, %v", rid, ok)
+	}
+	if _, ok := s.RoomIDForAlias("#elsewhere3:localhost"); ok {
+		t.Fatal("a refused alias was stored")
+	}
+}
+
+// TestRegistrationRules pins Synapse's /register and /register/available
+// answers around appservice tokens and namespaces.
+func TestRegistrationRules(t *testing.T) {
+	s := New(t, WithAppservice(testRegistration("")))
+	_, human, err := s.RegisterUser("human", "Human")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, rawGet(t, s, "", "/_matrix/client/v3/register/available?username=agent-x"), 400, "M_EXCLUSIVE")
+	wantError(t, rawGet(t, s, "", "/_matrix/client/v3/register/available?username=human"), 400, "M_USER_IN_USE")
+	decode(t, rawGet(t, s, "", "/_matrix/client/v3/register/available?username=free"), http.StatusOK, nil)
+	wantError(t, rawDo(t, s, "POST", "as-secret", "/_matrix/client/v3/register", `{"username":"agent-x"}`), 400, "M_UNKNOWN")
+	wantError(t, rawDo(t, s, "POST", "as-secret", "/_matrix/client/v3/register",
+		`{"username":"agent-x","auth":{"type":"m.login.application_service"}}`), 400, "M_UNKNOWN")
+	wantError(t, rawDo(t, s, "POST", human, "/_matrix/client/v3/register", `{"username":"other","password":"pw"}`), 400, "M_UNKNOWN")
+	wantError(t, rawDo(t, s, "POST", "", "/_matrix/client/v3/register",
+		`{"type":"m.login.application_service","username":"agent-x"}`), 400, "M_UNKNOWN")
+	decode(t, rawDo(t, s, "POST", "as-secret", "/_matrix/client/v3/register",
+		`{"type":"m.login.application_service","username":"agent-x"}`), http.StatusOK, nil)
+	wantError(t, rawGet(t, s, "", "/_matrix/client/v3/register/available?username=agent-x"), 400, "M_EXCLUSIVE")
+}

@@ -11,9 +11,10 @@
 // ordered by latest reply, so /threads never scans the room either.
 //
 // Where Synapse and the spec disagree, the server follows Synapse:
-//   - /messages returns `end` with every non-empty page and leaves it out
-//     only on the empty page after the last one (the spec says "omitted
-//     when there are no further events").
+//   - /messages returns `end` with every non-empty page, also the one that
+//     reaches m.room.create (dir=b) or the newest event (dir=f), and leaves
+//     it out only on the empty page after (the spec says "omitted when there
+//     are no further events").
 //   - An appservice may act only as users it has registered with
 //     m.login.application_service; namespace users are NOT created on first
 //     use (403 M_FORBIDDEN), and ?user_id= outside the namespace is 403
@@ -21,7 +22,24 @@
 //     a normal user registering inside an exclusive namespace is too.
 //   - Transactions carry the hs_token as a Bearer header and also as
 //     ?access_token= for appservices that predate the header.
-//   - A user who left a room may still read its history up to the leave.
+//   - A user who left a room may still read its history up to the leave;
+//     leaving again is 200 {} with no new event, and an unknown room is 404
+//     M_UNKNOWN. (Synapse does not cap dir=f /messages at the leave; fakehs
+//     does, as the spec's "shared" visibility asks.)
+//   - An appservice may create aliases (createRoom's room_alias_name, PUT
+//     /directory/room) only inside its registration's alias namespaces,
+//     exclusive or not; others may not create one inside an exclusive alias
+//     namespace. Both are 400 M_EXCLUSIVE. /register/available answers a name
+//     in an exclusive user namespace with 400 M_EXCLUSIVE, and /register with
+//     any access token but without "type": "m.login.application_service" is
+//     400 M_UNKNOWN.
+//   - A relation (rel_type and event_id in m.relates_to) must name a known
+//     event of the same room, and a thread cannot start from an event that
+//     has a relation itself (a thread reply, an edit): 400 M_UNKNOWN. A bare
+//     m.in_reply_to is not checked.
+//   - Typing for another user is 400 M_FORBIDDEN.
+//   - Transactions carry no "ephemeral" key (Synapse sends it only to
+//     appservices that opted in, which fakehs does not support).
 //   - Transaction ids are scoped per device for users and per appservice
 //     (whichever user it acts as); the key is the request path, so the same
 //     txn id in another room or with another event type is a new event.
@@ -30,6 +48,11 @@
 //   - Event content with floats or integers beyond ±(2^53-1) is 400 M_BAD_JSON.
 //   - /rooms/{id}/event/{eventId} answers non-members 404 M_NOT_FOUND, and
 //     /relations of an event outside the room 404 M_UNKNOWN.
+//   - Other errcodes as Synapse's: GET /profile/{unknown} is 404 M_UNKNOWN
+//     (its /displayname 404 M_NOT_FOUND); joining an unknown room id is 404
+//     M_UNKNOWN; createRoom with a bad preset is 400 M_BAD_JSON; a bad
+//     pagination or sync token is 400 M_UNKNOWN; /sync with an unknown filter
+//     id is 400 M_INVALID_PARAM.
 //   - Unknown rooms answer 403 M_FORBIDDEN, not 404, so room existence does
 //     not leak; a known path with the wrong method is 405 M_UNRECOGNIZED.
 //   - Default limits: /messages 10, /relations 5, /threads 5, sync timeline 10.

@@ -67,6 +67,14 @@ func (s *Server) handleRedact(r *http.Request, c *caller) (any, error) {
 	}
 	e := s.appendEvent(rm, &evt{Sender: c.User, Type: "m.room.redaction", Content: mustJSON(content), TxnID: txnID, txnPath: r.URL.Path, Redacts: target.ID}, c)
 	target.Content = json.RawMessage("{}")
+	if target.RedactedBy == nil {
+		target.RedactedBy = e
+	}
+	if target.RelType == "m.replace" {
+		if orig := s.state.events[target.RelTo]; orig != nil && rm.edits[orig.ID] == target {
+			rm.refreshEdit(orig)
+		}
+	}
 	return map[string]id.EventID{"event_id": e.ID}, nil
 }
 

@@ -87,7 +87,7 @@ func (s *Server) createRoom(c *caller, req *reqCreateRoom, imported bool) (*room
 	}
 	version := req.RoomVersion
 	if version == "" {
-		version = "10"
+		version = "11" // Synapse's default since 1.9x
 	}
 	rm := newRoom(id.RoomID("!"+randomID(18)+":"+s.cfg.serverName), c.User)
 	s.state.rooms[rm.ID] = rm
@@ -99,7 +99,10 @@ func (s *Server) createRoom(c *caller, req *reqCreateRoom, imported bool) (*room
 	if len(req.CreationContent) > 0 {
 		_ = json.Unmarshal(req.CreationContent, &create)
 	}
-	create["creator"] = c.User
+	if version != "11" {
+		// Room version 11 dropped `creator`: the create event's sender is the creator.
+		create["creator"] = c.User
+	}
 	create["room_version"] = version
 	put("m.room.create", &empty, create)
 	self := string(c.User)

@@ -117,6 +117,14 @@ func validateSeed(seed *RoomSeed) error {
 		if se.ThreadRoot >= 0 && se.Relation != nil {
 			return fmt.Errorf("import room: event %d: both ThreadRoot and Relation set", i)
 		}
+		// As Synapse refuses on send: a thread cannot start from an event with a relation.
+		threadParent := se.ThreadRoot
+		if rel := se.Relation; rel != nil && rel.RelType == "m.thread" {
+			threadParent = rel.Target
+		}
+		if threadParent >= 0 && (seed.Events[threadParent].ThreadRoot >= 0 || seed.Events[threadParent].Relation != nil) {
+			return fmt.Errorf("import room: event %d: thread root %d has a relation itself (Synapse refuses such threads)", i, threadParent)
+		}
 		if _, err := json.Marshal(se.Content); err != nil {
 			return fmt.Errorf("import room: event %d content: %w", i, err)
 		}

@@ -95,6 +95,9 @@ type evt struct {
 	txnPath   string // request path, the transaction's key
 	// Redacts is the target of an m.room.redaction.
 	Redacts id.EventID
+	// RedactedBy is the first redaction applied to this event, shown as
+	// unsigned.redacted_because.
+	RedactedBy *evt
 	// Membership of a m.room.member event, parsed once.
 	Membership string
 }
@@ -109,6 +112,9 @@ type room struct {
 	// children maps an event to the events relating to it, ascending Stream.
 	children map[id.EventID][]*evt
 	threads  map[id.EventID]*thread
+	// edits maps an event to its latest applicable m.replace, bundled in
+	// unsigned.m.relations as Synapse does.
+	edits map[id.EventID]*evt
 	// threadOrder lists threads by latest activity, ascending.
 	threadOrder []*thread
 	// everJoined marks users who were joined at some point: after leaving
@@ -136,6 +142,7 @@ func newRoom(rid id.RoomID, creator id.UserID) *room {
 		state:      map[stateKey]*evt{},
 		children:   map[id.EventID][]*evt{},
 		threads:    map[id.EventID]*thread{},
+		edits:      map[id.EventID]*evt{},
 		everJoined: map[id.UserID]bool{},
 	}
 }

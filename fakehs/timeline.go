@@ -75,6 +75,9 @@ func (s *Server) indexRelation(rm *room, e *evt) {
 		return
 	}
 	rm.children[e.RelTo] = append(rm.children[e.RelTo], e)
+	if e.RelType == "m.replace" && appliesAsEdit(parent, e) {
+		rm.edits[parent.ID] = e // the newest applicable edit wins
+	}
 	if e.RelType != "m.thread" {
 		return
 	}
@@ -88,6 +91,25 @@ func (s *Server) indexRelation(rm *room, e *evt) {
 	th.Replies = append(th.Replies, e)
 	th.Participants[e.Sender] = true
 	rm.threadOrder = append(rm.threadOrder, th)
+}
+
+// appliesAsEdit follows Synapse's _get_applicable_edits: an m.replace is
+// bundled only when it is an m.room.message from the original's sender, of
+// the original's type, and not redacted (Synapse drops a redacted event's
+// relation).
+func appliesAsEdit(orig, edit *evt) bool {
+	return edit.RelType == "m.replace" && edit.Type == "m.room.message" && orig.Type == edit.Type &&
+		orig.Sender == edit.Sender && edit.RedactedBy == nil
+}
+
+// refreshEdit recomputes the bundled edit of orig, after one was redacted.
+func (rm *room) refreshEdit(orig *evt) {
+	delete(rm.edits, orig.ID)
+	for _, c := range rm.children[orig.ID] {
+		if appliesAsEdit(orig, c) {
+			rm.edits[orig.ID] = c
+		}
+	}
 }
 
 // removeThreadOrder takes th out of threadOrder, found by binary search on
@@ -119,13 +141,23 @@ type clientEvent struct {
 // token, or the same appservice user) and bundled m.thread aggregations.
 func (s *Server) render(e *evt, viewer *caller) *clientEvent {
 	ce := s.renderPlain(e, viewer)
+	rels := map[string]any{}
 	if th := e.Room.threads[e.ID]; th != nil {
 		participated := viewer != nil && th.Participants[viewer.User]
-		ce.unsigned()["m.relations"] = map[string]any{"m.thread": map[string]any{
+		rels["m.thread"] = map[string]any{
 			"count":                     len(th.Replies),
 			"latest_event":              s.renderPlain(th.latest(), viewer),
 			"current_user_participated": participated,
-		}}
+		}
+	}
+	if edit := e.Room.edits[e.ID]; edit != nil && e.RedactedBy == nil {
+		// Since Matrix 1.7 (MSC3925) the whole latest edit is bundled and the
+		// original's content is left as sent. A redacted original keeps its
+		// thread summary in Synapse but loses its edit.
+		rels["m.replace"] = s.renderPlain(edit, viewer)
+	}
+	if len(rels) > 0 {
+		ce.unsigned()["m.relations"] = rels
 	}
 	return ce
 }
@@ -137,6 +169,9 @@ func (s *Server) renderPlain(e *evt, viewer *caller) *clientEvent {
 	ce.unsigned()["age"] = time.Now().UnixMilli() - e.TS
 	if viewer.seesTxnID(e) {
 		ce.unsigned()["transaction_id"] = e.TxnID
+	}
+	if e.RedactedBy != nil {
+		ce.unsigned()["redacted_because"] = s.renderPlain(e.RedactedBy, viewer)
 	}
 	return ce
 }

@@ -1,3 +1,4 @@
+@routing
 Feature: How an agent's reply lands in the room
   In order to read an agent's answer where I asked, without notification noise
   As a person in a Matrix room

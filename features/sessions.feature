@@ -1,3 +1,4 @@
+@routing
 Feature: A thread is a conversation
   In order to keep several conversations with an agent apart
   As a person in a Matrix room

@@ -1,3 +1,4 @@
+@routing
 Feature: Who is woken by a message
   In order to talk to the right agent without waking the others
   As a person in a Matrix room

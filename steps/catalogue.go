@@ -1,7 +1,6 @@
 package steps
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -82,6 +81,3 @@ func WriteCatalogue(out io.Writer) error {
 	}
 	return nil
 }
-
-// ctxStep is the shape of most steps.
-type ctxStep = func(context.Context) error

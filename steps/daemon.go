@@ -74,7 +74,11 @@ func (w *world) startDaemon(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("configuring the daemon: %w", err)
 	}
-	if err := d.Start(ctx); err != nil {
+	// The daemon lives as long as the scenario, not as long as the step
+	// that happened to start it.
+	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	w.closers = append(w.closers, func() error { cancel(); return nil })
+	if err := d.Start(life); err != nil {
 		return fmt.Errorf("starting the daemon: %w", err)
 	}
 	w.d = d

@@ -30,11 +30,6 @@ func checkName(n string) error {
 	return nil
 }
 
-// human is the Matrix user id of a human named in a step.
-func (n names) human(name string) id.UserID {
-	return id.NewUserID(n.humanPrefix+name, n.serverName)
-}
-
 // humanLocalpart is the localpart registered for a human.
 func (n names) humanLocalpart(name string) string { return n.humanPrefix + name }
 

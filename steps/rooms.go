@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"maunium.net/go/mautrix"
@@ -231,12 +230,4 @@ func threadRelation(root, inReplyTo id.EventID) map[string]any {
 		"rel_type": "m.thread", "event_id": string(root), "is_falling_back": true,
 		"m.in_reply_to": map[string]any{"event_id": string(inReplyTo)},
 	}
-}
-
-// describeSenders renders "ori, mia and agent-a" back for messages.
-func describeSenders(s []string) string {
-	if len(s) < 2 {
-		return strings.Join(s, "")
-	}
-	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }

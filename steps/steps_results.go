@@ -27,7 +27,7 @@ func resultSteps(w *world) []stepDef {
 			example: `the result includes {"members": [{"id": "@agent-a", "is_agent": true, "agent_name": "agent-a"}]}`,
 			doc:     "The last result contains the JSON: objects by subset, arrays by each expected element matching some actual one.",
 			fn:      w.stepIncludes},
-		{area: "results", pattern: `^the result has (\d+) (threads|messages|members|rooms)$`,
+		{area: "results", pattern: `^the result has (\d+) (threads?|messages?|members?|rooms?)$`,
 			example: `the result has 5 threads`,
 			doc:     "The last result's list has exactly that many entries.",
 			fn:      w.stepHasN},
@@ -61,7 +61,7 @@ func resultSteps(w *world) []stepDef {
 			fn:      w.stepSawAll},
 		{area: "results", pattern: `^has_more was true on every page but the last$`,
 			example: `has_more was true on every page but the last`,
-			doc:     "The paging walk's has_more was exact: true until the final page, false there.",
+			doc:     "The paging walk's has_more was exact: true until the final page, false there, and that final page not empty.",
 			fn:      w.stepHasMoreExact},
 		{area: "results", pattern: `^every page had at most (\d+) messages$`,
 			example: `every page had at most 200 messages`,
@@ -495,6 +495,12 @@ func (w *world) stepHasMoreExact() error {
 		more, _ := pg.body["has_more"].(bool)
 		if last := i == len(p.pages)-1; more == last {
 			return fmt.Errorf("page %d of %d has has_more %v", i+1, len(p.pages), more)
+		}
+	}
+	// has_more was a guess if the page it promised turned out empty.
+	if n := len(p.pages); n > 1 {
+		if l, err := p.pages[n-1].list(); err == nil && len(l) == 0 {
+			return fmt.Errorf("page %d said has_more true, but the last page %d was empty", n-1, n)
 		}
 	}
 	return nil

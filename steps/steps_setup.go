@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -100,7 +101,11 @@ func (w *world) stepAgents(ctx context.Context, list, rooms, trigger string) err
 			w.agents[n] = a
 			w.agentSeq = append(w.agentSeq, n)
 		}
-		a.rooms = append(a.rooms, rs...)
+		for _, r := range rs {
+			if !slices.Contains(a.rooms, r) {
+				a.rooms = append(a.rooms, r)
+			}
+		}
 		a.trigger = trigger
 	}
 	return nil

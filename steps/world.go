@@ -118,7 +118,37 @@ func (w *world) ensureHomeserver(ctx context.Context) error {
 	}
 	as.SetAppServiceUserID = true
 	w.as = as
+	if w.run.backend.kind() != "fake" {
+		// Agent users belong to the slot and outlive the scenario; leaving
+		// its rooms keeps the next scenario's zooid_get_rooms its own.
+		w.closers = append(w.closers, w.leaveAgentRooms)
+	}
 	return nil
+}
+
+// leaveAgentRooms makes every agent of the scenario leave every room it is in.
+func (w *world) leaveAgentRooms() error {
+	ctx, cancel := context.WithTimeout(context.Background(), w.run.wait)
+	defer cancel()
+	var errs []error
+	for _, an := range w.agentSeq {
+		cli, err := w.clientFor(ctx, w.names().agent(an))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		joined, err := cli.JoinedRooms(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("listing %s's rooms: %w", an, err))
+			continue
+		}
+		for _, rid := range joined.JoinedRooms {
+			if _, err := cli.LeaveRoom(ctx, rid); err != nil {
+				errs = append(errs, fmt.Errorf("%s leaving %s: %w", an, rid, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // names is the scenario's name→id mapping; only valid after ensureHomeserver.
@@ -128,12 +158,31 @@ func (w *world) names() names { return w.lease.names }
 func (w *world) close() error {
 	var errs []error
 	for i := len(w.closers) - 1; i >= 0; i-- {
-		if err := w.closers[i](); err != nil {
+		if err := closeWithin(w.closers[i], closeTimeout); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	w.closers = nil
 	return errors.Join(errs...)
+}
+
+// closeTimeout bounds each teardown step, so one stuck part fails its
+// scenario with a message instead of hanging the whole run.
+const closeTimeout = 20 * time.Second
+
+// closeWithin runs a closer, giving up on it after d. A closer that hangs is
+// left running (it can't be stopped from outside) and reported.
+func closeWithin(close func() error, d time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- close() }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("teardown step still running after %s; abandoned", d)
+	}
 }
 
 // addHuman registers a human by name.

@@ -42,7 +42,7 @@ type AppService struct {
 	// alias namespace, as the daemon registers the rooms it creates; without it the alias
 	// namespace tests are skipped.
 	AliasPrefix string
-	PushAddr                              string // "127.0.0.1:PORT" the homeserver pushes to; the suite listens here
+	PushAddr    string // "127.0.0.1:PORT" the homeserver pushes to; the suite listens here
 	// Listener, when set, is an already open listener on PushAddr that the suite serves on and
 	// closes; it lets a caller reserve the port before the homeserver learns it.
 	Listener net.Listener

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"testing"
+	"time"
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
@@ -341,6 +342,58 @@ func (s *suite) testMessages(t *testing.T) {
 		// M_UNKNOWN ("Unknown parent event."), not M_NOT_FOUND.
 		ExpectStatus(t, alice.Do(t, "GET", CS("v1", "rooms", string(room), "relations", string(foreign), "m.thread"), nil), http.StatusNotFound, "M_UNKNOWN")
 		ExpectStatus(t, alice.Do(t, "GET", CS("v1", "rooms", string(room), "relations", "$conformance-no-such-event-"+s.runID), nil), http.StatusNotFound, "M_UNKNOWN")
+	})
+
+	t.Run("EditAndRedactionBundles", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "editor")
+		bob := s.registerUser(t, "othereditor")
+		room := s.publicRoomWith(t, alice, bob)
+		l := s.label(t, 2)
+		edit := func(c *Client, orig id.EventID, body string) id.EventID {
+			return s.send(t, c, room, event.EventMessage, map[string]any{
+				"msgtype": "m.text", "body": "* " + body, "m.new_content": map[string]any{"msgtype": "m.text", "body": body},
+				"m.relates_to": map[string]any{"rel_type": "m.replace", "event_id": orig},
+			})
+		}
+		orig := s.sendText(t, alice, room, l[0])
+		edit(alice, orig, "first edit")
+		latest := edit(alice, orig, "second edit")
+		edit(bob, orig, "not the sender's") // Synapse bundles only the original sender's edits
+		// Synapse bundles the whole latest edit in unsigned.m.relations.m.replace and leaves the
+		// original content as sent (Matrix 1.7, MSC3925).
+		ev := alice.MustDo(t, "GET", CS("v3", "rooms", string(room), "event", string(orig)), nil)
+		MatchJSON(t, "edited event", ev, KeyEqual("content.body", l[0]),
+			KeyEqual("unsigned.m\\.relations.m\\.replace.event_id", string(latest)),
+			KeyEqual("unsigned.m\\.relations.m\\.replace.content.m\\.new_content.body", "second edit"))
+		got, err := alice.Mautrix(t).GetEvent(context.Background(), room, orig)
+		if err != nil || got.Unsigned.Relations.GetLatestEdit() == nil || got.Unsigned.Relations.GetLatestEdit().ID != latest {
+			t.Fatalf("mautrix GetEvent(%s) latest edit = %+v, %v; want %s", orig, got, err, latest)
+		}
+		// A redacted edit no longer counts; the one before it is bundled again.
+		if _, err := alice.Mautrix(t).RedactEvent(context.Background(), room, latest); err != nil {
+			t.Fatalf("redacting the latest edit: %v", err)
+		}
+		eventually(t, 10*time.Second, "the bundle to fall back to the first edit", func() (bool, string) {
+			ev := alice.MustDo(t, "GET", CS("v3", "rooms", string(room), "event", string(orig)), nil)
+			body := ev.Get("unsigned.m\\.relations.m\\.replace.content.m\\.new_content.body").String()
+			return body == "first edit", ev.Raw
+		})
+
+		// A redacted event keeps its type and empty content, and says what redacted it.
+		doomed := s.sendText(t, alice, room, l[1])
+		red, err := alice.Mautrix(t).RedactEvent(context.Background(), room, doomed, mautrix.ReqRedact{Reason: "conformance"})
+		if err != nil {
+			t.Fatalf("redacting: %v", err)
+		}
+		ev = bob.MustDo(t, "GET", CS("v3", "rooms", string(room), "event", string(doomed)), nil)
+		MatchJSON(t, "redacted event", ev, KeyEqual("type", "m.room.message"),
+			KeyEqual("unsigned.redacted_because.event_id", string(red.EventID)),
+			KeyEqual("unsigned.redacted_because.type", "m.room.redaction"),
+			KeyEqual("unsigned.redacted_because.content.reason", "conformance"))
+		if n := len(ev.Get("content").Map()); n != 0 {
+			t.Fatalf("redacted message keeps content: %s", ev.Raw)
+		}
 	})
 
 	t.Run("SyncTokenStartsMessagesPagination", func(t *testing.T) {

@@ -147,6 +147,11 @@ func newWorld(t testing.TB, nMessages, nThreads, nPlain int) *world {
 			case 3:
 				add(fakehs.SeedEvent{Sender: alice, ThreadRoot: -1, Relation: &fakehs.SeedRelation{RelType: "m.replace", Target: target},
 					Content: map[string]any{"msgtype": "m.text", "body": "* edited", "m.new_content": map[string]any{"msgtype": "m.text", "body": "edited"}}}, meta{root: -1})
+				// Homeservers bundle the latest edit by the original sender, and
+				// history shows the edited text; anyone else's edit is ignored.
+				if seed[target].Sender == alice {
+					metas[target].text = "edited"
+				}
 			}
 		}
 	}
