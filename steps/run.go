@@ -169,7 +169,9 @@ func andTags(a, b string) string {
 	if strings.TrimSpace(a) == "" {
 		return b
 	}
-	return "(" + a + ") && " + b
+	// godog's expressions have no parentheses: "&&" joins groups of
+	// ","-separated alternatives, so appending a group is already an AND.
+	return a + " && " + b
 }
 
 // FeaturesDir finds the module's features directory from the working

@@ -111,14 +111,8 @@ var all = []Tool{
 			ReadOnly:    true,
 		},
 		Handle: func(ctx context.Context, b Backends, c Caller, args json.RawMessage) (any, error) {
-			var in struct {
-				Limit  *int   `json:"limit"`
-				Before string `json:"before"`
-			}
-			if err := decode(args, &in); err != nil {
-				return nil, err
-			}
-			limit, err := clampLimit(in.Limit)
+			var in pageArgs
+			limit, err := decodePage(args, &in, &in)
 			if err != nil {
 				return nil, err
 			}
@@ -146,17 +140,13 @@ var all = []Tool{
 		Handle: func(ctx context.Context, b Backends, c Caller, args json.RawMessage) (any, error) {
 			var in struct {
 				ThreadID string `json:"thread_id"`
-				Limit    *int   `json:"limit"`
-				Before   string `json:"before"`
+				pageArgs
 			}
-			if err := decode(args, &in); err != nil {
-				return nil, err
-			}
-			thread, err := eventID("thread_id", in.ThreadID, true)
+			limit, err := decodePage(args, &in, &in.pageArgs)
 			if err != nil {
 				return nil, err
 			}
-			limit, err := clampLimit(in.Limit)
+			thread, err := eventID("thread_id", in.ThreadID, true)
 			if err != nil {
 				return nil, err
 			}
@@ -182,14 +172,8 @@ var all = []Tool{
 			ReadOnly:    true,
 		},
 		Handle: func(ctx context.Context, b Backends, c Caller, args json.RawMessage) (any, error) {
-			var in struct {
-				Limit  *int   `json:"limit"`
-				Before string `json:"before"`
-			}
-			if err := decode(args, &in); err != nil {
-				return nil, err
-			}
-			limit, err := clampLimit(in.Limit)
+			var in pageArgs
+			limit, err := decodePage(args, &in, &in)
 			if err != nil {
 				return nil, err
 			}
@@ -460,6 +444,21 @@ func decode(args json.RawMessage, into any) error {
 		return Errorf(CodeInvalidArgument, "arguments must be a single JSON object")
 	}
 	return nil
+}
+
+// pageArgs are the paging arguments the three history tools share.
+type pageArgs struct {
+	Limit  *int   `json:"limit"`
+	Before string `json:"before"`
+}
+
+// decodePage decodes a history tool's arguments into in, whose paging part is
+// page, and returns the effective limit.
+func decodePage(args json.RawMessage, in any, page *pageArgs) (int, error) {
+	if err := decode(args, in); err != nil {
+		return 0, err
+	}
+	return clampLimit(page.Limit)
 }
 
 func clampLimit(l *int) (int, error) {
