@@ -297,19 +297,8 @@ func (w *world) start(ctx context.Context) error {
 			return err
 		}
 	}
-	if w.lease.handOver != nil {
-		var last id.EventID
-		for _, rn := range w.roomSeq {
-			if r := w.rooms[rn]; len(r.seeded) > 0 {
-				last = r.seeded[len(r.seeded)-1].id
-			}
-		}
-		hctx, cancel := context.WithTimeout(ctx, w.run.wait)
-		err := w.lease.handOver(hctx, last)
-		cancel()
-		if err != nil {
-			return err
-		}
+	if err := w.handOverPushes(ctx); err != nil {
+		return err
 	}
 	if err := w.startDaemon(ctx); err != nil {
 		return err
@@ -317,6 +306,24 @@ func (w *world) start(ctx context.Context) error {
 	w.started = true
 	w.log.Debug("scenario started", "took", time.Since(begin))
 	return nil
+}
+
+// handOverPushes frees the appservice push address for the daemon, once the
+// homeserver has pushed the seeded history to the placeholder listener (so the
+// daemon does not take old messages for new ones).
+func (w *world) handOverPushes(ctx context.Context) error {
+	if w.lease.handOver == nil {
+		return nil
+	}
+	var last id.EventID
+	for _, rn := range w.roomSeq {
+		if r := w.rooms[rn]; len(r.seeded) > 0 {
+			last = r.seeded[len(r.seeded)-1].id
+		}
+	}
+	hctx, cancel := context.WithTimeout(ctx, w.run.wait)
+	defer cancel()
+	return w.lease.handOver(hctx, last)
 }
 
 // stripMentions removes @name tokens, leaving what the prompt should carry.

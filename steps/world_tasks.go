@@ -301,6 +301,9 @@ func (w *world) startAsProcess(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := w.handOverPushes(ctx); err != nil {
+		return err
+	}
 	ctl, err := fakeagent.StartController("")
 	if err != nil {
 		return fmt.Errorf("starting the fake-agent controller: %w", err)

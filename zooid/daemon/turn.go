@@ -13,6 +13,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/acpagent"
+	"github.com/zooid-dev/zooid/zooid/tools"
 )
 
 // agentSession is a session's live agent: its process, ACP session and the
@@ -21,6 +22,7 @@ type agentSession struct {
 	conn    *acpagent.Conn
 	acp     *acpagent.Session
 	binding string
+	kind    tools.SessionKind
 }
 
 // runTurn prompts the session's agent with one message and posts what it says.
@@ -61,6 +63,12 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 			return
 		}
 		s.state = st
+	}
+	// A session's role can change under it (its thread became a task thread after
+	// it opened): the MCP server then tells the agent its tool list changed.
+	if kind := d.kindFor(s.key); kind != st.kind {
+		d.mcp.SetKind(st.binding, kind)
+		st.kind = kind
 	}
 
 	turnCtx, cancel := context.WithTimeout(ctx, d.opts.TurnTimeout)
@@ -142,7 +150,7 @@ func (d *Daemon) openAgent(ctx context.Context, rt *agentRuntime, s *session, po
 		conn.Close()
 		return nil, fmt.Errorf("opening ACP session: %w", err)
 	}
-	return &agentSession{conn: conn, acp: sess, binding: binding}, nil
+	return &agentSession{conn: conn, acp: sess, binding: binding, kind: caller.Kind}, nil
 }
 
 // endSession runs when a session's loop ends: its agent process goes with it.
