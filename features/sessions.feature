@@ -52,3 +52,15 @@ Feature: A thread is a conversation
     And ori replies in the thread: "@agent-a start over: audit svc-b"
     Then agent-a is prompted with "start over: audit svc-b" in a new session
     And agent-a has had 2 sessions
+
+  Scenario: after a daemon restart, a bare reply still reaches the agent the thread was talking to
+    Given the daemon runs as its own process
+    And agent-b will reply "svc-b is degraded"
+    And agent-b will reply "yes, restarting it now"
+    When ori says in "#ops": "@agent-b how is svc-b?"
+    Then agent-b posts "svc-b is degraded" in the thread
+    When the daemon is killed and started again
+    And ori replies in the thread: "can you restart it?"
+    Then agent-b is prompted with "can you restart it?" in a new session
+    And agent-b posts "yes, restarting it now" in the thread
+    And agent-a is not prompted with "can you restart it?"
