@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"maunium.net/go/mautrix/id"
 )
@@ -40,6 +41,9 @@ type Config struct {
 	Agents     []Agent
 	// StateDir holds durable state; default ".zooid" next to the file.
 	StateDir string
+	// TurnTimeout bounds one agent turn (turn_timeout: 30m); zero means the
+	// daemon's default. A turn that runs longer is treated as a hung agent.
+	TurnTimeout time.Duration
 	// RunDir holds sockets; default $XDG_RUNTIME_DIR/zooid, else a
 	// per-user directory under the system temp dir.
 	RunDir string

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"maunium.net/go/mautrix/id"
 )
@@ -121,6 +122,18 @@ func TestRules(t *testing.T) {
       rooms: ['#general']
       trigger: all
 `, []string{`zooid.yaml:13: agents.agent-a.matrix.trigger: must be "mention" or "any", got "all"`}},
+		{"bad turn timeout", okTransport + `turn_timeout: soon
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:7: turn_timeout: must be a duration such as 30m or 90s, got "soon"`}},
+		{"turn timeout too short", okTransport + `turn_timeout: 10ms
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:7: turn_timeout: must be at least 1s, got 10ms`}},
 		{"unknown top key with suggestion", okTransport + `agent:
   a: {}
 `, []string{`zooid.yaml:1: agents: at least one agent is required`, `zooid.yaml:7: unknown key "agent" (did you mean "agents"?)`}},
@@ -359,6 +372,16 @@ func TestValidVariants(t *testing.T) {
 		yaml  string
 		check func(t *testing.T, c *Config)
 	}{
+		{"turn timeout", okTransport + `turn_timeout: 45m
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, func(t *testing.T, c *Config) {
+			if c.TurnTimeout != 45*time.Minute {
+				t.Errorf("turn timeout %s, want 45m", c.TurnTimeout)
+			}
+		}},
 		{"two matrix transports with explicit reference", okTransport + `  second:
     type: matrix
     homeserver: https://matrix.other.net/

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 	"maunium.net/go/mautrix/id"
@@ -284,7 +285,7 @@ func (p *parser) parse(data []byte) *Config {
 		return nil
 	}
 	root := doc.Content[0]
-	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir")
+	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout")
 	cfg := &Config{File: p.file}
 
 	if f, ok := top["transports"]; ok {
@@ -314,6 +315,17 @@ func (p *parser) parse(data []byte) *Config {
 	cfg.StateDir = filepath.Join(p.base, ".zooid")
 	if v, ok := p.str(top["state_dir"], "state_dir"); ok && v != "" {
 		cfg.StateDir = p.abs(v)
+	}
+	if v, ok := p.str(top["turn_timeout"], "turn_timeout"); ok && v != "" {
+		d, err := time.ParseDuration(v)
+		switch {
+		case err != nil:
+			p.errorf(top["turn_timeout"].val, "turn_timeout", "must be a duration such as 30m or 90s, got %q", v)
+		case d < time.Second:
+			p.errorf(top["turn_timeout"].val, "turn_timeout", "must be at least 1s, got %s", d)
+		default:
+			cfg.TurnTimeout = d
+		}
 	}
 	cfg.RunDir = p.defaultRunDir()
 	if v, ok := p.str(top["run_dir"], "run_dir"); ok && v != "" {

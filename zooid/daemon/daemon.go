@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,7 +43,8 @@ type Options struct {
 	// BridgeCommand is the argv prefix agents run to reach Zooid MCP; default
 	// is this executable with the "mcp" subcommand.
 	BridgeCommand []string
-	// TurnTimeout bounds one agent turn; zero means DefaultTurnTimeout.
+	// TurnTimeout bounds one agent turn; zero means the config's turn_timeout,
+	// else DefaultTurnTimeout.
 	TurnTimeout time.Duration
 }
 
@@ -93,7 +95,20 @@ func New(opts Options) (*Daemon, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.TurnTimeout <= 0 {
+		opts.TurnTimeout = opts.Config.TurnTimeout
+	}
+	if opts.TurnTimeout <= 0 {
 		opts.TurnTimeout = DefaultTurnTimeout
+	}
+	var matrixNames []string
+	for _, t := range opts.Config.Transports {
+		if t.Type == "matrix" {
+			matrixNames = append(matrixNames, t.Name)
+		}
+	}
+	if len(matrixNames) > 1 {
+		// Silently serving only one would leave the other's agents deaf.
+		return nil, fmt.Errorf("daemon: one matrix transport per daemon is supported, the config has %d (%s): run one daemon per homeserver", len(matrixNames), strings.Join(matrixNames, ", "))
 	}
 	d := &Daemon{
 		opts:   opts,
