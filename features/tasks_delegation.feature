@@ -37,6 +37,16 @@ Feature: Delegating work to other agents in task threads
     And planner's thread gets a notice with the result of "review svc-d"
     And planner's thread gets a notice with the result of "test svc-e"
 
+  Scenario: the caller's answer to each result is posted in its thread
+    Given coder will reply "svc-a is clean" after 0.5 seconds
+    And reviewer will reply "svc-c has one open port" after 1 second
+    When ori says in "#ops": "@planner get svc-a and svc-c checked"
+    And planner calls zooid_start_task_threads with {"tasks": [{"agent": "coder", "prompt": "audit svc-a"}, {"agent": "reviewer", "prompt": "review svc-c"}]}
+    And planner will reply "noted: svc-a is clean"
+    And planner will reply "noted: svc-c needs a firewall rule"
+    Then planner posts "noted: svc-a is clean" in the thread of "get svc-a and svc-c checked"
+    And planner posts "noted: svc-c needs a firewall rule" in the thread of "get svc-a and svc-c checked"
+
   Scenario: a room holds at most five open tasks; a closed one frees its slot
     Given coder will reply "svc-a is clean" after 2 seconds
     And coder will reply "svc-b is clean" after 2 seconds
@@ -92,11 +102,14 @@ Feature: Delegating work to other agents in task threads
     And coder does not see zooid_start_task_threads
     And reviewer is not prompted with "audit svc-a for me"
 
-  Scenario: an agent handed work inside a task thread cannot start task threads from it either
+  Scenario: an agent handed work inside a task thread can neither delegate nor complete the task
     Given coder will reply "@reviewer please check the TLS certificates of svc-a"
-    And reviewer will call zooid_start_task_threads with {"tasks": [{"agent": "tester", "prompt": "check the certificates"}]}
+    And reviewer will take a turn that:
+      | lists its tools |                                                                                    |
+      | calls           | zooid_start_task_threads with {"tasks": [{"agent": "tester", "prompt": "check the certificates"}]} |
     When ori says in "#ops": "@planner get svc-a looked at"
     And planner calls zooid_start_task_threads with {"tasks": [{"agent": "coder", "prompt": "audit svc-a"}]}
-    Then reviewer got a result from zooid_start_task_threads
-    And task 1 is refused (depth_limit)
+    Then reviewer sees exactly the tools zooid_get_recent_threads, zooid_get_thread_history, zooid_get_history, zooid_get_members, zooid_get_room_info, zooid_get_rooms and zooid_send_message
+    And reviewer got a result from zooid_start_task_threads
+    And the call is refused
     And tester is not prompted with "check the certificates"

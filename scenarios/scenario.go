@@ -490,3 +490,13 @@ func (rec *Recording) Write(out io.Writer) error {
 	}
 	return nil
 }
+
+// TextAs is Text with members' "@name" turned into user ids, as the replayed
+// event reads back.
+func (rec *Recording) TextAs(i int, user func(name string) id.UserID) string {
+	isMember := map[string]bool{}
+	for _, m := range rec.Members {
+		isMember[m] = true
+	}
+	return mapIDs(rec.Text(i), user, isMember).(string)
+}

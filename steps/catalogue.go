@@ -41,6 +41,7 @@ func definitions(w *world) []stepDef {
 	all = append(all, toolSteps(w)...)
 	all = append(all, resultSteps(w)...)
 	all = append(all, taskSteps(w)...)
+	all = append(all, scenarioSteps(w)...)
 	return all
 }
 

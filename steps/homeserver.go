@@ -49,6 +49,14 @@ type seedEvent struct {
 	body       string
 	ts         time.Time
 	threadRoot int
+	// A recorded event (steps_scenarios.go) sets these instead of body: its
+	// type, its content for an import (relations by index in threadRoot and
+	// relation), and send, its content for sending given the ids of the
+	// events before it.
+	typ      string
+	content  map[string]any
+	relation *fakehs.SeedRelation
+	send     func(earlier []id.EventID) map[string]any
 }
 
 // lease is one scenario's use of a homeserver: the server, the names that are
@@ -173,12 +181,16 @@ func (f fakeHS) importRoom(seed roomSeed) (id.RoomID, []id.EventID, bool, error)
 		Preset: "public_chat", Members: seed.members,
 	}
 	for _, e := range seed.events {
-		rs.Events = append(rs.Events, fakehs.SeedEvent{
+		se := fakehs.SeedEvent{
 			Sender: e.sender, Type: "m.room.message",
 			Content:    map[string]any{"msgtype": "m.text", "body": e.body},
 			Timestamp:  e.ts,
 			ThreadRoot: e.threadRoot,
-		})
+		}
+		if e.content != nil {
+			se.Type, se.Content, se.Relation = e.typ, e.content, e.relation
+		}
+		rs.Events = append(rs.Events, se)
 	}
 	r, err := f.srv.ImportRoom(rs)
 	if err != nil {

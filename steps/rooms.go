@@ -67,6 +67,9 @@ func (w *world) createRoom(ctx context.Context, r *room) error {
 	if r.busy != nil {
 		return w.seedRoom(ctx, r, creator)
 	}
+	if r.replay != nil {
+		return w.replayRoom(ctx, r, creator)
+	}
 	resp, err := creator.cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{
 		Preset: "public_chat", Visibility: "private",
 		RoomAliasName: n.aliasLocalpart(r.name), Name: r.name,
@@ -191,7 +194,12 @@ func (w *world) seedBySending(ctx context.Context, r *room, seed roomSeed) error
 		if e.threadRoot >= 0 {
 			content["m.relates_to"] = threadRelation(evIDs[e.threadRoot], "")
 		}
-		sent, err := clients[e.sender].SendMessageEvent(ctx, r.id, event.EventMessage, content)
+		typ := event.EventMessage
+		if e.send != nil {
+			content = e.send(evIDs[:i])
+			typ = event.Type{Type: e.typ, Class: event.MessageEventType}
+		}
+		sent, err := clients[e.sender].SendMessageEvent(ctx, r.id, typ, content)
 		if err != nil {
 			return fmt.Errorf("seeding %s, message %d of %d: %w", r.name, i+1, len(seed.events), err)
 		}

@@ -69,6 +69,8 @@ type room struct {
 	busy    *busySpec
 	seeded  []seeded // the generated history, oldest first
 	created bool
+
+	replay *replay // a recorded history to replay, see steps_scenarios.go
 }
 
 // post is a message the harness sent as a human.

@@ -28,6 +28,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 
+	if err := hardenProcess(); err != nil {
+		logger.Warn("could not hide the daemon's environment from agents", "err", err)
+	}
 	cfg, err := config.Load(*path)
 	if err != nil {
 		fmt.Fprintf(stderr, "zooid run: %v\n", err)

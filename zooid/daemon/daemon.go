@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -71,7 +72,7 @@ type Daemon struct {
 	replayOnce sync.Once
 
 	genMu       sync.Mutex
-	generations map[sessionKey]int // times each session's thread was /clear'ed
+	generations map[threadKey]int // times each thread was /clear'ed
 	wg          sync.WaitGroup
 	closeOnce   sync.Once
 	closeErr    error
@@ -116,8 +117,11 @@ func New(opts Options) (*Daemon, error) {
 		agents: make(map[string]*agentRuntime),
 		byUser: make(map[id.UserID]*agentRuntime),
 
-		generations: make(map[sessionKey]int),
+		generations: make(map[threadKey]int),
 		replayed:    make(chan struct{}),
+	}
+	if err := refuseSecretsInArgv(opts.Config); err != nil {
+		return nil, err
 	}
 	for _, a := range opts.Config.Agents {
 		rt := &agentRuntime{cfg: a}
@@ -217,9 +221,9 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 	}
 	d.transport = tr
 
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return fmt.Errorf("making cursor key: %w", err)
+	key, err := cursorKey(cfg.StateDir)
+	if err != nil {
+		return err
 	}
 	rooms := history.New(history.Options{
 		Client:    tr.Client,
@@ -459,3 +463,39 @@ func (d *Daemon) HTTPURLs() []string {
 }
 
 func (d *Daemon) replayDone() { d.replayOnce.Do(func() { close(d.replayed) }) }
+
+// cursorKey is the key that signs history cursors, kept in the state dir so a
+// cursor an agent holds stays good across a daemon restart.
+func cursorKey(stateDir string) ([]byte, error) {
+	path := filepath.Join(stateDir, "cursor.key")
+	key, err := os.ReadFile(path)
+	if err == nil && len(key) == 32 {
+		return key, nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("reading cursor key: %w", err)
+	}
+	key = make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, fmt.Errorf("making cursor key: %w", err)
+	}
+	if err := os.WriteFile(path, key, 0o600); err != nil {
+		return nil, fmt.Errorf("saving cursor key: %w", err)
+	}
+	return key, nil
+}
+
+// refuseSecretsInArgv refuses a config that would put a token on an agent's
+// command line or in its working directory path, where the agent can read it.
+func refuseSecretsInArgv(cfg *config.Config) error {
+	secrets := configSecrets(cfg)
+	for _, a := range cfg.Agents {
+		command, args := a.ACP.Resolve()
+		for _, part := range append([]string{command, a.Dir}, args...) {
+			if carriesSecret("="+part, secrets) {
+				return fmt.Errorf("daemon: agent %s: a transport token appears in its command, args or dir; agents must never see tokens", a.Name)
+			}
+		}
+	}
+	return nil
+}

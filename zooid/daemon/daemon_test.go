@@ -36,3 +36,28 @@ func TestTurnTimeoutComesFromOptionsThenConfigThenDefault(t *testing.T) {
 		}
 	}
 }
+
+func TestNewRefusesATokenOnAnAgentsCommandLine(t *testing.T) {
+	cfg := &config.Config{
+		Transports: []config.Transport{{Name: "matrix", Type: "matrix", Matrix: &config.MatrixTransport{ASToken: "as-secret-token", HSToken: "hs"}}},
+		Agents:     []config.Agent{{Name: "leaky", ACP: config.ACP{Command: "/bin/agent", Args: []string{"--token=as-secret-token"}}}},
+	}
+	if _, err := New(Options{Config: cfg}); err == nil || !strings.Contains(err.Error(), "leaky") {
+		t.Fatalf("err = %v, want a refusal naming the agent", err)
+	}
+}
+
+func TestCursorKeySurvivesARestart(t *testing.T) {
+	dir := t.TempDir()
+	first, err := cursorKey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := cursorKey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first) != 32 || string(first) != string(second) {
+		t.Fatalf("cursor key changed across restarts: %x then %x", first, second)
+	}
+}

@@ -4,12 +4,16 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/zooid-dev/zooid/zooid/config"
 )
 
 // secrets lists every token in the config: none of them may reach an agent.
-func (d *Daemon) secrets() []string {
+func (d *Daemon) secrets() []string { return configSecrets(d.opts.Config) }
+
+func configSecrets(cfg *config.Config) []string {
 	var out []string
-	for _, t := range d.opts.Config.Transports {
+	for _, t := range cfg.Transports {
 		if t.Matrix != nil {
 			out = append(out, t.Matrix.ASToken, t.Matrix.HSToken)
 		}

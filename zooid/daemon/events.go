@@ -27,14 +27,17 @@ func (d *Daemon) handleEvent(ctx context.Context, ev *event.Event) {
 		return
 	}
 	if msg.IsReset {
-		for _, agent := range r.Reset(msg.Room, msg.ThreadRoot) {
-			key := sessionKey{agent: agent, room: msg.Room, thread: msg.ThreadRoot}
-			d.bumpGeneration(key)
-			if d.sessions.endSession(key) {
-				d.log.Info("session cleared", "agent", agent, "room", msg.Room, "thread", msg.ThreadRoot)
-			}
+		// /clear ends every session of the thread, not only those the router
+		// woke: handoff callees and task-result wakes open sessions too.
+		r.Reset(msg.Room, msg.ThreadRoot)
+		d.bumpGeneration(msg.Room, msg.ThreadRoot)
+		for _, agent := range d.sessions.endThread(msg.Room, msg.ThreadRoot) {
+			d.log.Info("session cleared", "agent", agent, "room", msg.Room, "thread", msg.ThreadRoot)
 		}
 		return
+	}
+	if msg.ThreadRoot != "" {
+		d.rememberTaskThread(r, msg.Room, msg.ThreadRoot)
 	}
 	var task *tasks.Task
 	if msg.IsTaskRoot {
@@ -50,7 +53,7 @@ func (d *Daemon) handleEvent(ctx context.Context, ev *event.Event) {
 			text = tasks.Header(*task) + "\n\n" + text
 		}
 		d.log.Debug("waking agent", "agent", w.Agent, "room", w.Room, "thread", w.ThreadRoot, "event", w.EventID)
-		d.sessions.enqueue(key, turnRequest{text: text, trigger: w.EventID, sender: w.Sender})
+		d.sessions.enqueue(key, eventTurn(text, w.EventID))
 	}
 }
 
@@ -61,19 +64,39 @@ func (d *Daemon) routerOnce() *router.Router {
 	return d.router
 }
 
+// threadKey names one thread of one room.
+type threadKey struct {
+	room   id.RoomID
+	thread id.EventID
+}
+
 // sessionKeyString is the key tools and tasks see for a session: it names the
 // thread and how many times it was cleared, so a task result addressed to a
 // session from before a /clear is recognised as stale.
 func (d *Daemon) sessionKeyString(k sessionKey) string {
 	d.genMu.Lock()
 	defer d.genMu.Unlock()
-	return fmt.Sprintf("%s#%d", k, d.generations[k])
+	return fmt.Sprintf("%s#%d", k, d.generations[threadKey{k.room, k.thread}])
 }
 
-func (d *Daemon) bumpGeneration(k sessionKey) {
+func (d *Daemon) bumpGeneration(room id.RoomID, thread id.EventID) {
 	d.genMu.Lock()
 	defer d.genMu.Unlock()
-	d.generations[k]++
+	d.generations[threadKey{room, thread}]++
+}
+
+// rememberTaskThread tells the router a thread is a task thread when its memory
+// of the root is gone (evicted, or older than the start-up replay): a bare
+// reply there must still go to the assignee, and never to trigger-any agents.
+func (d *Daemon) rememberTaskThread(r *router.Router, room id.RoomID, root id.EventID) {
+	if _, known := r.Thread(room, root); known {
+		return
+	}
+	t, ok := d.tasks.TaskByThread(room, root)
+	if !ok {
+		return
+	}
+	r.Observe(router.Message{Room: room, EventID: root, Sender: t.Parent.UserID, IsTaskRoot: true, TaskAssignee: t.Agent})
 }
 
 // replayDepth bounds how much history per room rebuilds the routing memory at

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"sync"
 
 	"maunium.net/go/mautrix/id"
@@ -21,9 +23,24 @@ func (k sessionKey) String() string {
 
 // turnRequest is one prompt waiting for its session.
 type turnRequest struct {
+	// id names the turn uniquely: the Matrix txn ids of its posts derive from
+	// it, so a retried post can't double while two turns never collide.
+	id      string
 	text    string
-	trigger id.EventID // the event that woke the agent; replies relate to it
-	sender  id.UserID
+	trigger id.EventID // the event that woke the agent, if any; replies relate to it
+}
+
+// eventTurn is a turn woken by a Matrix event: its id is the event's.
+func eventTurn(text string, ev id.EventID) turnRequest {
+	return turnRequest{id: string(ev), text: text, trigger: ev}
+}
+
+// internalTurn is a turn the daemon itself queues (a task result, a handoff):
+// no event woke it, so it gets a fresh id.
+func internalTurn(text string) turnRequest {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return turnRequest{id: "internal." + hex.EncodeToString(b), text: text}
 }
 
 // sessions owns every live session and the goroutine that serialises its turns.
@@ -138,15 +155,24 @@ func (m *sessions) endSession(key sessionKey) bool {
 	return true
 }
 
-// forget drops key's entry without stopping it, when its runner decided the
-// session is dead (a crash): the next message must open a fresh one.
-func (m *sessions) forget(s *session) {
+// endThread ends every session in one thread of a room, whoever opened it
+// (a mention, a handoff, a task result), and returns their agents.
+func (m *sessions) endThread(room id.RoomID, thread id.EventID) []string {
 	m.mu.Lock()
-	if m.byKey[s.key] == s {
-		delete(m.byKey, s.key)
+	var keys []sessionKey
+	for k := range m.byKey {
+		if k.room == room && k.thread == thread {
+			keys = append(keys, k)
+		}
 	}
 	m.mu.Unlock()
-	s.stop.Do(func() { close(s.stopped) })
+	var agents []string
+	for _, k := range keys {
+		if m.endSession(k) {
+			agents = append(agents, k.agent)
+		}
+	}
+	return agents
 }
 
 // close ends every session and waits for their loops to finish.

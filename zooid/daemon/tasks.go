@@ -34,7 +34,7 @@ func (d *Daemon) wakeCaller(parent tasks.Parent, text string) {
 		d.log.Info("task result not delivered: the caller's thread was cleared", "agent", parent.Agent, "thread", parent.ThreadRoot)
 		return
 	}
-	d.sessions.enqueue(key, turnRequest{text: text})
+	d.sessions.enqueue(key, internalTurn(text))
 }
 
 // taskRootContent is the part of a task root the daemon reads.
@@ -55,13 +55,19 @@ func (d *Daemon) noteTaskRoot(ev *event.Event) (tasks.Task, bool) {
 	return d.tasks.TaskForRoot(ev.RoomID, ev.ID, ev.Sender, c.Start.AttemptID)
 }
 
-// kindFor is the tool gating of a session: the assignee of a task thread may
-// complete it and may not delegate further; everyone else may delegate.
+// kindFor is the tool gating of a session: the assignee of an open task may
+// complete it; anyone else in a task thread may do neither; everyone else may
+// delegate. A tool a session can't use is never listed.
 func (d *Daemon) kindFor(key sessionKey) tools.SessionKind {
-	if t, ok := d.tasks.TaskByThread(key.room, key.thread); ok && t.Agent == key.agent {
+	t, ok := d.tasks.TaskByThread(key.room, key.thread)
+	switch {
+	case !ok:
+		return tools.Conversation
+	case t.IsOpen() && t.Agent == key.agent:
 		return tools.TaskAssignee
+	default:
+		return tools.TaskThreadMember
 	}
-	return tools.Conversation
 }
 
 // taskTurn is what a turn in a task thread needs to report when it ends.
@@ -91,7 +97,7 @@ func (d *Daemon) taskTurnFor(key sessionKey) (*taskTurn, bool) {
 // task-thread turn mentions: the callee runs in its own session of the thread.
 func (d *Daemon) handoffs(ctx context.Context, tt *taskTurn, p *poster, text string) []id.UserID {
 	var mentioned []id.UserID
-	for _, to := range d.routerOnce().Mentioned(p.room, text) {
+	for _, to := range d.routerOnce().AtMentioned(p.room, text) {
 		if to == p.agent || (!tt.assignee && inChain(tt.task, p.agent, to)) {
 			// A callee naming whoever handed off to it is answering, not
 			// handing off again: its result goes back when its turn ends.
@@ -108,7 +114,7 @@ func (d *Daemon) handoffs(ctx context.Context, tt *taskTurn, p *poster, text str
 			d.log.Warn("handoff not started", "from", p.agent, "to", to, "err", err)
 			continue
 		}
-		d.sessions.enqueue(sessionKey{agent: to, room: p.room, thread: p.thread}, turnRequest{text: text, sender: p.as})
+		d.sessions.enqueue(sessionKey{agent: to, room: p.room, thread: p.thread}, internalTurn(text))
 	}
 	return mentioned
 }
@@ -126,16 +132,34 @@ func inChain(t tasks.Task, callee, to string) bool {
 	return false
 }
 
-// humanMention finds @-mentions in agent prose ("@ori", "@ori:example.org").
+// humanMention finds @-tokens in agent prose ("@ori", "@ori:example.org").
 var humanMention = regexp.MustCompile(`(?:^|[\s(\[/])@[A-Za-z0-9._=+/-]+(?::[A-Za-z0-9.-]+(?::\d+)?)?`)
 
-// waitingOnHuman says whether an assignee's last words address a person: a
-// mention that names no agent. Its task then stays open for the reply.
-func (d *Daemon) waitingOnHuman(room id.RoomID, last string) bool {
-	for _, m := range humanMention.FindAllString(last, -1) {
-		token := strings.TrimLeft(m, " \t\n([/")
-		if len(d.routerOnce().Mentioned(room, token)) == 0 {
-			return true
+// waitingOnHuman says whether an assignee's last words @-mention a person who
+// is a joined member of the room (not an agent): its task then stays open for
+// the reply. Tokens that name nobody here ("@types/node") don't count.
+func (d *Daemon) waitingOnHuman(ctx context.Context, key sessionKey, last string) bool {
+	tokens := humanMention.FindAllString(last, -1)
+	if len(tokens) == 0 {
+		return false
+	}
+	reader := d.agents[key.agent].userID
+	members, err := d.transport.Client(reader).JoinedMembers(ctx, key.room)
+	if err != nil {
+		d.log.Warn("reading members to judge a task turn", "room", key.room, "err", err)
+		return false
+	}
+	for _, t := range tokens {
+		token := strings.TrimRight(strings.TrimLeft(t, " \t\n([/"), ".-/")
+		for user, m := range members.Joined {
+			if _, isAgent := d.byUser[user]; isAgent {
+				continue
+			}
+			local, _, _ := user.Parse()
+			if strings.EqualFold(token, string(user)) || strings.EqualFold(token, "@"+local) ||
+				(m.DisplayName != "" && strings.EqualFold(token, "@"+m.DisplayName)) {
+				return true
+			}
 		}
 	}
 	return false
@@ -153,14 +177,14 @@ func (d *Daemon) endTaskTurn(ctx context.Context, tt *taskTurn, key sessionKey, 
 			d.log.Warn("ending handoff", "agent", key.agent, "thread", key.thread, "err", err)
 			return
 		}
-		d.sessions.enqueue(sessionKey{agent: w.Agent, room: w.Room, thread: w.Thread}, turnRequest{text: w.Text})
+		d.sessions.enqueue(sessionKey{agent: w.Agent, room: w.Room, thread: w.Thread}, internalTurn(w.Text))
 		return
 	}
 	out := tasks.TurnOutcome{
 		StopReason:     stop,
 		Err:            turnErr,
 		LastProse:      lastProse,
-		WaitingOnHuman: turnErr == nil && (pending || d.waitingOnHuman(key.room, lastProse)),
+		WaitingOnHuman: turnErr == nil && (pending || d.waitingOnHuman(ctx, key, lastProse)),
 	}
 	if err := d.tasks.TurnEnded(ctx, key.thread, out); err != nil {
 		d.log.Error("judging task turn", "agent", key.agent, "thread", key.thread, "err", err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	acp "github.com/coder/acp-go-sdk"
 	"maunium.net/go/mautrix/event"
@@ -23,12 +24,29 @@ type agentSession struct {
 	acp     *acpagent.Session
 	binding string
 	kind    tools.SessionKind
+
+	// post is the running turn's poster: permission requests arrive on the
+	// ACP connection's goroutine and their notices belong to the current turn.
+	mu   sync.Mutex
+	post *poster
+}
+
+func (st *agentSession) setPoster(p *poster) {
+	st.mu.Lock()
+	st.post = p
+	st.mu.Unlock()
+}
+
+func (st *agentSession) poster() *poster {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.post
 }
 
 // runTurn prompts the session's agent with one message and posts what it says.
 func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 	rt := d.agents[s.key.agent]
-	post := &poster{d: d, as: rt.userID, room: s.key.room, thread: s.key.thread, trigger: req.trigger, agent: rt.cfg.Name}
+	post := &poster{d: d, as: rt.userID, room: s.key.room, thread: s.key.thread, trigger: req.trigger, turn: req.id, agent: rt.cfg.Name}
 	if tt, ok := d.taskTurnFor(s.key); ok {
 		post.task = tt
 		defer func() {
@@ -51,8 +69,12 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 		}
 	}
 	if st == nil {
+		// An agent that never finishes starting (waiting on a login, a TTY)
+		// must not hold the thread forever.
+		openCtx, cancel := context.WithTimeout(ctx, d.opts.TurnTimeout)
 		var err error
-		st, err = d.openAgent(ctx, rt, s, post)
+		st, err = d.openAgent(openCtx, ctx, rt, s)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -64,6 +86,8 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 		}
 		s.state = st
 	}
+	st.setPoster(post)
+	defer st.setPoster(nil)
 	// A session's role can change under it (its thread became a task thread after
 	// it opened): the MCP server then tells the agent its tool list changed.
 	if kind := d.kindFor(s.key); kind != st.kind {
@@ -75,14 +99,15 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 	defer cancel()
 	var buf strings.Builder
 	stop, err := st.acp.Prompt(turnCtx, req.text, func(u acpagent.Update) {
-		if u.Text != "" {
+		switch {
+		case u.Text != "":
 			buf.WriteString(u.Text)
-			return
+		case u.ToolCall != nil || u.ToolCallUpdate != nil || u.Raw.Plan != nil:
+			// The agent turns to work: what it said so far is a whole message.
+			// Other updates (thoughts, usage, commands) don't split prose.
+			post.prose(ctx, buf.String())
+			buf.Reset()
 		}
-		// Anything but prose (a tool call, a plan) ends a paragraph: what was
-		// said so far goes out as one whole message.
-		post.prose(ctx, buf.String())
-		buf.Reset()
 	})
 	post.prose(ctx, buf.String())
 	post.stop, post.err = stop, err
@@ -111,15 +136,16 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 	}
 }
 
-// retire ends a session whose agent can no longer be trusted with the thread.
+// retire ends the agent of a session that can no longer be trusted with the
+// thread; the session stays, and its next turn starts a fresh agent.
 func (d *Daemon) retire(s *session, st *agentSession) {
 	d.closeAgent(st)
 	s.state = nil
-	d.sessions.forget(s)
 }
 
-// openAgent starts the agent process and its ACP session, with Zooid MCP injected.
-func (d *Daemon) openAgent(ctx context.Context, rt *agentRuntime, s *session, post *poster) (*agentSession, error) {
+// openAgent starts the agent process and its ACP session, with Zooid MCP
+// injected. ctx bounds start-up; live is the session's lifetime, for notices.
+func (d *Daemon) openAgent(ctx, live context.Context, rt *agentRuntime, s *session) (*agentSession, error) {
 	command, args := rt.cfg.ACP.Resolve()
 	spec := acpagent.Spec{
 		Command: command,
@@ -127,11 +153,12 @@ func (d *Daemon) openAgent(ctx context.Context, rt *agentRuntime, s *session, po
 		Env:     agentEnv(d.secrets(), rt.cfg.ACP.Env),
 		Dir:     rt.workDir,
 	}
+	st := &agentSession{}
 	opts := acpagent.Options{
 		Logger: d.log.With("agent", rt.cfg.Name),
 		OnPermission: func(req acp.RequestPermissionRequest, granted bool) {
-			if !granted {
-				post.notice(ctx, fmt.Sprintf("%s asked for permission to run %q; denied by policy.", rt.cfg.Name, toolTitle(req)))
+			if p := st.poster(); p != nil && !granted {
+				p.notice(live, fmt.Sprintf("%s asked for permission to run %q; denied by policy.", rt.cfg.Name, toolTitle(req)))
 			}
 		},
 	}
@@ -150,7 +177,8 @@ func (d *Daemon) openAgent(ctx context.Context, rt *agentRuntime, s *session, po
 		conn.Close()
 		return nil, fmt.Errorf("opening ACP session: %w", err)
 	}
-	return &agentSession{conn: conn, acp: sess, binding: binding, kind: caller.Kind}, nil
+	st.conn, st.acp, st.binding, st.kind = conn, sess, binding, caller.Kind
+	return st, nil
 }
 
 // endSession runs when a session's loop ends: its agent process goes with it.
@@ -197,7 +225,10 @@ type poster struct {
 	room    id.RoomID
 	thread  id.EventID
 	trigger id.EventID
-	n       int
+	turn    string // the turn's id; txn ids derive from it
+
+	mu sync.Mutex // n is shared with permission notices from the ACP goroutine
+	n  int
 
 	task *taskTurn      // set in a task thread: prose may hand off
 	last string         // the last prose posted this turn
@@ -206,8 +237,11 @@ type poster struct {
 }
 
 func (p *poster) txnID(kind string) string {
+	p.mu.Lock()
 	p.n++
-	h := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00%s\x00%d", p.agent, p.trigger, kind, p.n)))
+	n := p.n
+	p.mu.Unlock()
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00%s\x00%d", p.agent, p.turn, kind, n)))
 	return "zooid." + hex.EncodeToString(h[:12])
 }
 

@@ -79,6 +79,19 @@ func (m *matcher) spans(body string) []span {
 
 func (m *matcher) mentionedIn(body string) bool { return len(m.spans(body)) > 0 }
 
+// atMentionedIn reports a deliberate mention: a pill, a link, the user id,
+// "@localpart" or "@Display Name" — never the bare display name, which agents'
+// prose uses as an ordinary word ("a reviewer may want to check").
+func (m *matcher) atMentionedIn(body string) bool {
+	for _, sp := range m.spans(body) {
+		switch body[sp.start] {
+		case '@', '[', 'h', 'H': // "@…", a pill "[…](…)", a link "https://matrix.to/…"
+			return true
+		}
+	}
+	return false
+}
+
 // strip removes the agent's own mentions, with a separator right after one (as in
 // "Agent A: do this"), and trims the result.
 func (m *matcher) strip(body string) string {

@@ -340,11 +340,18 @@ func (r *Router) routeThreadReply(m Message) []Wake {
 	return wakes
 }
 
-// Mentioned lists the agents bound to room whose mention appears in body, in
-// configuration order. The daemon uses it on agents' own prose, which carries
-// no m.mentions, to find in-thread handoffs.
-func (r *Router) Mentioned(room id.RoomID, body string) []string {
-	return r.mentioned(Message{Room: room, Body: body})
+// AtMentioned lists the agents bound to room that body @-mentions deliberately
+// (pill, link, user id, "@localpart" or "@Display Name"), in configuration order.
+// The daemon uses it on agents' own prose, which carries no m.mentions, to find
+// in-thread handoffs; a bare display name there is just a word.
+func (r *Router) AtMentioned(room id.RoomID, body string) []string {
+	var out []string
+	for _, a := range r.agents {
+		if a.rooms[room] && a.matcher.atMentionedIn(body) {
+			out = append(out, a.Name)
+		}
+	}
+	return out
 }
 
 // mentioned lists the agents bound to m's room that m mentions, in configuration order.

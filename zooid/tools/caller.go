@@ -13,6 +13,10 @@ const (
 	Conversation SessionKind = iota
 	// TaskAssignee is the assignee session of an open task thread: it may complete.
 	TaskAssignee
+	// TaskThreadMember is any other session in a task thread — a handoff callee,
+	// or the assignee once its task has closed: it may neither delegate (task
+	// threads are one level deep) nor complete, so it is offered neither tool.
+	TaskThreadMember
 )
 
 // String names the kind for logs and errors.
@@ -22,6 +26,8 @@ func (k SessionKind) String() string {
 		return "conversation"
 	case TaskAssignee:
 		return "task_assignee"
+	case TaskThreadMember:
+		return "task_thread_member"
 	default:
 		return "unknown"
 	}

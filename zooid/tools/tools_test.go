@@ -74,9 +74,13 @@ func TestGating(t *testing.T) {
 	if len(task) != 8 || task[StartTaskThreads] || !task[CompleteTask] {
 		t.Fatalf("task assignee offered %v", task)
 	}
+	member := names(Offered(TaskThreadMember))
+	if len(member) != 7 || member[StartTaskThreads] || member[CompleteTask] {
+		t.Fatalf("task thread member offered %v", member)
+	}
 	for _, n := range []string{GetRecentThreads, GetThreadHistory, GetHistory, GetMembers, GetRoomInfo, GetRooms, SendMessage} {
-		if !conv[n] || !task[n] {
-			t.Errorf("%s not offered to both kinds", n)
+		if !conv[n] || !task[n] || !member[n] {
+			t.Errorf("%s not offered to every kind", n)
 		}
 	}
 	_, terr := call(t, Backends{Tasks: &recTasks{}}, TaskAssignee, StartTaskThreads, `{"tasks":[{"agent":"b","prompt":"p"}]}`)

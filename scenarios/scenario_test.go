@@ -1,0 +1,217 @@
+package scenarios
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"maunium.net/go/mautrix/id"
+)
+
+func user(n string) id.UserID { return id.NewUserID("x-"+n, "example.org") }
+
+func TestLoadShippedRecordings(t *testing.T) {
+	paths, err := filepath.Glob("*.json")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no recordings found: %v", err)
+	}
+	for _, p := range paths {
+		rec, err := Load(p)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		if len(rec.Events) == 0 || len(rec.TopLevel()) == 0 {
+			t.Errorf("%s: an empty recording is no scenario", p)
+		}
+	}
+}
+
+func TestIncidentRecordingShape(t *testing.T) {
+	rec, err := Load("svc-a-incident.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alarm, _ := rec.Find("alarm")
+	if got := rec.Replies(alarm); !reflect.DeepEqual(got, []int{1, 2, 3, 4}) {
+		t.Errorf("alarm thread replies = %v", got)
+	}
+	status, _ := rec.Find("status")
+	if got := rec.Text(status); got != "status page updated: svc-a degraded 09:02–09:14, mitigated by rollback" {
+		t.Errorf("edited status shows %q", got)
+	}
+	if rec.IsHistory(status + 1) {
+		t.Error("the edit itself counts as history")
+	}
+	if got, want := rec.TopLevel(), []int{0, 5, 10, 12, 17}; !reflect.DeepEqual(got, want) {
+		t.Errorf("top level = %v, want %v", got, want)
+	}
+	if !rec.Importable() {
+		t.Error("the incident has no rich replies, so it should import")
+	}
+	if rel, target, key := rec.Relation(7); rel != RelAnnotate || key != "✅" || rec.Events[target].Label != "cause" {
+		t.Errorf("relation of the reaction = %s %d %s", rel, target, key)
+	}
+	if rec.Events[7].Type != TypeReaction {
+		t.Errorf("a reacts_to event defaults to %s, got %s", TypeReaction, rec.Events[7].Type)
+	}
+}
+
+func TestContentMapsNamesAndBuildsRelations(t *testing.T) {
+	rec, err := Load("deploy-review.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Importable() {
+		t.Error("a recording with reply_to can't be imported by index")
+	}
+	ids := make([]id.EventID, len(rec.Events))
+	for i := range ids {
+		ids[i] = id.EventID("$e" + string(rune('a'+i)))
+	}
+	// A thread reply that answers a particular reply: not falling back.
+	c := rec.Content(4, user, ids)
+	want := map[string]any{"rel_type": RelThread, "event_id": "$eb", "m.in_reply_to": map[string]any{"event_id": "$ed"}}
+	if !reflect.DeepEqual(c["m.relates_to"], want) {
+		t.Errorf("relates_to = %#v, want %#v", c["m.relates_to"], want)
+	}
+	// A plain thread reply falls back to the thread's latest event.
+	c = rec.Content(3, user, ids)
+	rel := c["m.relates_to"].(map[string]any)
+	if rel["is_falling_back"] != true || rel["m.in_reply_to"].(map[string]any)["event_id"] != "$ec" {
+		t.Errorf("fallback relation = %#v", rel)
+	}
+	c = rec.Content(1, user, ids)
+	if !strings.Contains(c["body"].(string), "<@x-kai:example.org>") {
+		t.Errorf("@kai was not turned into kai's id: %q", c["body"])
+	}
+	if _, has := rec.Content(1, user, nil)["m.relates_to"]; has {
+		t.Error("without ids, relations are left to the importer")
+	}
+	if c := rec.Content(5, user, ids); c["m.relates_to"].(map[string]any)["key"] != "🚀" {
+		t.Errorf("reaction content = %#v", c)
+	}
+}
+
+func TestEditContentGetsNewContent(t *testing.T) {
+	rec, err := Load("svc-a-incident.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rec.Content(0, user, nil)
+	if got := c["m.mentions"].(map[string]any)["user_ids"].([]any)[0]; got != "@x-agent-a:example.org" {
+		t.Errorf("m.mentions name not mapped: %v", got)
+	}
+	if !strings.Contains(c["body"].(string), "@x-agent-a:example.org can you") {
+		t.Errorf("body mention not mapped: %q", c["body"])
+	}
+	if rec.Events[0].Content["m.mentions"].(map[string]any)["user_ids"].([]any)[0] != "agent-a" {
+		t.Error("Content changed the recording")
+	}
+	c = rec.Content(11, user, []id.EventID{"$0", "$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8", "$9", "$10"})
+	nc, _ := c["m.new_content"].(map[string]any)
+	if nc["body"] != "status page updated: svc-a degraded 09:02–09:14, mitigated by rollback" || !strings.HasPrefix(c["body"].(string), "* ") {
+		t.Errorf("edit content = %#v", c)
+	}
+	if r := c["m.relates_to"].(map[string]any); r["rel_type"] != RelReplace || r["event_id"] != "$10" {
+		t.Errorf("edit relation = %#v", r)
+	}
+}
+
+func TestBadInputNamesFileAndEvent(t *testing.T) {
+	ev := func(s string) string {
+		return `{"members": ["ori", "agent-a"], "events": [
+			{"label": "root", "sender": "ori", "ts": "2026-03-02T09:00:00Z", "content": {"msgtype": "m.text", "body": "root"}},
+			{"label": "reply", "sender": "ori", "ts": "2026-03-02T09:00:01Z", "thread": "root", "content": {"msgtype": "m.text", "body": "reply"}},
+			` + s + `]}`
+	}
+	cases := []struct{ name, file, want string }{
+		{"unknown sender", ev(`{"sender": "zed", "ts": "2026-03-02T09:00:02Z", "content": {"body": "x"}}`), `event 2: sender "zed" is not a member`},
+		{"later event", ev(`{"sender": "ori", "ts": "2026-03-02T09:00:02Z", "thread": 3, "content": {"body": "x"}}`), "event 2: thread 3: must be an earlier event"},
+		{"itself", ev(`{"sender": "ori", "ts": "2026-03-02T09:00:02Z", "edits": 2, "content": {"body": "x"}}`), "event 2: edits 2: must be an earlier event"},
+		{"unknown label", ev(`{"sender": "ori", "ts": "2026-03-02T09:00:02Z", "thread": "nope", "content": {"body": "x"}}`), `event 2: thread "nope": no earlier event has that label`},
+		{"thread of a thread reply", ev(`{"sender": "ori", "ts": "2026-03-02T09:00:02Z", "thread": "reply", "content": {"body": "x"}}`), "event 2: thread 1: that event has a relation itself"},
+		{"bad timestamp", ev(`{"sender": "ori", "ts": "yesterday", "content": {"body": "x"}}`), `event 2: timestamp "yesterday" is not RFC 3339`},
+		{"missing timestamp", ev(`{"sender": "ori", "content": {"body": "x"}}`), `event 2: timestamp "" is not RFC 3339`},
+		{"reaction without key", ev(`{"sender": "ori", "ts": "2026-03-02T09:00:02Z", "reacts_to": 0}`), "event 2: a reaction needs a key"},
+		{"two relations", ev(`{"sender": "ori", "ts": "2026-03-02T09:00:02Z", "thread": 0, "edits": 0, "content": {"body": "x"}}`), "event 2: an event has one relation"},
+		{"raw relates_to", ev(`{"sender": "ori", "ts": "2026-03-02T09:00:02Z", "content": {"body": "x", "m.relates_to": {}}}`), "event 2: content has m.relates_to"},
+		{"no body", ev(`{"sender": "ori", "ts": "2026-03-02T09:00:02Z", "content": {"msgtype": "m.text"}}`), "event 2: a message's content needs a body"},
+		{"reply outside thread", ev(`{"sender": "ori", "ts": "2026-03-02T09:00:02Z", "content": {"body": "x"}}, {"label": "r2", "sender": "ori", "ts": "2026-03-02T09:00:03Z", "content": {"body": "y"}}, {"sender": "ori", "ts": "2026-03-02T09:00:04Z", "thread": "root", "reply_to": "r2", "content": {"body": "z"}}`), "event 4: reply_to 3 is not in thread 0"},
+		{"duplicate label", ev(`{"label": "root", "sender": "ori", "ts": "2026-03-02T09:00:02Z", "content": {"body": "x"}}`), `event 2: label "root" is already event 0's`},
+		{"numeric label", ev(`{"label": "12", "sender": "ori", "ts": "2026-03-02T09:00:02Z", "content": {"body": "x"}}`), `event 2: label "12"`},
+		{"bad member", `{"members": ["Ori"], "events": []}`, `member 0 "Ori" is not a name`},
+		{"unknown field", `{"members": [], "events": [], "room": "#ops"}`, `unknown field "room"`},
+		{"not json", `{"members": [`, "not a recording"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(tc.file), "scenarios/bad.json")
+			if err == nil {
+				t.Fatalf("accepted; want an error containing %q", tc.want)
+			}
+			if !strings.HasPrefix(err.Error(), "scenarios/bad.json: ") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q: want the file name and %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	if _, err := Load(filepath.Join(t.TempDir(), "nope.json")); err == nil || !strings.Contains(err.Error(), "nope.json") {
+		t.Errorf("want an error naming the file, got %v", err)
+	}
+}
+
+func TestWriteRoundTrips(t *testing.T) {
+	for _, p := range []string{"svc-a-incident.json", "deploy-review.json"} {
+		rec, err := Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := rec.Write(&b); err != nil {
+			t.Fatal(err)
+		}
+		again, err := Parse(&b, p+" (rewritten)")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, b.String())
+		}
+		again.Path = rec.Path
+		if !reflect.DeepEqual(normal(t, rec), normal(t, again)) {
+			t.Errorf("%s changed on a write and load:\n%s", p, b.String())
+		}
+	}
+}
+
+// normal is rec through JSON, so numbers compare alike.
+func normal(t *testing.T, rec *Recording) any {
+	t.Helper()
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestTextAsMapsMembersOnly(t *testing.T) {
+	rec, err := Parse(strings.NewReader(`{"members": ["ori", "agent-a"], "events": [
+		{"sender": "ori", "ts": "2026-03-02T09:00:00Z", "content": {"body": "@agent-a ping, cc @zed and @ori:elsewhere"}},
+		{"sender": "ori", "ts": "2026-03-02T09:00:01Z", "edits": 0, "content": {"body": "@agent-a pong"}},
+		{"sender": "agent-a", "ts": "2026-03-02T09:00:02Z", "edits": 0, "content": {"body": "not applied: another sender"}}]}`), "t.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.TextAs(0, user); got != "@x-agent-a:example.org pong" {
+		t.Errorf("TextAs = %q", got)
+	}
+	if got := mapIDs("@agent-a ping, cc @zed and @ori:elsewhere", user, map[string]bool{"ori": true, "agent-a": true}); got != "@x-agent-a:example.org ping, cc @zed and @ori:elsewhere" {
+		t.Errorf("mapIDs = %q", got)
+	}
+}
