@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -82,7 +83,8 @@ type backend interface {
 	kind() string
 }
 
-// newBackend selects the homeserver: "fake" (default), "synapse", or a URL.
+// newBackend selects the homeserver: "fake" (default), "synapse", or a URL,
+// whose appservice registration comes from the environment (see urlEnv).
 func newBackend(ctx context.Context, which string, slots int) (backend, error) {
 	switch which {
 	case "", "fake":
@@ -91,7 +93,7 @@ func newBackend(ctx context.Context, which string, slots int) (backend, error) {
 		return startSynapse(ctx, slots)
 	default:
 		if strings.HasPrefix(which, "http://") || strings.HasPrefix(which, "https://") {
-			return nil, fmt.Errorf("homeserver %q: a bare URL can't be given the appservice registrations the daemon needs; use \"fake\" or \"synapse\"", which)
+			return startURL(ctx, which, os.Getenv)
 		}
 		return nil, fmt.Errorf("unknown homeserver %q (want fake, synapse or a URL)", which)
 	}
@@ -199,17 +201,21 @@ func (f fakeHS) importRoom(seed roomSeed) (id.RoomID, []id.EventID, bool, error)
 	return r.RoomID, r.EventIDs, true, nil
 }
 
-// synapseBackend is one Synapse for the whole run, started with one
-// appservice registration per slot; a scenario leases a slot for its agents.
-type synapseBackend struct {
-	c         *synapse.Container
+// sharedBackend serves a run from one long-lived homeserver (a Synapse
+// container or a server given by URL) with a fixed set of appservice
+// registrations, the slots; a scenario leases a slot for its agents, and
+// humans and aliases carry per-scenario prefixes so scenarios never collide.
+type sharedBackend struct {
+	which     string // "synapse" or "url"
+	hs        homeserver
 	runPrefix string // humans and aliases of this run
 	slots     chan *slot
+	stop      func(ctx context.Context) error // ends the server, if the run owns it
 	seq       int
 	mu        sync.Mutex
 }
 
-// slot is one fixed appservice registration on the shared Synapse.
+// slot is one fixed appservice registration on the shared server.
 type slot struct {
 	names  names
 	reg    *appservice.Registration
@@ -217,12 +223,102 @@ type slot struct {
 	drain  *drain // answers pushes while no daemon holds the slot; nil while one does
 }
 
-func startSynapse(ctx context.Context, k int) (*synapseBackend, error) {
+// newSharedBackend starts every slot's drain; on error it stops what it
+// started, including the server (stop).
+func newSharedBackend(ctx context.Context, which string, hs homeserver, run string, all []*slot, stop func(context.Context) error) (*sharedBackend, error) {
+	b := &sharedBackend{which: which, hs: hs, runPrefix: run, slots: make(chan *slot, len(all)), stop: stop}
+	for _, s := range all {
+		d, err := startDrain(s.listen, s.reg.ServerToken)
+		if err != nil {
+			_ = b.close(ctx)
+			return nil, err
+		}
+		s.drain = d
+		b.slots <- s
+	}
+	return b, nil
+}
+
+func (b *sharedBackend) kind() string { return b.which }
+
+// capacity is how many scenarios can hold a slot at once.
+func (b *sharedBackend) capacity() int { return cap(b.slots) }
+
+func (b *sharedBackend) close(ctx context.Context) error {
+	for {
+		select {
+		case s := <-b.slots:
+			if s.drain != nil {
+				_ = s.drain.stop()
+			}
+			continue
+		default:
+		}
+		break
+	}
+	if b.stop == nil {
+		return nil
+	}
+	if err := b.stop(ctx); err != nil {
+		return fmt.Errorf("stopping the %s homeserver: %w", b.which, err)
+	}
+	return nil
+}
+
+func (b *sharedBackend) lease(ctx context.Context) (*lease, error) {
+	var s *slot
+	select {
+	case s = <-b.slots:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for a free %s appservice slot: %w", b.which, ctx.Err())
+	}
+	if s.drain == nil {
+		d, err := startDrain(s.listen, s.reg.ServerToken)
+		if err != nil {
+			b.slots <- s
+			return nil, fmt.Errorf("the push port of the %s appservice slot is still taken after the previous scenario: %w", b.which, err)
+		}
+		s.drain = d
+	}
+	b.mu.Lock()
+	b.seq++
+	seq := b.seq
+	b.mu.Unlock()
+	n := s.names
+	n.aliasSuffix = fmt.Sprintf("-%s%d", b.runPrefix, seq)
+	// Humans are per scenario too: scenarios share the server, and each
+	// registers its own "ori".
+	n.humanPrefix = fmt.Sprintf("h%s%d-", b.runPrefix, seq)
+	return &lease{
+		hs: b.hs, names: n, reg: s.reg, listen: s.listen,
+		handOver: func(ctx context.Context, last id.EventID) error {
+			if last != "" {
+				if err := s.drain.waitFor(ctx, last); err != nil {
+					return err
+				}
+			}
+			err := s.drain.stop()
+			s.drain = nil
+			return err
+		},
+		release: func() {
+			if s.drain == nil {
+				// On failure the next lease tries again and reports it.
+				if d, err := startDrain(s.listen, s.reg.ServerToken); err == nil {
+					s.drain = d
+				}
+			}
+			b.slots <- s
+		},
+	}, nil
+}
+
+// startSynapse runs one Synapse container for the run with k slots.
+func startSynapse(ctx context.Context, k int) (*sharedBackend, error) {
 	if k < 1 {
 		k = 1
 	}
 	run := randomHex(3)
-	b := &synapseBackend{runPrefix: run, slots: make(chan *slot, k)}
 	// The registrations' namespaces name the server, so fix it up front.
 	opts := []synapse.Option{synapse.WithServerName("localhost")}
 	var all []*slot
@@ -240,78 +336,10 @@ func startSynapse(ctx context.Context, k int) (*synapseBackend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting synapse: %w", err)
 	}
-	b.c = c
 	for _, s := range all {
 		s.names.serverName = c.ServerName()
-		if s.drain, err = startDrain(s.listen, s.reg.ServerToken); err != nil {
-			_ = b.close(ctx)
-			return nil, err
-		}
-		b.slots <- s
 	}
-	return b, nil
-}
-
-func (b *synapseBackend) kind() string { return "synapse" }
-
-func (b *synapseBackend) close(ctx context.Context) error {
-	for {
-		select {
-		case s := <-b.slots:
-			if s.drain != nil {
-				_ = s.drain.stop()
-			}
-			continue
-		default:
-		}
-		break
-	}
-	if err := b.c.Terminate(ctx); err != nil {
-		return fmt.Errorf("terminating synapse: %w", err)
-	}
-	return nil
-}
-
-func (b *synapseBackend) lease(ctx context.Context) (*lease, error) {
-	var s *slot
-	select {
-	case s = <-b.slots:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for a free synapse slot: %w", ctx.Err())
-	}
-	b.mu.Lock()
-	b.seq++
-	seq := b.seq
-	b.mu.Unlock()
-	n := s.names
-	n.aliasSuffix = fmt.Sprintf("-%s%d", b.runPrefix, seq)
-	// Humans are per scenario too: scenarios share the server, and each
-	// registers its own "ori".
-	n.humanPrefix = fmt.Sprintf("h%s%d-", b.runPrefix, seq)
-	return &lease{
-		hs: synapseHS{b.c}, names: n, reg: s.reg, listen: s.listen,
-		handOver: func(ctx context.Context, last id.EventID) error {
-			if last != "" {
-				if err := s.drain.waitFor(ctx, last); err != nil {
-					return err
-				}
-			}
-			err := s.drain.stop()
-			s.drain = nil
-			return err
-		},
-		release: func() {
-			if s.drain == nil {
-				d, err := startDrain(s.listen, s.reg.ServerToken)
-				if err != nil {
-					// The slot is lost to this run; the others carry on.
-					return
-				}
-				s.drain = d
-			}
-			b.slots <- s
-		},
-	}, nil
+	return newSharedBackend(ctx, "synapse", synapseHS{c}, run, all, c.Terminate)
 }
 
 // synapseHS adapts the shared container.
@@ -324,14 +352,22 @@ func (s synapseHS) registerHuman(ctx context.Context, localpart, displayName str
 	if err != nil {
 		return "", "", fmt.Errorf("registering %s on synapse: %w", localpart, err)
 	}
-	cli, err := mautrix.NewClient(s.c.BaseURL(), uid, tok)
-	if err != nil {
-		return "", "", fmt.Errorf("client for %s: %w", uid, err)
-	}
-	if err := cli.SetDisplayName(ctx, displayName); err != nil {
-		return "", "", fmt.Errorf("setting display name of %s: %w", uid, err)
+	if err := setDisplayName(ctx, s.c.BaseURL(), uid, tok, displayName); err != nil {
+		return "", "", err
 	}
 	return uid, tok, nil
+}
+
+// setDisplayName gives a freshly registered human the name steps call it by.
+func setDisplayName(ctx context.Context, baseURL string, uid id.UserID, tok, displayName string) error {
+	cli, err := mautrix.NewClient(baseURL, uid, tok)
+	if err != nil {
+		return fmt.Errorf("client for %s: %w", uid, err)
+	}
+	if err := cli.SetDisplayName(ctx, displayName); err != nil {
+		return fmt.Errorf("setting display name of %s: %w", uid, err)
+	}
+	return nil
 }
 
 func (synapseHS) importRoom(roomSeed) (id.RoomID, []id.EventID, bool, error) {

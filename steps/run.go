@@ -81,6 +81,10 @@ func Run(opts Options) int {
 			fmt.Fprintf(out, "zooid sim: %v\n", err)
 		}
 	}()
+	if c, note := concurrencyFor(b, opts.Concurrency); note != "" {
+		fmt.Fprintf(out, "zooid sim: %s\n", note)
+		opts.Concurrency = c
+	}
 	if b.kind() != "fake" {
 		opts.Tags = andTags(opts.Tags, "~"+FakeOnlyTag)
 	}

@@ -1,0 +1,249 @@
+package steps
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/appservice"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/docker/synapse"
+)
+
+// urlEnvVars is every variable the URL backend reads.
+var urlEnvVars = []string{ASTokenEnv, HSTokenEnv, ASPushAddrEnv, ASUserPrefixEnv, ASSenderLocalpartEnv, ServerNameEnv, ASIDEnv, ASAliasPrefixEnv}
+
+func TestURLEnvNamesWhatIsMissing(t *testing.T) {
+	env := map[string]string{ASTokenEnv: "as-x", ASUserPrefixEnv: "zt_"}
+	_, err := urlEnv("http://127.0.0.1:1", func(k string) string { return env[k] })
+	if err == nil {
+		t.Fatal("urlEnv accepted a registration without hs_token and push address")
+	}
+	for _, want := range []string{"missing " + HSTokenEnv + ", " + ASPushAddrEnv, ASTokenEnv, ASUserPrefixEnv, ASSenderLocalpartEnv} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+
+	env = map[string]string{ASTokenEnv: "as-x", HSTokenEnv: "hs-x", ASPushAddrEnv: "nowhere", ASUserPrefixEnv: "Bad Prefix"}
+	_, err = urlEnv("http://127.0.0.1:1", func(k string) string { return env[k] })
+	if err == nil || !strings.Contains(err.Error(), ASPushAddrEnv+`="nowhere"`) || !strings.Contains(err.Error(), ASUserPrefixEnv+`="Bad Prefix"`) {
+		t.Fatalf("malformed settings: got %v, want both named", err)
+	}
+
+	env = map[string]string{ASTokenEnv: "as-x", HSTokenEnv: "hs-x", ASPushAddrEnv: "127.0.0.1:9", ASUserPrefixEnv: "zt_"}
+	s, err := urlEnv("http://127.0.0.1:1/", func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("complete settings refused: %v", err)
+	}
+	if s.sender != "zooidbot" || s.baseURL != "http://127.0.0.1:1" {
+		t.Fatalf("defaults: sender %q, base %q", s.sender, s.baseURL)
+	}
+}
+
+// TestRunRefusesURLWithoutRegistration goes through Run, as `zooid sim
+// --homeserver URL` does.
+func TestRunRefusesURLWithoutRegistration(t *testing.T) {
+	for _, k := range urlEnvVars {
+		t.Setenv(k, "")
+	}
+	var out bytes.Buffer
+	status := Run(Options{Homeserver: "http://127.0.0.1:1", Output: &out, Paths: []string{"features/triggers.feature"}})
+	if status != 2 {
+		t.Fatalf("status %d, want 2; output:\n%s", status, out.String())
+	}
+	for _, k := range urlRequiredEnv {
+		if !strings.Contains(out.String(), k) {
+			t.Errorf("output does not name %s:\n%s", k, out.String())
+		}
+	}
+}
+
+// TestURLHomeserverFeatures runs features against a Synapse known only by
+// its URL and an appservice registration described the way an operator
+// describes it: in the environment.
+func TestURLHomeserverFeatures(t *testing.T) {
+	push, err := freeListen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	userPrefix, aliasPrefix := "zt"+randomHex(2)+"_", "zta"+randomHex(2)+"_"
+	const server = "localhost"
+	rateLimited := false
+	reg := &appservice.Registration{
+		ID: "zooid-url-" + randomHex(2), URL: "http://" + push,
+		AppToken: "as-" + randomHex(16), ServerToken: "hs-" + randomHex(16),
+		SenderLocalpart: "ztbot" + randomHex(2), RateLimited: &rateLimited,
+		Namespaces: appservice.Namespaces{
+			UserIDs:     appservice.NamespaceList{{Regex: "@" + regexp.QuoteMeta(userPrefix) + ".*:" + server, Exclusive: true}},
+			RoomAliases: appservice.NamespaceList{{Regex: "#" + regexp.QuoteMeta(aliasPrefix) + ".*:" + server}},
+		},
+	}
+	c := synapse.RunForTest(t, synapse.WithServerName(server), synapse.WithAppservice(reg))
+	env := map[string]string{
+		ASTokenEnv: reg.AppToken, HSTokenEnv: reg.ServerToken, ASPushAddrEnv: push,
+		ASUserPrefixEnv: userPrefix, ASAliasPrefixEnv: aliasPrefix, ASSenderLocalpartEnv: reg.SenderLocalpart,
+		ASIDEnv: reg.ID, ServerNameEnv: "",
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+
+	t.Run("wrong server name", func(t *testing.T) {
+		t.Setenv(ServerNameEnv, "elsewhere.example")
+		_, err := startURL(context.Background(), c.BaseURL(), os.Getenv)
+		if err == nil || !strings.Contains(err.Error(), `server name is "localhost"`) {
+			t.Fatalf("got %v, want the server name mismatch named", err)
+		}
+	})
+	t.Run("wrong appservice id", func(t *testing.T) {
+		t.Setenv(ASIDEnv, "not-"+reg.ID)
+		b, err := startURL(context.Background(), c.BaseURL(), os.Getenv)
+		if err == nil {
+			_ = b.close(context.Background())
+			t.Fatal("a ping with the wrong appservice id succeeded")
+		}
+		if !strings.Contains(err.Error(), "pinging appservice") {
+			t.Fatalf("got %v, want the ping named", err)
+		}
+	})
+
+	var out bytes.Buffer
+	status := Run(Options{
+		Homeserver: c.BaseURL(), TestingT: t, Concurrency: 4,
+		Output: io.MultiWriter(os.Stdout, &out),
+		Paths:  []string{"features/triggers.feature", "features/mcp_identity.feature"},
+	})
+	if status != 0 {
+		t.Fatalf("features failed on %s (godog status %d)", c.BaseURL(), status)
+	}
+	if !strings.Contains(out.String(), "1 scenario(s) run at once instead of 4") {
+		t.Errorf("the run did not say it runs one scenario at a time:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "11 scenarios (11 passed)") {
+		t.Errorf("expected all 11 scenarios of both features to run and pass:\n%s", out.String())
+	}
+
+	// A second run on the same server must not meet the first one's
+	// humans, aliases or agents.
+	out.Reset()
+	status = Run(Options{
+		Homeserver: c.BaseURL(), TestingT: t, Concurrency: 1,
+		Output: io.MultiWriter(os.Stdout, &out), Paths: []string{"features/triggers.feature"},
+	})
+	if status != 0 {
+		t.Fatalf("a second run on the same server failed (godog status %d)", status)
+	}
+	assertAgentsLeftRooms(t, c, reg, userPrefix)
+}
+
+// assertAgentsLeftRooms checks the teardown: every agent the runs created
+// (found with Synapse's admin API) is in no room any more.
+func assertAgentsLeftRooms(t *testing.T, c *synapse.Container, reg *appservice.Registration, userPrefix string) {
+	t.Helper()
+	ctx := context.Background()
+	admin, tok, err := c.RegisterUser(ctx, "ztadmin"+randomHex(2), "pw-"+randomHex(8), true)
+	if err != nil {
+		t.Fatalf("registering an admin: %v", err)
+	}
+	acli, err := mautrix.NewClient(c.BaseURL(), admin, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Users []struct {
+			Name id.UserID `json:"name"`
+		} `json:"users"`
+	}
+	u := acli.BuildURLWithQuery(mautrix.SynapseAdminURLPath{"v2", "users"}, map[string]string{"name": userPrefix, "limit": "1000"})
+	if _, err := acli.MakeRequest(ctx, http.MethodGet, u, nil, &list); err != nil {
+		t.Fatalf("listing users: %v", err)
+	}
+	agents := 0
+	for _, user := range list.Users {
+		if !strings.HasPrefix(user.Name.Localpart(), userPrefix) {
+			continue
+		}
+		agents++
+		cli, err := mautrix.NewClient(c.BaseURL(), user.Name, reg.AppToken)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cli.SetAppServiceUserID = true
+		joined, err := cli.JoinedRooms(ctx)
+		if err != nil {
+			t.Fatalf("rooms of %s: %v", user.Name, err)
+		}
+		if len(joined.JoinedRooms) != 0 {
+			t.Errorf("%s is still in %v after the runs", user.Name, joined.JoinedRooms)
+		}
+	}
+	if agents < 2 {
+		t.Fatalf("found %d agents under %s; the runs should have created several", agents, userPrefix)
+	}
+}
+
+// TestURLRegistrationRefusedSaysWhatToEnable serves the answer of a server
+// with registration disabled.
+func TestURLRegistrationRefusedSaysWhatToEnable(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte(`{"errcode":"M_FORBIDDEN","error":"Registration has been disabled"}`))
+	}))
+	t.Cleanup(srv.Close)
+	_, _, err := urlHS{base: srv.URL}.registerHuman(context.Background(), "ori", "ori")
+	if err == nil || !strings.Contains(err.Error(), "enable_registration: true") || !strings.Contains(err.Error(), "Registration has been disabled") {
+		t.Fatalf("got %v, want the refusal and what to enable", err)
+	}
+}
+
+// TestSlotWithBusyPushPortFailsTheLeaseNotTheRun: a push port still held
+// when a scenario ends must not lose the slot (with one slot the run would
+// hang); the next lease reports it and a later one succeeds.
+func TestSlotWithBusyPushPortFailsTheLeaseNotTheRun(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = held.Close() })
+	reg := &appservice.Registration{ServerToken: "hs-" + randomHex(8)}
+	b := &sharedBackend{which: "url", hs: urlHS{base: "http://127.0.0.1:1"}, runPrefix: "r", slots: make(chan *slot, 1)}
+	b.slots <- &slot{names: names{serverName: "localhost", agentPrefix: "zt-"}, reg: reg, listen: held.Addr().String()}
+	t.Cleanup(func() { _ = b.close(context.Background()) })
+
+	if _, err := b.lease(context.Background()); err == nil || !strings.Contains(err.Error(), "still taken") {
+		t.Fatalf("lease with the push port taken: got %v, want it reported", err)
+	}
+	if err := held.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := b.lease(context.Background())
+	if err != nil {
+		t.Fatalf("lease after the port came free: %v", err)
+	}
+	if l.names.humanPrefix == "" || l.names.aliasSuffix == "" {
+		t.Fatalf("lease names not per scenario: %+v", l.names)
+	}
+	if err := l.handOver(context.Background(), ""); err != nil {
+		t.Fatalf("hand-over: %v", err)
+	}
+	l.release()
+	l2, err := b.lease(context.Background())
+	if err != nil {
+		t.Fatalf("lease after release: %v", err)
+	}
+	if l2.names.aliasSuffix == l.names.aliasSuffix {
+		t.Fatalf("two scenarios got the same alias suffix %q", l.names.aliasSuffix)
+	}
+	l2.release()
+}
