@@ -64,3 +64,15 @@ Feature: A thread is a conversation
     Then agent-b is prompted with "can you restart it?" in a new session
     And agent-b posts "yes, restarting it now" in the thread
     And agent-a is not prompted with "can you restart it?"
+
+  Scenario: an idle agent's process stops, and the thread's next message starts a fresh one told where to catch up
+    Given agent processes stop after 0.5 seconds idle
+    And agent-a will reply "svc-a is fine"
+    And agent-a will reply "restarting svc-a"
+    When ori says in "#ops": "@agent-a how is svc-a?"
+    Then agent-a posts "svc-a is fine" in the thread
+    And agent-a's process stops
+    When ori replies in the thread: "please restart it"
+    Then agent-a is prompted with "please restart it" in a new session
+    And agent-a is prompted with "zooid_get_thread_history"
+    And agent-a posts "restarting svc-a" in the thread

@@ -42,6 +42,7 @@ func definitions(w *world) []stepDef {
 	all = append(all, resultSteps(w)...)
 	all = append(all, taskSteps(w)...)
 	all = append(all, scenarioSteps(w)...)
+	all = append(all, processSteps(w)...)
 	return all
 }
 

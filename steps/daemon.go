@@ -26,8 +26,9 @@ func (w *world) config(exe string) *config.Config {
 				Listen: w.lease.listen, ID: reg.ID, SenderLocalpart: reg.SenderLocalpart,
 			},
 		}},
-		StateDir: filepath.Join(w.dir, "state"),
-		RunDir:   filepath.Join(w.dir, "run"),
+		StateDir:    filepath.Join(w.dir, "state"),
+		RunDir:      filepath.Join(w.dir, "run"),
+		IdleTimeout: w.idleTimeout,
 	}
 	for _, an := range w.agentSeq {
 		a := w.agents[an]

@@ -40,6 +40,10 @@ func bareList(s string) []string {
 
 func setupSteps(w *world) []stepDef {
 	return []stepDef{
+		{area: "setup", pattern: `^agent processes stop after (\d+(?:\.\d+)?) seconds? idle$`,
+			example: `agent processes stop after 0.5 seconds idle`,
+			doc:     "Sets zooid.yaml idle_timeout: a thread's agent process that waits that long for a turn is stopped.",
+			fn:      w.stepIdleTimeout},
 		{area: "setup", pattern: `^the homeserver has users? ` + quotedList + `$`,
 			example: `the homeserver has users "ori" and "mia"`,
 			doc:     "Registers human accounts; the first one creates the scenario's rooms.",
@@ -176,4 +180,16 @@ func (w *world) stepAnswering(ctx context.Context, agent, roomName string) error
 		return err
 	}
 	return w.waitPrompted(ctx, agent, p.core)
+}
+
+func (w *world) stepIdleTimeout(secs string) error {
+	if w.started {
+		return fmt.Errorf("set the idle timeout before the first action starts the daemon")
+	}
+	f, err := strconv.ParseFloat(secs, 64)
+	if err != nil {
+		return fmt.Errorf("idle timeout %q: %w", secs, err)
+	}
+	w.idleTimeout = time.Duration(f * float64(time.Second))
+	return nil
 }

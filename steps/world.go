@@ -46,6 +46,8 @@ type world struct {
 	paging  map[string]*paging
 	pushes  int
 	stepSeq int
+
+	idleTimeout time.Duration // zooid.yaml idle_timeout; zero: the daemon's default
 }
 
 // human is a user of the homeserver that steps name.

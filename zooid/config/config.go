@@ -44,6 +44,9 @@ type Config struct {
 	// TurnTimeout bounds one agent turn (turn_timeout: 30m); zero means the
 	// daemon's default. A turn that runs longer is treated as a hung agent.
 	TurnTimeout time.Duration
+	// IdleTimeout stops an agent process that waited that long for its
+	// thread's next turn (idle_timeout: 30m); zero means the daemon's default.
+	IdleTimeout time.Duration
 	// RunDir holds sockets; default $XDG_RUNTIME_DIR/zooid, else a
 	// per-user directory under the system temp dir.
 	RunDir string

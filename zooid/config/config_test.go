@@ -373,6 +373,7 @@ func TestValidVariants(t *testing.T) {
 		check func(t *testing.T, c *Config)
 	}{
 		{"turn timeout", okTransport + `turn_timeout: 45m
+idle_timeout: 2h
 agents:
   a:
     acp: { preset: pi }
@@ -380,6 +381,9 @@ agents:
 `, func(t *testing.T, c *Config) {
 			if c.TurnTimeout != 45*time.Minute {
 				t.Errorf("turn timeout %s, want 45m", c.TurnTimeout)
+			}
+			if c.IdleTimeout != 2*time.Hour {
+				t.Errorf("idle timeout %s, want 2h", c.IdleTimeout)
 			}
 		}},
 		{"two matrix transports with explicit reference", okTransport + `  second:

@@ -285,7 +285,7 @@ func (p *parser) parse(data []byte) *Config {
 		return nil
 	}
 	root := doc.Content[0]
-	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout")
+	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout")
 	cfg := &Config{File: p.file}
 
 	if f, ok := top["transports"]; ok {
@@ -316,17 +316,8 @@ func (p *parser) parse(data []byte) *Config {
 	if v, ok := p.str(top["state_dir"], "state_dir"); ok && v != "" {
 		cfg.StateDir = p.abs(v)
 	}
-	if v, ok := p.str(top["turn_timeout"], "turn_timeout"); ok && v != "" {
-		d, err := time.ParseDuration(v)
-		switch {
-		case err != nil:
-			p.errorf(top["turn_timeout"].val, "turn_timeout", "must be a duration such as 30m or 90s, got %q", v)
-		case d < time.Second:
-			p.errorf(top["turn_timeout"].val, "turn_timeout", "must be at least 1s, got %s", d)
-		default:
-			cfg.TurnTimeout = d
-		}
-	}
+	cfg.TurnTimeout = p.duration(top, "turn_timeout")
+	cfg.IdleTimeout = p.duration(top, "idle_timeout")
 	cfg.RunDir = p.defaultRunDir()
 	if v, ok := p.str(top["run_dir"], "run_dir"); ok && v != "" {
 		cfg.RunDir = p.abs(v)
@@ -335,6 +326,24 @@ func (p *parser) parse(data []byte) *Config {
 		}
 	}
 	return cfg
+}
+
+// duration reads an optional top-level duration of at least a second.
+func (p *parser) duration(top map[string]field, key string) time.Duration {
+	v, ok := p.str(top[key], key)
+	if !ok || v == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		p.errorf(top[key].val, key, "must be a duration such as 30m or 90s, got %q", v)
+	case d < time.Second:
+		p.errorf(top[key].val, key, "must be at least 1s, got %s", d)
+	default:
+		return d
+	}
+	return 0
 }
 
 // peek finds key in a mapping without recording errors; the section's own

@@ -35,6 +35,11 @@ import (
 // as a hung agent: cancelled, its process ended, and an error notice posted.
 const DefaultTurnTimeout = 30 * time.Minute
 
+// DefaultIdleTimeout is how long a thread's agent process may wait for the
+// next turn before it is stopped: a busy room must not keep one process per
+// thread it ever spoke in.
+const DefaultIdleTimeout = 30 * time.Minute
+
 // Options configures a Daemon.
 type Options struct {
 	// Config is the validated zooid.yaml.
@@ -47,6 +52,10 @@ type Options struct {
 	// TurnTimeout bounds one agent turn; zero means the config's turn_timeout,
 	// else DefaultTurnTimeout.
 	TurnTimeout time.Duration
+	// IdleTimeout stops a session's agent process after that long without a
+	// turn; the thread's next message starts a fresh one. Zero means the
+	// config's idle_timeout, else DefaultIdleTimeout.
+	IdleTimeout time.Duration
 }
 
 // Daemon is a running Zooid. Create it with New, then Start; Close stops it.
@@ -100,6 +109,12 @@ func New(opts Options) (*Daemon, error) {
 	}
 	if opts.TurnTimeout <= 0 {
 		opts.TurnTimeout = DefaultTurnTimeout
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = opts.Config.IdleTimeout
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
 	}
 	var matrixNames []string
 	for _, t := range opts.Config.Transports {
@@ -196,7 +211,7 @@ func (d *Daemon) Start(ctx context.Context) error {
 	if err := os.MkdirAll(d.opts.Config.StateDir, 0o700); err != nil {
 		return fmt.Errorf("creating state dir: %w", err)
 	}
-	d.sessions = newSessions(d.runTurn, d.endSession)
+	d.sessions = newSessions(d.runTurn, d.endSession).withIdle(d.opts.IdleTimeout, d.idleSession)
 	if err := d.startHTTP(); err != nil {
 		d.Close()
 		return err

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"sync"
+	"time"
 
 	"maunium.net/go/mautrix/id"
 )
@@ -49,6 +50,9 @@ type sessions struct {
 	run func(ctx context.Context, s *session, req turnRequest)
 	end func(s *session)
 
+	idleAfter time.Duration // zero: never idle
+	idle      func(s *session)
+
 	mu     sync.Mutex
 	byKey  map[sessionKey]*session
 	wg     sync.WaitGroup
@@ -60,6 +64,14 @@ type sessions struct {
 func newSessions(run func(context.Context, *session, turnRequest), end func(*session)) *sessions {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &sessions{run: run, end: end, byKey: make(map[sessionKey]*session), ctx: ctx, cancel: cancel}
+}
+
+// withIdle makes every session call idle from its loop once it has waited
+// that long for a turn: the daemon then lets the agent process go, keeping the
+// session (a busy room would otherwise keep one process per thread forever).
+func (m *sessions) withIdle(after time.Duration, idle func(*session)) *sessions {
+	m.idleAfter, m.idle = after, idle
+	return m
 }
 
 // session is the daemon's side of one (agent, thread) conversation. Its fields
@@ -74,7 +86,8 @@ type session struct {
 	stop    sync.Once
 	cancel  context.CancelFunc
 
-	state any // the runner's per-session state (process, ACP session, binding)
+	state  any // the runner's per-session state (process, ACP session, binding)
+	opened int // agents opened for this session so far; the runner's too
 }
 
 // enqueue adds a turn for key, opening the session when it is new.
@@ -125,14 +138,31 @@ func (m *sessions) loop(ctx context.Context, s *session) {
 			m.run(ctx, s, req)
 			continue
 		}
-		select {
-		case <-s.wake:
-		case <-s.stopped:
-			return
-		case <-ctx.Done():
+		if !m.wait(ctx, s) {
 			return
 		}
 	}
+}
+
+// wait blocks until the session has work (true) or must end (false); a
+// session with a live agent that waits longer than idleAfter lets it go.
+func (m *sessions) wait(ctx context.Context, s *session) bool {
+	var idle <-chan time.Time
+	if m.idleAfter > 0 && s.state != nil {
+		t := time.NewTimer(m.idleAfter)
+		defer t.Stop()
+		idle = t.C
+	}
+	select {
+	case <-s.wake:
+	case <-idle:
+		m.idle(s)
+	case <-s.stopped:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+	return true
 }
 
 // endSession stops the session for key: a running turn is cancelled, queued

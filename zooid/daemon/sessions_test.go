@@ -158,3 +158,38 @@ func TestAgentEnvDropsEverySecret(t *testing.T) {
 		}
 	}
 }
+
+func TestAnIdleSessionLetsItsAgentGoAndKeepsItsQueue(t *testing.T) {
+	rec := newRecorder()
+	var mu sync.Mutex
+	idled := 0
+	var m *sessions
+	m = newSessions(func(ctx context.Context, s *session, req turnRequest) {
+		s.state = "agent" // the runner opened an agent
+		rec.run(ctx, s, req)
+	}, rec.end).withIdle(20*time.Millisecond, func(s *session) {
+		mu.Lock()
+		idled++
+		mu.Unlock()
+		s.state = nil
+	})
+	defer m.close()
+	k := sessionKey{agent: "agent-a", room: "!r:x", thread: "$1"}
+	m.enqueue(k, turnRequest{text: "first"})
+	waitFor(t, "the session to idle", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return idled == 1
+	})
+	time.Sleep(60 * time.Millisecond) // without an agent, a session never idles again
+	mu.Lock()
+	if idled != 1 {
+		t.Fatalf("idled %d times; a session without an agent must not idle", idled)
+	}
+	mu.Unlock()
+	m.enqueue(k, turnRequest{text: "second"})
+	waitFor(t, "the next turn in the same session", func() bool { return len(rec.snapshot(k)) == 2 })
+	if len(rec.ended) != 0 {
+		t.Fatalf("idling ended the session: %v", rec.ended)
+	}
+}

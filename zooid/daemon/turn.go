@@ -85,6 +85,12 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 			return
 		}
 		s.state = st
+		s.opened++
+		if s.opened > 1 {
+			// The thread's earlier agent is gone (idle, crash, timeout): tell the
+			// fresh one where the conversation so far lives.
+			req.text = resumeNote + req.text
+		}
 	}
 	st.setPoster(post)
 	defer st.setPoster(nil)
@@ -132,6 +138,18 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 	default:
 		d.log.Warn("agent turn failed", "agent", rt.cfg.Name, "err", err)
 		post.failure(ctx, "agent_error", fmt.Sprintf("%s failed: %v. The next message starts a fresh session.", rt.cfg.Name, err))
+		d.retire(s, st)
+	}
+}
+
+// resumeNote opens the first prompt of a fresh agent in a thread that had one.
+const resumeNote = "[zooid] This thread had an earlier agent session that has ended; " +
+	"read it with zooid_get_thread_history if you need its context.\n\n"
+
+// idleSession lets the agent of a session that waited too long for a turn go.
+func (d *Daemon) idleSession(s *session) {
+	if st, ok := s.state.(*agentSession); ok {
+		d.log.Info("agent idle; process stopped until the thread speaks again", "agent", s.key.agent, "room", s.key.room, "thread", s.key.thread)
 		d.retire(s, st)
 	}
 }
