@@ -29,6 +29,9 @@ type turnRequest struct {
 	id      string
 	text    string
 	trigger id.EventID // the event that woke the agent, if any; replies relate to it
+	// taken, if set, runs when the turn leaves the queue to run: what queued
+	// it (a task result) counts it as delivered only then.
+	taken func()
 }
 
 // eventTurn is a turn woken by a Matrix event: its id is the event's.
@@ -135,6 +138,9 @@ func (m *sessions) loop(ctx context.Context, s *session) {
 		}
 		s.mu.Unlock()
 		if have {
+			if req.taken != nil {
+				req.taken()
+			}
 			m.run(ctx, s, req)
 			continue
 		}

@@ -27,14 +27,18 @@ func (d *Daemon) taskAgents(name string) (id.UserID, []id.RoomID, bool) {
 }
 
 // wakeCaller queues a task result as a new turn of the caller's original
-// session, unless that thread was cleared since the task started.
-func (d *Daemon) wakeCaller(parent tasks.Parent, text string) {
+// session, unless that thread was cleared since the task started. delivered
+// tells the task journal the wake was taken (or deliberately skipped).
+func (d *Daemon) wakeCaller(parent tasks.Parent, text string, delivered func()) {
 	key := sessionKey{agent: parent.Agent, room: parent.Room, thread: parent.ThreadRoot}
 	if current := d.sessionKeyString(key); parent.SessionKey != current {
 		d.log.Info("task result not delivered: the caller's thread was cleared", "agent", parent.Agent, "thread", parent.ThreadRoot)
+		delivered()
 		return
 	}
-	d.sessions.enqueue(key, internalTurn(text))
+	req := internalTurn(text)
+	req.taken = delivered
+	d.sessions.enqueue(key, req)
 }
 
 // taskRootContent is the part of a task root the daemon reads.

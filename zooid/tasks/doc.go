@@ -20,6 +20,8 @@
 //     error event. When that callee's turn ends: HandoffEnded, then wake HandoffWake.Agent
 //     in the task thread with HandoffWake.Text.
 //   - When an assignee turn ends: TurnEnded. It closes and reports when the task is done;
-//     Options.Wake is how the caller's original session is woken (once per task).
+//     Options.Wake is how the caller's original session is woken (once per task); the
+//     wake counts as delivered when the daemon calls its delivered callback (the turn
+//     left the caller's queue), so a restart before then wakes the caller again.
 //   - Messages carrying dev.zooid.thread_result never trigger anyone.
 package tasks

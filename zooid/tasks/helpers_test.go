@@ -156,6 +156,9 @@ type env struct {
 	mu    sync.Mutex
 	wakes []wake
 	m     *Manager
+
+	holdWakes bool     // the caller is mid-turn: wakes wait in its queue
+	held      []func() // their delivered callbacks, in order
 }
 
 var agents = map[string]struct {
@@ -183,10 +186,17 @@ func (e *env) options() Options {
 			a, ok := agents[name]
 			return a.user, a.rooms, ok
 		},
-		Wake: func(p Parent, text string) {
+		Wake: func(p Parent, text string, delivered func()) {
 			e.mu.Lock()
 			e.wakes = append(e.wakes, wake{p, text})
+			hold := e.holdWakes
+			if hold {
+				e.held = append(e.held, delivered)
+			}
 			e.mu.Unlock()
+			if !hold {
+				delivered() // the caller was idle: the turn starts at once
+			}
 		},
 		Logger:      testLogger(),
 		PostTimeout: 5 * time.Second,

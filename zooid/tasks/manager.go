@@ -31,8 +31,10 @@ type Options struct {
 	Agents func(name string) (user id.UserID, rooms []id.RoomID, ok bool)
 	// Wake queues one turn on the caller's original session with text; the daemon
 	// queues it behind a running turn and skips it if that thread was /clear'ed.
+	// It calls delivered once the session takes the turn (or skips it): until
+	// then the wake stays owed in the journal, and a restart wakes again.
 	// Optional: without it nobody is woken.
-	Wake func(parent Parent, text string)
+	Wake func(parent Parent, text string, delivered func())
 	// Logger receives the package's logs; nil discards them.
 	Logger *slog.Logger
 	// MaxOpenPerRoom caps reserved+open tasks per room; 0 means DefaultMaxOpenPerRoom.
@@ -50,13 +52,14 @@ type Manager struct {
 	log  *slog.Logger
 	j    *journal
 
-	mu        sync.Mutex
-	tasks     map[string]*Task     // by attempt id: every journaled task
-	byThread  map[id.EventID]*Task // by thread root, once known
-	reporting map[string]bool      // attempts whose report runs now
-	stale     map[string]bool      // attempts found open by Open, for Recover
-	closing   bool                 // Close has begun: no new work
-	closed    bool                 // the journal is closed
+	mu         sync.Mutex
+	tasks      map[string]*Task     // by attempt id: every journaled task
+	byThread   map[id.EventID]*Task // by thread root, once known
+	reporting  map[string]bool      // attempts whose report runs now
+	wakeQueued map[string]bool      // attempts whose wake waits in the caller's queue
+	stale      map[string]bool      // attempts found open by Open, for Recover
+	closing    bool                 // Close has begun: no new work
+	closed     bool                 // the journal is closed
 
 	// wg counts work Close waits for: Start calls, reports and TaskForRoot's
 	// background reports. Adds happen under mu while !closing.
@@ -97,13 +100,14 @@ func Open(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{
-		opts:      opts,
-		log:       log.With("component", "tasks"),
-		j:         j,
-		tasks:     make(map[string]*Task, len(ts)),
-		byThread:  make(map[id.EventID]*Task, len(ts)),
-		reporting: map[string]bool{},
-		stale:     map[string]bool{},
+		opts:       opts,
+		log:        log.With("component", "tasks"),
+		j:          j,
+		tasks:      make(map[string]*Task, len(ts)),
+		byThread:   make(map[id.EventID]*Task, len(ts)),
+		reporting:  map[string]bool{},
+		wakeQueued: map[string]bool{},
+		stale:      map[string]bool{},
 	}
 	for _, t := range ts {
 		m.tasks[t.AttemptID] = t

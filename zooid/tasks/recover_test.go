@@ -362,3 +362,82 @@ func TestRecoverLeavesTasksStartedSinceOpen(t *testing.T) {
 		t.Errorf("task started after Open was closed by Recover: %+v", got.Result)
 	}
 }
+
+// A result whose wake is still queued behind the caller's running turn when the
+// daemon stops must wake the caller after the restart, exactly once.
+func TestAQueuedWakeSurvivesARestart(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	home := caller("alice", roomA, "$home")
+	task := e.startOne(home, "caller", "bob")
+
+	e.mu.Lock()
+	e.holdWakes = true // alice is mid-turn
+	e.mu.Unlock()
+	if err := e.m.TurnEnded(ctx, task.ThreadID, TurnOutcome{StopReason: "end_turn", LastProse: "svc-a is clean"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := wakesFor(e, "svc-a is clean"); n != 1 {
+		t.Fatalf("queued %d wakes, want 1", n)
+	}
+	if got, _ := e.m.TaskByThread(roomA, task.ThreadID); got.Report.Woken || got.Report.Done {
+		t.Fatalf("report %+v: a wake still in the caller's queue must not count as delivered", got.Report)
+	}
+
+	// The daemon stops before alice's turn ends: the queued wake is gone with it.
+	e.mu.Lock()
+	e.holdWakes, e.held = false, nil
+	e.mu.Unlock()
+	e.reopen()
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := wakesFor(e, "svc-a is clean"); n != 2 {
+		t.Fatalf("after the restart the caller was woken %d times in all, want the lost wake again (2)", n)
+	}
+	if got, _ := e.m.TaskByThread(roomA, task.ThreadID); !got.Report.Woken || !got.Report.Done {
+		t.Fatalf("report after the delivered wake: %+v", got.Report)
+	}
+	if n := countBy(e.hs, ThreadResultKey)[task.AttemptID+"-result"]; n != 1 {
+		t.Fatalf("result event posted %d times, want once", n)
+	}
+
+	e.reopen()
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := wakesFor(e, "svc-a is clean"); n != 2 {
+		t.Fatalf("a delivered wake was repeated after another restart (%d wakes)", n)
+	}
+}
+
+// A wake taken later, when the caller's turn ends, completes the report.
+func TestAHeldWakeIsJournaledWhenTaken(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	task := e.startOne(caller("alice", roomA, "$home"), "caller", "bob")
+	e.mu.Lock()
+	e.holdWakes = true
+	e.mu.Unlock()
+	if err := e.m.TurnEnded(ctx, task.ThreadID, TurnOutcome{StopReason: "end_turn", LastProse: "done"}); err != nil {
+		t.Fatal(err)
+	}
+	e.mu.Lock()
+	held := e.held
+	e.mu.Unlock()
+	if len(held) != 1 {
+		t.Fatalf("%d wakes held, want 1", len(held))
+	}
+	held[0]() // alice's turn ended; her session takes the wake
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, _ := e.m.TaskByThread(roomA, task.ThreadID)
+		if got.Report.Woken && got.Report.Done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("report never finished after the wake was taken: %+v", got.Report)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -99,14 +99,11 @@ func (m *Manager) deliver(ctx context.Context, attempt string) {
 			return
 		}
 	}
-	if snap.Notify == tools.NotifyCaller && !snap.Report.Woken {
-		if m.opts.Wake != nil {
-			m.opts.Wake(snap.Parent, wakeText(snap))
-		}
-		if err := m.mark(attempt, func(rp *Report) { rp.Woken = true }); err != nil {
-			log.Error("journaling task wake", "err", err)
-			return
-		}
+	if snap.Notify == tools.NotifyCaller && !snap.Report.Woken && !m.wake(attempt, snap) {
+		// The wake is queued behind the caller's running turn: it is journaled
+		// as done only once the caller's session takes it, so a restart before
+		// then wakes the caller again instead of losing the result.
+		return
 	}
 	if pending {
 		return
@@ -130,6 +127,41 @@ func (m *Manager) deliver(ctx context.Context, attempt string) {
 		return
 	}
 	log.Info("task reported", "agent", snap.Agent, "caller", snap.Parent.Agent, "notify", snap.Notify)
+}
+
+// wake hands the caller its result as a new turn and says whether the wake is
+// already taken (so the report can finish now). A wake still queued from
+// earlier in this process is not queued twice.
+func (m *Manager) wake(attempt string, snap Task) bool {
+	if m.opts.Wake == nil {
+		return m.markWoken(attempt)
+	}
+	m.mu.Lock()
+	queued := m.wakeQueued[attempt]
+	m.wakeQueued[attempt] = true
+	m.mu.Unlock()
+	if !queued {
+		m.opts.Wake(snap.Parent, wakeText(snap), func() {
+			if m.markWoken(attempt) {
+				// Finish the report (journal it done) off the caller's goroutine.
+				go m.report(context.Background(), attempt)
+			}
+		})
+	}
+	now, ok := m.snapshot(attempt)
+	return ok && now.Report.Woken
+}
+
+// markWoken journals that the caller took its wake.
+func (m *Manager) markWoken(attempt string) bool {
+	m.mu.Lock()
+	delete(m.wakeQueued, attempt)
+	m.mu.Unlock()
+	if err := m.mark(attempt, func(rp *Report) { rp.Woken = true }); err != nil {
+		m.log.Error("journaling task wake", "attempt", attempt, "err", err)
+		return false
+	}
+	return true
 }
 
 func (m *Manager) snapshot(attempt string) (Task, bool) {
