@@ -80,11 +80,9 @@ type Daemon struct {
 	replayed   chan struct{}
 	replayOnce sync.Once
 
-	genMu       sync.Mutex
-	generations map[threadKey]int // times each thread was /clear'ed
-	wg          sync.WaitGroup
-	closeOnce   sync.Once
-	closeErr    error
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // agentRuntime is what the daemon knows of one configured agent.
@@ -132,8 +130,7 @@ func New(opts Options) (*Daemon, error) {
 		agents: make(map[string]*agentRuntime),
 		byUser: make(map[id.UserID]*agentRuntime),
 
-		generations: make(map[threadKey]int),
-		replayed:    make(chan struct{}),
+		replayed: make(chan struct{}),
 	}
 	if err := refuseSecretsInArgv(opts.Config); err != nil {
 		return nil, err
@@ -423,7 +420,7 @@ func (d *Daemon) callerFor(rt *agentRuntime, key sessionKey) tools.Caller {
 		Room:       key.room,
 		Thread:     key.thread,
 		Kind:       d.kindFor(key),
-		SessionKey: d.sessionKeyString(key),
+		SessionKey: key.String(),
 	}
 }
 

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
@@ -30,7 +29,9 @@ func (d *Daemon) handleEvent(ctx context.Context, ev *event.Event) {
 		// /clear ends every session of the thread, not only those the router
 		// woke: handoff callees and task-result wakes open sessions too.
 		r.Reset(msg.Room, msg.ThreadRoot)
-		d.bumpGeneration(msg.Room, msg.ThreadRoot)
+		if err := d.tasks.ThreadCleared(msg.Room, msg.ThreadRoot); err != nil {
+			d.log.Error("journaling a cleared thread", "room", msg.Room, "thread", msg.ThreadRoot, "err", err)
+		}
 		for _, agent := range d.sessions.endThread(msg.Room, msg.ThreadRoot) {
 			d.log.Info("session cleared", "agent", agent, "room", msg.Room, "thread", msg.ThreadRoot)
 		}
@@ -62,27 +63,6 @@ func (d *Daemon) handleEvent(ctx context.Context, ev *event.Event) {
 func (d *Daemon) routerOnce() *router.Router {
 	d.routerInit.Do(func() { d.router = d.buildRouter() })
 	return d.router
-}
-
-// threadKey names one thread of one room.
-type threadKey struct {
-	room   id.RoomID
-	thread id.EventID
-}
-
-// sessionKeyString is the key tools and tasks see for a session: it names the
-// thread and how many times it was cleared, so a task result addressed to a
-// session from before a /clear is recognised as stale.
-func (d *Daemon) sessionKeyString(k sessionKey) string {
-	d.genMu.Lock()
-	defer d.genMu.Unlock()
-	return fmt.Sprintf("%s#%d", k, d.generations[threadKey{k.room, k.thread}])
-}
-
-func (d *Daemon) bumpGeneration(room id.RoomID, thread id.EventID) {
-	d.genMu.Lock()
-	defer d.genMu.Unlock()
-	d.generations[threadKey{room, thread}]++
 }
 
 // rememberTaskThread tells the router a thread is a task thread when its memory

@@ -27,18 +27,13 @@ func (d *Daemon) taskAgents(name string) (id.UserID, []id.RoomID, bool) {
 }
 
 // wakeCaller queues a task result as a new turn of the caller's original
-// session, unless that thread was cleared since the task started. delivered
-// tells the task journal the wake was taken (or deliberately skipped).
+// session (behind a running turn); delivered tells the task journal when the
+// session takes it. Results for a thread cleared since are never sent here:
+// the journal skips them (ThreadCleared).
 func (d *Daemon) wakeCaller(parent tasks.Parent, text string, delivered func()) {
-	key := sessionKey{agent: parent.Agent, room: parent.Room, thread: parent.ThreadRoot}
-	if current := d.sessionKeyString(key); parent.SessionKey != current {
-		d.log.Info("task result not delivered: the caller's thread was cleared", "agent", parent.Agent, "thread", parent.ThreadRoot)
-		delivered()
-		return
-	}
 	req := internalTurn(text)
 	req.taken = delivered
-	d.sessions.enqueue(key, req)
+	d.sessions.enqueue(sessionKey{agent: parent.Agent, room: parent.Room, thread: parent.ThreadRoot}, req)
 }
 
 // taskRootContent is the part of a task root the daemon reads.

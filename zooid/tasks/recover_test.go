@@ -441,3 +441,27 @@ func TestAHeldWakeIsJournaledWhenTaken(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A /clear of the caller's thread is journaled: after a restart, a result
+// delegated from before the clear is posted but wakes nobody.
+func TestAClearedCallerIsNotWokenAfterARestart(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	task := e.startOne(caller("alice", roomA, "$home"), "caller", "bob")
+	if err := e.m.ThreadCleared(roomA, "$home"); err != nil {
+		t.Fatal(err)
+	}
+	e.reopen() // the daemon restarts with the task still open
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.wakesCopy()); n != 0 {
+		t.Fatalf("the cleared caller was woken %d times", n)
+	}
+	if n := countBy(e.hs, "m.room.message")[task.AttemptID+"-notice"]; n != 1 {
+		t.Fatalf("result notice posted %d times, want once", n)
+	}
+	if got, _ := e.m.TaskByThread(roomA, task.ThreadID); !got.Report.Done {
+		t.Fatalf("report not finished: %+v", got.Report)
+	}
+}

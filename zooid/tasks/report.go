@@ -2,10 +2,12 @@ package tasks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/tools"
 )
@@ -133,7 +135,7 @@ func (m *Manager) deliver(ctx context.Context, attempt string) {
 // already taken (so the report can finish now). A wake still queued from
 // earlier in this process is not queued twice.
 func (m *Manager) wake(attempt string, snap Task) bool {
-	if m.opts.Wake == nil {
+	if m.opts.Wake == nil || snap.Report.CallerCleared {
 		return m.markWoken(attempt)
 	}
 	m.mu.Lock()
@@ -150,6 +152,37 @@ func (m *Manager) wake(attempt string, snap Task) bool {
 	}
 	now, ok := m.snapshot(attempt)
 	return ok && now.Report.Woken
+}
+
+// ThreadCleared records that a caller's thread was /clear'ed: results of tasks
+// delegated from it that have not woken it yet will not wake the new session
+// there (their notices are still posted). Journaled, so a restart agrees.
+func (m *Manager) ThreadCleared(room id.RoomID, root id.EventID) error {
+	m.mu.Lock()
+	var affected []string
+	for attempt, t := range m.tasks {
+		if t.Parent.Room == room && t.Parent.ThreadRoot == root && t.Notify == tools.NotifyCaller && !t.Report.Woken {
+			affected = append(affected, attempt)
+		}
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, attempt := range affected {
+		t, err := m.update(attempt, func(t *Task) error {
+			t.Report.CallerCleared = true
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if t.State == StateClosed {
+			// A wake that was waiting in the cleared session's queue is gone:
+			// finish the report without it.
+			go m.report(context.Background(), attempt)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // markWoken journals that the caller took its wake.

@@ -94,8 +94,12 @@ type Report struct {
 	ResultPosted bool `json:"result_posted,omitempty"`
 	// NoticePosted: the notice is in the caller's thread (notify caller only).
 	NoticePosted bool `json:"notice_posted,omitempty"`
-	// Woken: the caller's session was woken (notify caller only).
+	// Woken: the caller's session was woken (notify caller only), or need not
+	// be because its thread was cleared.
 	Woken bool `json:"woken,omitempty"`
+	// CallerCleared: the caller's thread was /clear'ed before the wake was
+	// taken; the result is still posted, but the cleared session is not woken.
+	CallerCleared bool `json:"caller_cleared,omitempty"`
 	// Done: every step that applies is done; the task is never reported again.
 	Done bool `json:"done,omitempty"`
 }
