@@ -43,13 +43,6 @@ type Wake struct {
 	Sender  id.UserID
 }
 
-// AgentPostHook decides what an agent's own message wakes. By default agent messages wake
-// nobody; the tasks package installs a hook for in-thread handoffs (an assignee mentioning
-// another agent in its task thread). mentioned lists the other agents the post mentions,
-// bound to the room, in configuration order; th is the thread the post is in (zero for a
-// top-level post). The hook runs with the router locked, so it must not call the Router.
-type AgentPostHook func(m Message, from string, mentioned []string, th ThreadInfo) []Wake
-
 // ThreadInfo is what the router remembers of one thread.
 type ThreadInfo struct {
 	Room id.RoomID
@@ -74,7 +67,6 @@ type Router struct {
 	threads  map[threadKey]*list.Element
 	lru      *list.List // of *thread, most recent first
 	capacity int
-	hook     AgentPostHook
 }
 
 type agentInfo struct {
@@ -127,13 +119,6 @@ func (r *Router) SetThreadMemory(n int) {
 	defer r.mu.Unlock()
 	r.capacity = max(n, 1)
 	r.evict()
-}
-
-// SetAgentPostHook installs the hook that decides what agents' own messages wake.
-func (r *Router) SetAgentPostHook(h AgentPostHook) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.hook = h
 }
 
 // IsAgent reports whether u is one of the agents' users, and which.
@@ -226,29 +211,14 @@ func (r *Router) routeAgentPost(m Message, sender *agentInfo) []Wake {
 		// itself, because the task runs in a session of its own.
 		return r.wakeTaskRoot(m)
 	}
-	var info ThreadInfo
+	// Agent prose wakes nobody (in-thread handoffs are the daemon's, at the
+	// moment the prose is posted); it only makes its author the addressee.
 	if m.ThreadRoot != "" {
 		th := r.thread(m.Room, m.ThreadRoot, true)
 		th.addressees = []string{sender.Name}
 		th.addSession(sender.Name)
-		info = th.info()
 	}
-	if r.hook == nil {
-		return nil
-	}
-	var others []string
-	for _, name := range r.mentioned(m) {
-		if name != sender.Name {
-			others = append(others, name)
-		}
-	}
-	wakes := r.hook(m, sender.Name, others, info)
-	for _, w := range wakes {
-		if w.ThreadRoot != "" {
-			r.thread(w.Room, w.ThreadRoot, true).addSession(w.Agent)
-		}
-	}
-	return wakes
+	return nil
 }
 
 func (r *Router) noteTaskRoot(m Message) *thread {

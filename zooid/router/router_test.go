@@ -222,49 +222,33 @@ func TestThreadMemoryIsBounded(t *testing.T) {
 	}
 }
 
-func TestAgentPostHook(t *testing.T) {
+func TestAgentProseWakesNobodyAndBecomesTheAddressee(t *testing.T) {
 	r := New(testAgents())
-	var gotFrom string
-	var gotMentioned []string
-	var gotInfo ThreadInfo
-	r.SetAgentPostHook(func(m Message, from string, mentioned []string, th ThreadInfo) []Wake {
-		gotFrom, gotMentioned, gotInfo = from, mentioned, th
-		if len(mentioned) == 0 {
-			return nil
-		}
-		return []Wake{{Agent: mentioned[0], Room: m.Room, ThreadRoot: m.ThreadRoot, Text: m.Body, EventID: m.EventID, Sender: m.Sender}}
-	})
-	// The task root itself goes through task dispatch, not the hook.
 	if ws := r.Route(Message{Room: roomMain, EventID: "$t", Sender: userB, Body: "@agent-a do", IsTaskRoot: true, TaskAssignee: "agent-a", Mentions: mentions(userA)}); len(ws) != 1 || ws[0].Agent != "agent-a" {
 		t.Fatalf("task root wakes = %v", ws)
 	}
-	if gotFrom != "" {
-		t.Fatal("hook called for a task root")
+	if ws := r.Route(Message{Room: roomMain, EventID: "$2", Sender: userA, Body: "@agent-b help", ThreadRoot: "$t", Mentions: mentions(userA, userB)}); len(ws) != 0 {
+		t.Fatalf("agent prose woke %v", ws)
 	}
-	ws := r.Route(Message{Room: roomMain, EventID: "$2", Sender: userA, Body: "@agent-b help", ThreadRoot: "$t", Mentions: mentions(userA, userB)})
-	if gotFrom != "agent-a" || !slices.Equal(gotMentioned, []string{"agent-b"}) {
-		t.Fatalf("hook got from=%q mentioned=%v", gotFrom, gotMentioned)
-	}
-	if !gotInfo.Task || gotInfo.Assignee != "agent-a" || gotInfo.Root != "$t" || gotInfo.Room != roomMain {
-		t.Fatalf("hook thread info = %+v", gotInfo)
-	}
-	if info, ok := r.Thread(roomMain, "$t"); !ok || !info.Task || !slices.Equal(info.Addressees, []string{"agent-a"}) {
+	if info, ok := r.Thread(roomMain, "$t"); !ok || !info.Task || info.Assignee != "agent-a" || !slices.Equal(info.Addressees, []string{"agent-a"}) {
 		t.Fatalf("Thread = %+v, %v", info, ok)
 	}
 	if _, ok := r.Thread(roomMain, "$nope"); ok {
 		t.Fatal("unknown thread reported")
 	}
-	if len(ws) != 1 || ws[0].Agent != "agent-b" {
-		t.Fatalf("wakes = %v", ws)
-	}
-	if got := r.Reset(roomMain, "$t"); !slices.Equal(got, []string{"agent-a", "agent-b"}) {
-		t.Fatalf("sessions after hook = %v", got)
-	}
-	// A top-level agent post reaches the hook with a zero ThreadInfo.
-	gotFrom = ""
-	r.Route(Message{Room: roomMain, EventID: "$3", Sender: userB, Body: "done"})
-	if gotFrom != "agent-b" || gotInfo.Root != "" {
-		t.Fatalf("top-level hook call from=%q info=%+v", gotFrom, gotInfo)
+}
+
+func TestAtMentionedNeedsADeliberateMention(t *testing.T) {
+	r := New(testAgents())
+	for body, want := range map[string][]string{
+		"@agent-b please check":                                     {"agent-b"},
+		"a reviewer may want to check":                              nil,
+		"[Agent B](https://matrix.to/#/" + string(userB) + ") look": {"agent-b"},
+		"ask " + string(userB) + " about it":                        {"agent-b"},
+	} {
+		if got := r.AtMentioned(roomMain, body); !slices.Equal(got, want) {
+			t.Errorf("AtMentioned(%q) = %v, want %v", body, got, want)
+		}
 	}
 }
 
