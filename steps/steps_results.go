@@ -101,6 +101,19 @@ func (w *world) okCall() (*call, error) {
 	return c, nil
 }
 
+// okList is the last call, which must have succeeded, and its entries.
+func (w *world) okList() (*call, []map[string]any, error) {
+	c, err := w.okCall()
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := c.list()
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, l, nil
+}
+
 // list is the entries of a result: its one array field.
 func (c *call) list() ([]map[string]any, error) {
 	for _, k := range []string{"threads", "messages", "members", "rooms"} {
@@ -210,11 +223,7 @@ func includes(got, want any, path string) (string, bool) {
 }
 
 func (w *world) stepHasN(n int, _ string) error {
-	c, err := w.okCall()
-	if err != nil {
-		return err
-	}
-	l, err := c.list()
+	c, l, err := w.okList()
 	if err != nil {
 		return err
 	}
@@ -235,11 +244,7 @@ func stamp(e map[string]any) (time.Time, error) {
 }
 
 func (w *world) stepOrdered(_, order string) error {
-	c, err := w.okCall()
-	if err != nil {
-		return err
-	}
-	l, err := c.list()
+	c, l, err := w.okList()
 	if err != nil {
 		return err
 	}
@@ -278,11 +283,7 @@ func (w *world) replies() map[id.EventID]id.EventID {
 }
 
 func (w *world) stepNoReplies() error {
-	c, err := w.okCall()
-	if err != nil {
-		return err
-	}
-	l, err := c.list()
+	_, l, err := w.okList()
 	if err != nil {
 		return err
 	}
@@ -300,11 +301,7 @@ func (w *world) stepNoReplies() error {
 }
 
 func (w *world) stepEveryHas(fields string) error {
-	c, err := w.okCall()
-	if err != nil {
-		return err
-	}
-	l, err := c.list()
+	c, l, err := w.okList()
 	if err != nil {
 		return err
 	}
@@ -382,11 +379,7 @@ func (w *world) stepIsThread(n int, roomName string) error {
 }
 
 func (w *world) stepThreadIDs() error {
-	c, err := w.okCall()
-	if err != nil {
-		return err
-	}
-	l, err := c.list()
+	_, l, err := w.okList()
 	if err != nil {
 		return err
 	}
