@@ -116,19 +116,14 @@ func TestAppserviceRegisterAndImpersonate(t *testing.T) {
 		}
 	}
 	a, b := asClient(t, s, "@agent-a:localhost"), asClient(t, s, "@agent-b:localhost")
-	room, err := a.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "public_chat"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.JoinRoom(ctx, string(room.RoomID), nil); err != nil {
-		t.Fatal(err)
-	}
+	room := mustCreateRoom(t, a, &mautrix.ReqCreateRoom{Preset: "public_chat"})
+	mustJoin(t, b, room)
 	content := map[string]any{"msgtype": "m.text", "body": "x"}
-	ra, err := a.SendMessageEvent(ctx, room.RoomID, event.EventMessage, content, mautrix.ReqSendEvent{TransactionID: "same"})
+	ra, err := a.SendMessageEvent(ctx, room, event.EventMessage, content, mautrix.ReqSendEvent{TransactionID: "same"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rb, err := b.SendMessageEvent(ctx, room.RoomID, event.EventMessage, content, mautrix.ReqSendEvent{TransactionID: "same"})
+	rb, err := b.SendMessageEvent(ctx, room, event.EventMessage, content, mautrix.ReqSendEvent{TransactionID: "same"})
 	if err != nil || rb.EventID != ra.EventID {
 		t.Fatalf("appservice txn scope: %s vs %s (%v)", ra.EventID, rb.EventID, err)
 	}
@@ -150,15 +145,9 @@ func TestAppservicePushRetriesSameTransaction(t *testing.T) {
 	ctx := context.Background()
 	alice := newClient(t, s, "alice")
 	other := newClient(t, s, "other")
-	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{Invite: []id.UserID{"@agent-ci:localhost"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet, err := other.CreateRoom(ctx, &mautrix.ReqCreateRoom{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sendText(t, other, quiet.RoomID, "not for the appservice")
+	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{Invite: []id.UserID{"@agent-ci:localhost"}})
+	quiet := mustCreateRoom(t, other, &mautrix.ReqCreateRoom{})
+	sendText(t, other, quiet, "not for the appservice")
 	deadline := time.Now().Add(5 * time.Second)
 	for s.Pending("zooid") > 0 || len(log.snapshot()) < 3 {
 		if time.Now().After(deadline) {
@@ -184,7 +173,7 @@ func TestAppservicePushRetriesSameTransaction(t *testing.T) {
 	}
 	for _, a := range attempts {
 		for _, e := range a.Events {
-			if ev := s.Event(e); ev.RoomID == quiet.RoomID {
+			if ev := s.Event(e); ev.RoomID == quiet {
 				t.Fatalf("pushed an event from a room without namespace members: %s", e)
 			}
 		}
@@ -194,11 +183,9 @@ func TestAppservicePushRetriesSameTransaction(t *testing.T) {
 	if _, _, err := bot.Register(ctx, &mautrix.ReqRegister[any]{Username: "agent-ci", Type: mautrix.AuthTypeAppservice, InhibitLogin: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bot.JoinRoom(ctx, string(room.RoomID), nil); err != nil {
-		t.Fatal(err)
-	}
-	e1 := sendText(t, alice, room.RoomID, "a")
-	e2 := sendText(t, alice, room.RoomID, "b")
+	mustJoin(t, bot, room)
+	e1 := sendText(t, alice, room, "a")
+	e2 := sendText(t, alice, room, "b")
 	for {
 		got := log.snapshot()
 		var seen []id.EventID

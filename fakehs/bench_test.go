@@ -40,6 +40,15 @@ func benchRoom(b *testing.B, s *Server, n int) (*ImportedRoom, string) {
 	return imp, tok
 }
 
+// benchGetLoop times GET url with tok, one request per benchmark iteration, on one client.
+func benchGetLoop(b *testing.B, url, tok string) {
+	client := &http.Client{}
+	b.ResetTimer()
+	for b.Loop() {
+		benchGet(b, client, url, tok)
+	}
+}
+
 func benchGet(b *testing.B, client *http.Client, url, tok string) {
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	req.Header.Set("Authorization", "Bearer "+tok)
@@ -65,11 +74,7 @@ func BenchmarkMessagesPage50(b *testing.B) {
 			mid := s.state.events[imp.EventIDs[n/2]].Stream
 			s.mu.RUnlock()
 			url := s.URL() + "/_matrix/client/v3/rooms/" + string(imp.RoomID) + "/messages?dir=b&limit=50&from=" + s.roomToken(imp.RoomID, mid)
-			client := &http.Client{}
-			b.ResetTimer()
-			for b.Loop() {
-				benchGet(b, client, url, tok)
-			}
+			benchGetLoop(b, url, tok)
 		})
 	}
 }
@@ -79,11 +84,7 @@ func BenchmarkThreads100k(b *testing.B) {
 	s := New(b)
 	imp, tok := benchRoom(b, s, 100_000)
 	url := s.URL() + "/_matrix/client/v1/rooms/" + string(imp.RoomID) + "/threads?limit=50"
-	client := &http.Client{}
-	b.ResetTimer()
-	for b.Loop() {
-		benchGet(b, client, url, tok)
-	}
+	benchGetLoop(b, url, tok)
 }
 
 // BenchmarkSend measures PUT /send throughput from parallel clients.

@@ -3,6 +3,7 @@ package fakehs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -38,6 +39,16 @@ func sendText(t *testing.T, cli *mautrix.Client, rid id.RoomID, body string) id.
 		t.Fatalf("send %q: %v", body, err)
 	}
 	return resp.EventID
+}
+
+// sendNumbered sends the texts "0" to "n-1" as c into room and returns their ids in order.
+func sendNumbered(t *testing.T, c *mautrix.Client, room id.RoomID, n int) []id.EventID {
+	t.Helper()
+	ids := make([]id.EventID, 0, n)
+	for i := range n {
+		ids = append(ids, sendText(t, c, room, fmt.Sprint(i)))
+	}
+	return ids
 }
 
 func httpStatus(err error) (int, string) {
@@ -178,24 +189,21 @@ func TestSendTransactionIDIsIdempotent(t *testing.T) {
 	s := New(t)
 	ctx := context.Background()
 	alice := newClient(t, s, "alice")
-	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := len(s.Events(room.RoomID))
+	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{})
+	before := len(s.Events(room))
 	content := map[string]any{"msgtype": "m.text", "body": "once"}
-	r1, err := alice.SendMessageEvent(ctx, room.RoomID, event.EventMessage, content, mautrix.ReqSendEvent{TransactionID: "t1"})
+	r1, err := alice.SendMessageEvent(ctx, room, event.EventMessage, content, mautrix.ReqSendEvent{TransactionID: "t1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := alice.SendMessageEvent(ctx, room.RoomID, event.EventMessage, content, mautrix.ReqSendEvent{TransactionID: "t1"})
+	r2, err := alice.SendMessageEvent(ctx, room, event.EventMessage, content, mautrix.ReqSendEvent{TransactionID: "t1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r1.EventID != r2.EventID || len(s.Events(room.RoomID)) != before+1 {
-		t.Fatalf("txn retry made %s and %s, %d new events", r1.EventID, r2.EventID, len(s.Events(room.RoomID))-before)
+	if r1.EventID != r2.EventID || len(s.Events(room)) != before+1 {
+		t.Fatalf("txn retry made %s and %s, %d new events", r1.EventID, r2.EventID, len(s.Events(room))-before)
 	}
-	ev, err := alice.GetEvent(ctx, room.RoomID, r1.EventID)
+	ev, err := alice.GetEvent(ctx, room, r1.EventID)
 	if err != nil || ev.Unsigned.TransactionID != "t1" {
 		t.Fatalf("own event transaction_id = %q, %v", ev.Unsigned.TransactionID, err)
 	}
@@ -205,22 +213,17 @@ func TestSyncLongPollWakesOnSend(t *testing.T) {
 	s := New(t)
 	ctx := context.Background()
 	alice, bob := newClient(t, s, "alice"), newClient(t, s, "bob")
-	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "public_chat"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{Preset: "public_chat"})
 	initial, err := bob.SyncRequest(ctx, 0, "", "", false, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bob.JoinRoom(ctx, string(room.RoomID), nil); err != nil {
-		t.Fatal(err)
-	}
+	mustJoin(t, bob, room)
 	joinSync, err := bob.SyncRequest(ctx, 0, initial.NextBatch, "", false, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	jr := joinSync.Rooms.Join[room.RoomID]
+	jr := joinSync.Rooms.Join[room]
 	if jr == nil || len(jr.State.Events)+len(jr.Timeline.Events) == 0 {
 		t.Fatalf("joined room missing from sync: %+v", joinSync.Rooms)
 	}
@@ -235,10 +238,10 @@ func TestSyncLongPollWakesOnSend(t *testing.T) {
 		done <- resp
 	}()
 	time.Sleep(50 * time.Millisecond)
-	eid := sendText(t, alice, room.RoomID, "wake up")
+	eid := sendText(t, alice, room, "wake up")
 	select {
 	case resp := <-done:
-		tl := resp.Rooms.Join[room.RoomID].Timeline
+		tl := resp.Rooms.Join[room].Timeline
 		if len(tl.Events) != 1 || tl.Events[0].ID != eid || tl.Limited {
 			t.Fatalf("woken sync timeline %+v", tl)
 		}
@@ -253,17 +256,14 @@ func TestSyncLimitedGap(t *testing.T) {
 	s := New(t)
 	ctx := context.Background()
 	alice := newClient(t, s, "alice")
-	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{})
 	first, err := alice.SyncRequest(ctx, 0, "", "", false, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ids []id.EventID
 	for i := 0; i < 15; i++ {
-		ids = append(ids, sendText(t, alice, room.RoomID, "m"))
+		ids = append(ids, sendText(t, alice, room, "m"))
 	}
 	filter := `{"room":{"timeline":{"limit":5}}}`
 	resp := rawGet(t, s, alice.AccessToken, "/_matrix/client/v3/sync?since="+first.NextBatch+"&filter="+urlQuery(filter))
@@ -281,12 +281,12 @@ func TestSyncLimitedGap(t *testing.T) {
 		} `json:"rooms"`
 	}
 	decode(t, resp, http.StatusOK, &body)
-	tl := body.Rooms.Join[room.RoomID].Timeline
+	tl := body.Rooms.Join[room].Timeline
 	if !tl.Limited || len(tl.Events) != 5 || tl.Events[4].EventID != ids[14] || tl.PrevBatch == "" {
 		t.Fatalf("limited timeline: %+v", tl)
 	}
 	// prev_batch continues exactly where the timeline starts.
-	msgs, err := alice.Messages(ctx, room.RoomID, tl.PrevBatch, "", mautrix.DirectionBackward, nil, 3)
+	msgs, err := alice.Messages(ctx, room, tl.PrevBatch, "", mautrix.DirectionBackward, nil, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,19 +301,14 @@ func TestMautrixSyncLoop(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	alice, bob := newClient(t, s, "alice"), newClient(t, s, "bob")
-	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{Invite: []id.UserID{bob.UserID}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bob.JoinRoom(ctx, string(room.RoomID), nil); err != nil {
-		t.Fatal(err)
-	}
+	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{Invite: []id.UserID{bob.UserID}})
+	mustJoin(t, bob, room)
 	got := make(chan *event.Event, 16)
 	syncer := bob.Syncer.(*mautrix.DefaultSyncer)
 	syncer.OnEventType(event.EventMessage, func(_ context.Context, ev *event.Event) { got <- ev })
 	done := make(chan error, 1)
 	go func() { done <- bob.SyncWithContext(ctx) }()
-	want := sendText(t, alice, room.RoomID, "hello over sync")
+	want := sendText(t, alice, room, "hello over sync")
 	deadline := time.After(5 * time.Second)
 	for {
 		select {

@@ -1,7 +1,6 @@
 package fakehs
 
 import (
-	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -11,18 +10,12 @@ import (
 
 func TestFaultsCountUserAndRateLimit(t *testing.T) {
 	s := New(t)
-	ctx := context.Background()
 	alice, bob := newClient(t, s, "alice"), newClient(t, s, "bob")
-	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "public_chat"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bob.JoinRoom(ctx, string(room.RoomID), nil); err != nil {
-		t.Fatal(err)
-	}
+	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{Preset: "public_chat"})
+	mustJoin(t, bob, room)
 	s.InjectFault(Fault{Method: "PUT", PathPattern: "/_matrix/client/v3/rooms/*/send/*/*", User: alice.UserID,
 		Status: 429, RetryAfter: 1500 * time.Millisecond, Count: 2})
-	path := "/_matrix/client/v3/rooms/" + string(room.RoomID) + "/send/m.room.message/"
+	path := "/_matrix/client/v3/rooms/" + string(room) + "/send/m.room.message/"
 	for i, txn := range []string{"f1", "f2"} {
 		resp := rawDo(t, s, "PUT", alice.AccessToken, path+txn, `{"msgtype":"m.text","body":"x"}`)
 		var body struct {

@@ -1,12 +1,16 @@
 package fakehs
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/id"
 )
 
 func urlQuery(s string) string { return url.QueryEscape(s) }
@@ -69,3 +73,21 @@ func wantError(t *testing.T, resp *http.Response, status int, errcode string) {
 }
 
 func stringsReader(s string) io.Reader { return strings.NewReader(s) }
+
+// mustCreateRoom creates a room as c and returns its id, failing the test on error.
+func mustCreateRoom(t *testing.T, c *mautrix.Client, req *mautrix.ReqCreateRoom) id.RoomID {
+	t.Helper()
+	resp, err := c.CreateRoom(context.Background(), req)
+	if err != nil {
+		t.Fatalf("%s creating a room: %v", c.UserID, err)
+	}
+	return resp.RoomID
+}
+
+// mustJoin joins c to room, failing the test on error.
+func mustJoin(t *testing.T, c *mautrix.Client, room id.RoomID) {
+	t.Helper()
+	if _, err := c.JoinRoom(context.Background(), string(room), nil); err != nil {
+		t.Fatalf("%s joining %s: %v", c.UserID, room, err)
+	}
+}

@@ -52,36 +52,30 @@ func TestSyncStoredFilterAndRedaction(t *testing.T) {
 	s := New(t)
 	ctx := context.Background()
 	alice := newClient(t, s, "alice")
-	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{})
 	fres, err := alice.CreateFilter(ctx, &mautrix.Filter{Room: &mautrix.RoomFilter{Timeline: &mautrix.FilterPart{
 		Types: []event.Type{event.EventMessage}, Limit: 2}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ids []id.EventID
-	for i := 0; i < 3; i++ {
-		ids = append(ids, sendText(t, alice, room.RoomID, fmt.Sprint(i)))
-	}
+	ids := sendNumbered(t, alice, room, 3)
 	resp, err := alice.SyncRequest(ctx, 0, "", fres.FilterID, false, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl := resp.Rooms.Join[room.RoomID].Timeline
+	tl := resp.Rooms.Join[room].Timeline
 	if len(tl.Events) != 2 || tl.Events[0].ID != ids[1] || tl.Events[1].ID != ids[2] || !tl.Limited {
 		t.Fatalf("filtered initial sync: %+v", tl)
 	}
-	red, err := alice.RedactEvent(ctx, room.RoomID, ids[0])
+	red, err := alice.RedactEvent(ctx, room, ids[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := alice.GetEvent(ctx, room.RoomID, ids[0])
+	ev, err := alice.GetEvent(ctx, room, ids[0])
 	if err != nil || len(ev.Content.Raw) != 0 && ev.Content.Raw["body"] != nil {
 		t.Fatalf("redacted content still there: %v %v", ev.Content.Raw, err)
 	}
-	rev, err := alice.GetEvent(ctx, room.RoomID, red.EventID)
+	rev, err := alice.GetEvent(ctx, room, red.EventID)
 	if err != nil || rev.Redacts != ids[0] {
 		t.Fatalf("redaction event %+v %v", rev, err)
 	}
@@ -92,23 +86,18 @@ func TestConcurrentClients(t *testing.T) {
 	s := New(t)
 	ctx := context.Background()
 	owner := newClient(t, s, "owner")
-	room, err := owner.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "public_chat"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	room := mustCreateRoom(t, owner, &mautrix.ReqCreateRoom{Preset: "public_chat"})
 	const clients, each = 8, 20
 	var wg sync.WaitGroup
 	errs := make(chan error, clients*2)
 	for i := 0; i < clients; i++ {
 		cli := newClient(t, s, fmt.Sprintf("c%d", i))
-		if _, err := cli.JoinRoom(ctx, string(room.RoomID), nil); err != nil {
-			t.Fatal(err)
-		}
+		mustJoin(t, cli, room)
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
 			for j := 0; j < each; j++ {
-				if _, err := cli.SendText(ctx, room.RoomID, "x"); err != nil {
+				if _, err := cli.SendText(ctx, room, "x"); err != nil {
 					errs <- err
 					return
 				}
@@ -124,7 +113,7 @@ func TestConcurrentClients(t *testing.T) {
 					return
 				}
 				since = resp.NextBatch
-				if _, err := cli.Messages(ctx, room.RoomID, "", "", mautrix.DirectionBackward, nil, 20); err != nil {
+				if _, err := cli.Messages(ctx, room, "", "", mautrix.DirectionBackward, nil, 20); err != nil {
 					errs <- err
 					return
 				}
@@ -138,7 +127,7 @@ func TestConcurrentClients(t *testing.T) {
 	}
 	n := 0
 	seen := map[id.EventID]bool{}
-	for _, e := range s.Events(room.RoomID) {
+	for _, e := range s.Events(room) {
 		if seen[e.ID] {
 			t.Fatalf("duplicate event %s", e.ID)
 		}
@@ -205,36 +194,31 @@ func TestDepartedUserReadsUpToLeave(t *testing.T) {
 	s := New(t)
 	ctx := context.Background()
 	alice, bob := newClient(t, s, "alice"), newClient(t, s, "bob")
-	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "public_chat"})
-	if err != nil {
+	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{Preset: "public_chat"})
+	mustJoin(t, bob, room)
+	before := sendText(t, alice, room, "while bob is here")
+	if _, err := bob.LeaveRoom(ctx, room); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bob.JoinRoom(ctx, string(room.RoomID), nil); err != nil {
-		t.Fatal(err)
-	}
-	before := sendText(t, alice, room.RoomID, "while bob is here")
-	if _, err := bob.LeaveRoom(ctx, room.RoomID); err != nil {
-		t.Fatal(err)
-	}
-	after := sendText(t, alice, room.RoomID, "after bob left")
-	msgs, err := bob.Messages(ctx, room.RoomID, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 10)
+	after := sendText(t, alice, room, "after bob left")
+	msgs, err := bob.Messages(ctx, room, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(msgs.Chunk) != 1 || msgs.Chunk[0].ID != before {
 		t.Fatalf("departed user sees %d messages", len(msgs.Chunk))
 	}
-	_, err = bob.GetEvent(ctx, room.RoomID, after)
+	_, err = bob.GetEvent(ctx, room, after)
 	if st, code := httpStatus(err); st != 404 || code != "M_NOT_FOUND" {
 		t.Fatalf("event after leave: %d %s", st, code)
 	}
 	eve := newClient(t, s, "eve")
-	_, err = eve.Messages(ctx, room.RoomID, "", "", mautrix.DirectionBackward, nil, 10)
+	_, err = eve.Messages(ctx, room, "", "", mautrix.DirectionBackward, nil, 10)
 	if st, code := httpStatus(err); st != 403 || code != "M_FORBIDDEN" {
 		t.Fatalf("never-joined user: %d %s", st, code)
 	}
 	// Synapse hides single events from non-members as not found.
-	_, err = eve.GetEvent(ctx, room.RoomID, before)
+	_, err = eve.GetEvent(ctx, room, before)
 	if st, code := httpStatus(err); st != 404 || code != "M_NOT_FOUND" {
 		t.Fatalf("never-joined user's event lookup: %d %s", st, code)
 	}
@@ -245,10 +229,7 @@ func TestSyncFilteredEventDoesNotEndLongPoll(t *testing.T) {
 	s := New(t)
 	ctx := context.Background()
 	alice := newClient(t, s, "alice")
-	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{})
 	first, err := alice.SyncRequest(ctx, 0, "", "", false, "")
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +255,7 @@ func TestSyncFilteredEventDoesNotEndLongPoll(t *testing.T) {
 		res <- result{body, time.Since(start)}
 	}()
 	time.Sleep(50 * time.Millisecond)
-	if _, err := alice.SendStateEvent(ctx, room.RoomID, event.StateTopic, "", map[string]string{"topic": "t"}); err != nil {
+	if _, err := alice.SendStateEvent(ctx, room, event.StateTopic, "", map[string]string{"topic": "t"}); err != nil {
 		t.Fatal(err)
 	}
 	r := <-res

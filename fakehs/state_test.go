@@ -13,10 +13,7 @@ func TestDisplayNameUpdatesMemberEvents(t *testing.T) {
 	s := New(t)
 	ctx := context.Background()
 	alice := newClient(t, s, "alice")
-	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{})
 	if err := alice.SetDisplayName(ctx, "Alice A."); err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +22,7 @@ func TestDisplayNameUpdatesMemberEvents(t *testing.T) {
 		t.Fatalf("displayname %+v %v", prof, err)
 	}
 	var member event.MemberEventContent
-	if err := alice.StateEvent(ctx, room.RoomID, event.StateMember, string(alice.UserID), &member); err != nil {
+	if err := alice.StateEvent(ctx, room, event.StateMember, string(alice.UserID), &member); err != nil {
 		t.Fatal(err)
 	}
 	if member.Displayname != "Alice A." || member.Membership != event.MembershipJoin {
@@ -49,80 +46,75 @@ func TestStatePowerLevelsAndInviteSync(t *testing.T) {
 	s := New(t)
 	ctx := context.Background()
 	alice, bob := newClient(t, s, "alice"), newClient(t, s, "bob")
-	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{Name: "first"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{Name: "first"})
 	since, err := bob.SyncRequest(ctx, 0, "", "", false, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := alice.InviteUser(ctx, room.RoomID, &mautrix.ReqInviteUser{UserID: bob.UserID}); err != nil {
+	if _, err := alice.InviteUser(ctx, room, &mautrix.ReqInviteUser{UserID: bob.UserID}); err != nil {
 		t.Fatal(err)
 	}
 	inv, err := bob.SyncRequest(ctx, 0, since.NextBatch, "", false, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ir := inv.Rooms.Invite[room.RoomID]
+	ir := inv.Rooms.Invite[room]
 	if ir == nil || len(ir.State.Events) == 0 {
 		t.Fatalf("invite missing from sync: %+v", inv.Rooms)
 	}
-	if _, err := bob.JoinRoom(ctx, string(room.RoomID), nil); err != nil {
-		t.Fatal(err)
-	}
+	mustJoin(t, bob, room)
 	// bob (level 0) may not rename the room (m.room.name needs 50); alice may.
-	_, err = bob.SendStateEvent(ctx, room.RoomID, event.StateRoomName, "", map[string]string{"name": "bob's"})
+	_, err = bob.SendStateEvent(ctx, room, event.StateRoomName, "", map[string]string{"name": "bob's"})
 	if st, code := httpStatus(err); st != 403 || code != "M_FORBIDDEN" {
 		t.Fatalf("unprivileged state: %d %s", st, code)
 	}
-	if _, err := alice.SendStateEvent(ctx, room.RoomID, event.StateRoomName, "", map[string]string{"name": "second"}); err != nil {
+	if _, err := alice.SendStateEvent(ctx, room, event.StateRoomName, "", map[string]string{"name": "second"}); err != nil {
 		t.Fatal(err)
 	}
 	var name event.RoomNameEventContent
-	if err := bob.StateEvent(ctx, room.RoomID, event.StateRoomName, "", &name); err != nil || name.Name != "second" {
+	if err := bob.StateEvent(ctx, room, event.StateRoomName, "", &name); err != nil || name.Name != "second" {
 		t.Fatalf("name %+v %v", name, err)
 	}
-	all, err := bob.State(ctx, room.RoomID)
+	all, err := bob.State(ctx, room)
 	if err != nil || all[event.StatePowerLevels][""] == nil || len(all[event.StateMember]) != 2 {
 		t.Fatalf("full state: %v %v", all, err)
 	}
 	rooms, err := bob.JoinedRooms(ctx)
-	if err != nil || len(rooms.JoinedRooms) != 1 || rooms.JoinedRooms[0] != room.RoomID {
+	if err != nil || len(rooms.JoinedRooms) != 1 || rooms.JoinedRooms[0] != room {
 		t.Fatalf("joined rooms %+v %v", rooms, err)
 	}
-	if _, err := bob.LeaveRoom(ctx, room.RoomID); err != nil {
+	if _, err := bob.LeaveRoom(ctx, room); err != nil {
 		t.Fatal(err)
 	}
 	left, err := bob.SyncRequest(ctx, 0, inv.NextBatch, "", false, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lr := left.Rooms.Leave[room.RoomID]; lr == nil || len(lr.Timeline.Events) == 0 {
+	if lr := left.Rooms.Leave[room]; lr == nil || len(lr.Timeline.Events) == 0 {
 		t.Fatalf("left room missing from sync: %+v", left.Rooms)
 	}
 	// Membership through the state endpoint: a per-room display name, then a kick.
-	if _, err := bob.JoinRoom(ctx, string(room.RoomID), nil); err == nil {
+	if _, err := bob.JoinRoom(ctx, string(room), nil); err == nil {
 		t.Fatal("rejoining an invite-only room after leaving should be refused")
 	}
-	if _, err := alice.SendStateEvent(ctx, room.RoomID, event.StateMember, string(alice.UserID),
+	if _, err := alice.SendStateEvent(ctx, room, event.StateMember, string(alice.UserID),
 		map[string]string{"membership": "join", "displayname": "Room Alice"}); err != nil {
 		t.Fatal(err)
 	}
-	joined, err := alice.JoinedMembers(ctx, room.RoomID)
+	joined, err := alice.JoinedMembers(ctx, room)
 	if err != nil || joined.Joined[alice.UserID].DisplayName != "Room Alice" {
 		t.Fatalf("per-room name: %+v %v", joined, err)
 	}
-	_, err = alice.SendStateEvent(ctx, room.RoomID, event.StateMember, string(bob.UserID), map[string]string{"membership": "join"})
+	_, err = alice.SendStateEvent(ctx, room, event.StateMember, string(bob.UserID), map[string]string{"membership": "join"})
 	if st, _ := httpStatus(err); st != 403 {
 		t.Fatalf("joining someone else: %d", st)
 	}
 	// Alias directory round trip.
-	if _, err := alice.CreateAlias(ctx, "#extra:localhost", room.RoomID); err != nil {
+	if _, err := alice.CreateAlias(ctx, "#extra:localhost", room); err != nil {
 		t.Fatal(err)
 	}
 	res, err := bob.ResolveAlias(ctx, "#extra:localhost")
-	if err != nil || res.RoomID != room.RoomID {
+	if err != nil || res.RoomID != room {
 		t.Fatalf("resolve alias %+v %v", res, err)
 	}
 }

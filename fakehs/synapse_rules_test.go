@@ -22,19 +22,12 @@ func threadReply(parent id.EventID) string {
 // TestRelationsAreValidatedOnSend pins Synapse's _validate_event_relation.
 func TestRelationsAreValidatedOnSend(t *testing.T) {
 	s := New(t)
-	ctx := context.Background()
 	alice := newClient(t, s, "alice")
-	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := sendText(t, alice, room.RoomID, "root")
-	foreign := sendText(t, alice, other.RoomID, "elsewhere")
-	base := "/_matrix/client/v3/rooms/" + string(room.RoomID) + "/send/m.room.message/"
+	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{})
+	other := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{})
+	root := sendText(t, alice, room, "root")
+	foreign := sendText(t, alice, other, "elsewhere")
+	base := "/_matrix/client/v3/rooms/" + string(room) + "/send/m.room.message/"
 	var reply struct {
 		EventID id.EventID `json:"event_id"`
 	}
@@ -45,7 +38,7 @@ func TestRelationsAreValidatedOnSend(t *testing.T) {
 	wantError(t, rawDo(t, s, "PUT", alice.AccessToken, base+"t5",
 		`{"body":"* e","m.relates_to":{"rel_type":"m.replace","event_id":"$unknown"}}`), 400, "M_UNKNOWN")
 	// State events go through the same check.
-	wantError(t, rawDo(t, s, "PUT", alice.AccessToken, "/_matrix/client/v3/rooms/"+string(room.RoomID)+"/state/dev.zooid.x/k",
+	wantError(t, rawDo(t, s, "PUT", alice.AccessToken, "/_matrix/client/v3/rooms/"+string(room)+"/state/dev.zooid.x/k",
 		`{"m.relates_to":{"rel_type":"m.reference","event_id":"$unknown"}}`), 400, "M_UNKNOWN")
 	// A bare reply is no relation and is not checked.
 	decode(t, rawDo(t, s, "PUT", alice.AccessToken, base+"t6",
@@ -53,7 +46,7 @@ func TestRelationsAreValidatedOnSend(t *testing.T) {
 	var threads struct {
 		Chunk []*event.Event `json:"chunk"`
 	}
-	decode(t, rawGet(t, s, alice.AccessToken, "/_matrix/client/v1/rooms/"+string(room.RoomID)+"/threads"), http.StatusOK, &threads)
+	decode(t, rawGet(t, s, alice.AccessToken, "/_matrix/client/v1/rooms/"+string(room)+"/threads"), http.StatusOK, &threads)
 	if len(threads.Chunk) != 1 || threads.Chunk[0].ID != root {
 		t.Fatalf("threads after refused nested reply: %+v", threads.Chunk)
 	}
@@ -79,20 +72,14 @@ func TestSeedRefusesNestedThreads(t *testing.T) {
 // TestLeaveTypingAndErrorCodes pins the smaller Synapse answers.
 func TestLeaveTypingAndErrorCodes(t *testing.T) {
 	s := New(t)
-	ctx := context.Background()
 	alice, bob, carol := newClient(t, s, "alice"), newClient(t, s, "bob"), newClient(t, s, "carol")
-	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "public_chat"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bob.JoinRoom(ctx, string(room.RoomID), nil); err != nil {
-		t.Fatal(err)
-	}
-	rpath := "/_matrix/client/v3/rooms/" + string(room.RoomID)
+	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{Preset: "public_chat"})
+	mustJoin(t, bob, room)
+	rpath := "/_matrix/client/v3/rooms/" + string(room)
 	decode(t, rawDo(t, s, "POST", bob.AccessToken, rpath+"/leave", "{}"), http.StatusOK, nil)
-	n := len(s.Events(room.RoomID))
+	n := len(s.Events(room))
 	decode(t, rawDo(t, s, "POST", bob.AccessToken, rpath+"/leave", "{}"), http.StatusOK, nil)
-	if got := len(s.Events(room.RoomID)); got != n {
+	if got := len(s.Events(room)); got != n {
 		t.Fatalf("a second leave added %d events", got-n)
 	}
 	wantError(t, rawDo(t, s, "POST", carol.AccessToken, rpath+"/leave", "{}"), 403, "M_FORBIDDEN")
@@ -111,7 +98,7 @@ func TestLeaveTypingAndErrorCodes(t *testing.T) {
 	wantError(t, rawGet(t, s, tok, "/_matrix/client/v3/sync?since=garbage"), 400, "M_UNKNOWN")
 	wantError(t, rawGet(t, s, tok, "/_matrix/client/v3/sync?filter=42"), 400, "M_INVALID_PARAM")
 	wantError(t, rawGet(t, s, tok, "/_matrix/client/v3/sync?filter=abc"), 400, "M_INVALID_PARAM")
-	wantError(t, rawGet(t, s, tok, "/_matrix/client/v1/rooms/"+string(room.RoomID)+"/relations/$nope"), 404, "M_UNKNOWN")
+	wantError(t, rawGet(t, s, tok, "/_matrix/client/v1/rooms/"+string(room)+"/relations/$nope"), 404, "M_UNKNOWN")
 }
 
 // TestTransactionsHaveNoEphemeral: Synapse sends "ephemeral" only to
@@ -161,22 +148,16 @@ func TestDefaultRoomVersion11(t *testing.T) {
 	s := New(t)
 	ctx := context.Background()
 	alice := newClient(t, s, "alice")
-	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{})
 	var create map[string]any
-	if err := alice.StateEvent(ctx, room.RoomID, event.StateCreate, "", &create); err != nil {
+	if err := alice.StateEvent(ctx, room, event.StateCreate, "", &create); err != nil {
 		t.Fatal(err)
 	}
 	if create["room_version"] != "11" || create["creator"] != nil {
 		t.Fatalf("create content %v, want room_version 11 without creator", create)
 	}
-	old, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{RoomVersion: "10"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := alice.StateEvent(ctx, old.RoomID, event.StateCreate, "", &create); err != nil {
+	old := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{RoomVersion: "10"})
+	if err := alice.StateEvent(ctx, old, event.StateCreate, "", &create); err != nil {
 		t.Fatal(err)
 	}
 	if create["creator"] != string(alice.UserID) {
@@ -191,16 +172,11 @@ func TestEditAndRedactionBundles(t *testing.T) {
 	s := New(t)
 	ctx := context.Background()
 	alice, bob := newClient(t, s, "alice"), newClient(t, s, "bob")
-	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "public_chat"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bob.JoinRoom(ctx, string(room.RoomID), nil); err != nil {
-		t.Fatal(err)
-	}
-	orig := sendText(t, alice, room.RoomID, "orig")
+	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{Preset: "public_chat"})
+	mustJoin(t, bob, room)
+	orig := sendText(t, alice, room, "orig")
 	edit := func(c *mautrix.Client, body string) id.EventID {
-		resp, err := c.SendMessageEvent(ctx, room.RoomID, event.EventMessage, map[string]any{
+		resp, err := c.SendMessageEvent(ctx, room, event.EventMessage, map[string]any{
 			"msgtype": "m.text", "body": "* " + body, "m.new_content": map[string]any{"msgtype": "m.text", "body": body},
 			"m.relates_to": map[string]any{"rel_type": "m.replace", "event_id": orig},
 		})
@@ -213,7 +189,7 @@ func TestEditAndRedactionBundles(t *testing.T) {
 	second := edit(alice, "two")
 	edit(bob, "bob's")
 	latest := func() id.EventID {
-		ev, err := bob.GetEvent(ctx, room.RoomID, orig)
+		ev, err := bob.GetEvent(ctx, room, orig)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,14 +201,14 @@ func TestEditAndRedactionBundles(t *testing.T) {
 	if got := latest(); got != second {
 		t.Fatalf("bundled edit %s, want %s", got, second)
 	}
-	red, err := alice.RedactEvent(ctx, room.RoomID, second, mautrix.ReqRedact{Reason: "oops"})
+	red, err := alice.RedactEvent(ctx, room, second, mautrix.ReqRedact{Reason: "oops"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := latest(); got != first {
 		t.Fatalf("after redacting the latest edit the bundle is %s, want %s", got, first)
 	}
-	ev, err := bob.GetEvent(ctx, room.RoomID, second)
+	ev, err := bob.GetEvent(ctx, room, second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package fakehs
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -157,19 +156,13 @@ func TestMessagesPaginationStableUnderConcurrentSends(t *testing.T) {
 	s := New(t)
 	ctx := context.Background()
 	alice := newClient(t, s, "alice")
-	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var want []id.EventID
-	for i := 0; i < 30; i++ {
-		want = append(want, sendText(t, alice, room.RoomID, fmt.Sprint(i)))
-	}
+	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{})
+	want := sendNumbered(t, alice, room, 30)
 	filter := &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}
 	var got []id.EventID
 	from := ""
 	for page := 0; ; page++ {
-		resp, err := alice.Messages(ctx, room.RoomID, from, "", mautrix.DirectionBackward, filter, 7)
+		resp, err := alice.Messages(ctx, room, from, "", mautrix.DirectionBackward, filter, 7)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +170,7 @@ func TestMessagesPaginationStableUnderConcurrentSends(t *testing.T) {
 			got = append(got, e.ID)
 		}
 		if page == 0 {
-			sendText(t, alice, room.RoomID, "newer, must not appear in this walk")
+			sendText(t, alice, room, "newer, must not appear in this walk")
 		}
 		if resp.End == "" {
 			break
@@ -198,17 +191,11 @@ func TestBadInput(t *testing.T) {
 	s := New(t)
 	ctx := context.Background()
 	alice := newClient(t, s, "alice")
-	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sendText(t, alice, other.RoomID, "secret")
+	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{})
+	other := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{})
+	sendText(t, alice, other, "secret")
 	tok := alice.AccessToken
-	base := "/_matrix/client/v3/rooms/" + string(room.RoomID)
+	base := "/_matrix/client/v3/rooms/" + string(room)
 	wantError(t, rawDo(t, s, "PUT", tok, base+"/send/m.room.message/x1", "{not json"), 400, "M_NOT_JSON")
 	wantError(t, rawDo(t, s, "PUT", tok, base+"/send/m.room.message/x2", "[1,2]"), 400, "M_BAD_JSON")
 	// Synapse refuses non-canonical JSON values in event content.
@@ -224,7 +211,7 @@ func TestBadInput(t *testing.T) {
 	wantError(t, rawGet(t, s, tok, base+"/messages?from=garbage"), 400, "M_UNKNOWN")
 	wantError(t, rawGet(t, s, tok, "/_matrix/client/v3/sync?since=r1_00"), 400, "M_UNKNOWN")
 	// A genuine token from another room is refused, not used to leak that room's events.
-	resp, err := alice.Messages(ctx, other.RoomID, "", "", mautrix.DirectionBackward, nil, 1)
+	resp, err := alice.Messages(ctx, other, "", "", mautrix.DirectionBackward, nil, 1)
 	if err != nil || resp.End == "" {
 		t.Fatalf("other room page: %v %q", err, resp.End)
 	}
@@ -233,7 +220,7 @@ func TestBadInput(t *testing.T) {
 	wantError(t, rawGet(t, s, tok, base+"/event/$nope"), 404, "M_NOT_FOUND")
 	wantError(t, rawGet(t, s, tok, "/_matrix/client/v3/rooms/!nope:localhost/messages"), 403, "M_FORBIDDEN")
 	// Nothing was stored by the rejected sends.
-	for _, e := range s.Events(room.RoomID) {
+	for _, e := range s.Events(room) {
 		if e.Type == event.EventMessage {
 			t.Fatalf("rejected send stored %s", e.ID)
 		}
@@ -245,24 +232,18 @@ func TestMessagesForwardWithTo(t *testing.T) {
 	s := New(t)
 	ctx := context.Background()
 	alice := newClient(t, s, "alice")
-	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []id.EventID
-	for i := 0; i < 6; i++ {
-		ids = append(ids, sendText(t, alice, room.RoomID, fmt.Sprint(i)))
-	}
+	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{})
+	ids := sendNumbered(t, alice, room, 6)
 	only := &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}
 	// A backwards page of 4 ends before ids[2]; use it as the forward stop.
-	back, err := alice.Messages(ctx, room.RoomID, "", "", mautrix.DirectionBackward, only, 4)
+	back, err := alice.Messages(ctx, room, "", "", mautrix.DirectionBackward, only, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []id.EventID
 	from := ""
 	for {
-		resp, err := alice.Messages(ctx, room.RoomID, from, back.End, mautrix.DirectionForward, only, 1)
+		resp, err := alice.Messages(ctx, room, from, back.End, mautrix.DirectionForward, only, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -284,16 +265,10 @@ func TestContextAroundEvent(t *testing.T) {
 	s := New(t)
 	ctx := context.Background()
 	alice := newClient(t, s, "alice")
-	room, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []id.EventID
-	for i := 0; i < 7; i++ {
-		ids = append(ids, sendText(t, alice, room.RoomID, fmt.Sprint(i)))
-	}
+	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{})
+	ids := sendNumbered(t, alice, room, 7)
 	only := &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}
-	resp, err := alice.Context(ctx, room.RoomID, ids[3], only, 4)
+	resp, err := alice.Context(ctx, room, ids[3], only, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +277,7 @@ func TestContextAroundEvent(t *testing.T) {
 		t.Fatalf("context: event %s before %d after %d", resp.Event.ID, len(resp.EventsBefore), len(resp.EventsAfter))
 	}
 	// end continues forward right after the context window.
-	more, err := alice.Messages(ctx, room.RoomID, resp.End, "", mautrix.DirectionForward, only, 5)
+	more, err := alice.Messages(ctx, room, resp.End, "", mautrix.DirectionForward, only, 5)
 	if err != nil || len(more.Chunk) != 1 || more.Chunk[0].ID != ids[6] {
 		t.Fatalf("after context end: %+v %v", more, err)
 	}

@@ -43,6 +43,7 @@ func definitions(w *world) []stepDef {
 	all = append(all, taskSteps(w)...)
 	all = append(all, scenarioSteps(w)...)
 	all = append(all, processSteps(w)...)
+	all = append(all, httpSteps(w)...)
 	return all
 }
 

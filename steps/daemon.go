@@ -32,6 +32,10 @@ func (w *world) config(exe string) *config.Config {
 	}
 	for _, an := range w.agentSeq {
 		a := w.agents[an]
+		if a.http {
+			cfg.Agents = append(cfg.Agents, w.httpAgentConfig(cfg, exe, a))
+			continue
+		}
 		rooms := make([]string, 0, len(a.rooms))
 		for _, r := range a.rooms {
 			rooms = append(rooms, string(n.alias(r)))
@@ -49,6 +53,24 @@ func (w *world) config(exe string) *config.Config {
 		})
 	}
 	return cfg
+}
+
+// httpAgentConfig configures an HTTP-bound agent, adding the HTTP transport
+// (on a free loopback port) the first time.
+func (w *world) httpAgentConfig(cfg *config.Config, exe string, a *agentDecl) config.Agent {
+	if _, ok := cfg.Transport("hooks"); !ok {
+		cfg.Transports = append(cfg.Transports, config.Transport{
+			Name: "hooks", Type: "http",
+			HTTP: &config.HTTPTransport{Listen: "127.0.0.1:0", Token: httpToken},
+		})
+	}
+	return config.Agent{
+		Name: a.name,
+		ACP: config.ACP{Command: exe, Args: w.ctl.Args(a.name),
+			Env: map[string]string{fakeagent.ExecEnv: "fake-agent"}},
+		Dir:  filepath.Join(w.dir, "agents", a.name),
+		HTTP: &config.AgentHTTP{Transport: "hooks"},
+	}
 }
 
 // startDaemon starts the agent controller and the daemon in-process.

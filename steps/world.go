@@ -48,6 +48,7 @@ type world struct {
 	stepSeq int
 
 	idleTimeout time.Duration // zooid.yaml idle_timeout; zero: the daemon's default
+	http        *httpAnswer   // the last answer of an HTTP-bound agent
 }
 
 // human is a user of the homeserver that steps name.
@@ -62,6 +63,7 @@ type agentDecl struct {
 	name    string
 	rooms   []string
 	trigger string
+	http    bool // bound to the HTTP transport instead of Matrix
 }
 
 // room is a room as steps name it, and what the harness put in it.

@@ -316,10 +316,5 @@ func pushedIDs(evts []gjson.Result, room id.RoomID, want []string) []string {
 	return out
 }
 
-func txnEventIDs(tx *pushedTxn) []string {
-	var out []string
-	for _, ev := range tx.Events {
-		out = append(out, ev.Get("event_id").String())
-	}
-	return out
-}
+// txnEventIDs returns the ids of the events a pushed transaction carried, in order.
+func txnEventIDs(tx *pushedTxn) []string { return jsonEventIDs(tx.Events) }

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -202,6 +204,20 @@ func (s *suite) sendThreadReply(t testing.TB, c *Client, room id.RoomID, root id
 	})
 }
 
+// sendMixedTypesAndSenders sends four labelled events into room for the filter tests, in this
+// order: a text by alice, a custom-type event by bob, a text by bob, a custom-type event by
+// alice. It returns the labels (each event's body) and the custom type.
+func (s *suite) sendMixedTypesAndSenders(t testing.TB, alice, bob *Client, room id.RoomID) ([]string, event.Type) {
+	t.Helper()
+	l := s.label(t, 4)
+	custom := event.Type{Type: "dev.zooid.conformance", Class: event.MessageEventType}
+	s.sendText(t, alice, room, l[0])
+	s.send(t, bob, room, custom, map[string]any{"body": l[1]})
+	s.sendText(t, bob, room, l[2])
+	s.send(t, alice, room, custom, map[string]any{"body": l[3]})
+	return l, custom
+}
+
 // bodies returns the content.body of each event, for readable comparisons.
 func bodies(evts []*event.Event) []string {
 	out := make([]string, 0, len(evts))
@@ -216,6 +232,15 @@ func eventIDs(evts []*event.Event) []string {
 	out := make([]string, 0, len(evts))
 	for _, e := range evts {
 		out = append(out, string(e.ID))
+	}
+	return out
+}
+
+// jsonEventIDs returns the event_id of each raw event, in order.
+func jsonEventIDs(evts []gjson.Result) []string {
+	var out []string
+	for _, ev := range evts {
+		out = append(out, ev.Get("event_id").String())
 	}
 	return out
 }

@@ -233,12 +233,7 @@ func (s *suite) testMessages(t *testing.T) {
 		alice := s.registerUser(t, "filta")
 		bob := s.registerUser(t, "filtb")
 		room := s.publicRoomWith(t, alice, bob)
-		l := s.label(t, 4)
-		custom := event.Type{Type: "dev.zooid.conformance", Class: event.MessageEventType}
-		s.sendText(t, alice, room, l[0])
-		s.send(t, bob, room, custom, map[string]any{"body": l[1]})
-		s.sendText(t, bob, room, l[2])
-		s.send(t, alice, room, custom, map[string]any{"body": l[3]})
+		l, custom := s.sendMixedTypesAndSenders(t, alice, bob, room)
 
 		types := page(t, alice, room, "", mautrix.DirectionForward, &mautrix.FilterPart{Types: []event.Type{custom}}, 50)
 		MustEqualStrings(t, "types filter", bodies(types.Chunk), []string{l[1], l[3]})

@@ -97,12 +97,7 @@ func (s *suite) testSync(t *testing.T) {
 		alice := s.registerUser(t, "filtsync")
 		bob := s.registerUser(t, "filtsyncb")
 		room := s.publicRoomWith(t, alice, bob)
-		l := s.label(t, 4)
-		custom := event.Type{Type: "dev.zooid.conformance", Class: event.MessageEventType}
-		s.sendText(t, alice, room, l[0])
-		s.send(t, bob, room, custom, map[string]any{"body": l[1]})
-		s.sendText(t, bob, room, l[2])
-		s.send(t, alice, room, custom, map[string]any{"body": l[3]})
+		l, _ := s.sendMixedTypesAndSenders(t, alice, bob, room)
 
 		cli := alice.Mautrix(t)
 		created, err := cli.CreateFilter(context.Background(), &mautrix.Filter{Room: &mautrix.RoomFilter{

@@ -57,10 +57,8 @@ func threadsPages(t testing.TB, c *Client, room id.RoomID, limit int) ([]string,
 		if len(chunk) > limit {
 			t.Fatalf("threads limit=%d returned %d: %s", limit, len(chunk), res.Raw)
 		}
-		for _, ev := range chunk {
-			ids = append(ids, ev.Get("event_id").String())
-			roots = append(roots, ev)
-		}
+		ids = append(ids, jsonEventIDs(chunk)...)
+		roots = append(roots, chunk...)
 		from = res.Get("next_batch").String()
 		if from == "" {
 			return ids, roots
@@ -233,10 +231,7 @@ func (s *suite) testThreads(t *testing.T) {
 			roots = append(roots, r)
 		}
 		res := alice.MustDo(t, "GET", CS("v1", "rooms", string(room), "threads"), nil, WithQuery("limit", "2"))
-		var first []string
-		for _, ev := range res.Get("chunk").Array() {
-			first = append(first, ev.Get("event_id").String())
-		}
+		first := jsonEventIDs(res.Get("chunk").Array())
 		MustEqualStrings(t, "first /threads page", first, []string{string(roots[3]), string(roots[2])})
 		next := res.Get("next_batch").String()
 		if next == "" {
@@ -250,10 +245,7 @@ func (s *suite) testThreads(t *testing.T) {
 		s.sendThreadReply(t, alice, room, roots[2], "bump-seen")
 		s.sendThreadReply(t, alice, room, roots[0], "bump-unseen")
 		rest := alice.MustDo(t, "GET", CS("v1", "rooms", string(room), "threads"), nil, WithQuery("limit", "10"), WithQuery("from", next))
-		var second []string
-		for _, ev := range rest.Get("chunk").Array() {
-			second = append(second, ev.Get("event_id").String())
-		}
+		second := jsonEventIDs(rest.Get("chunk").Array())
 		MustEqualStrings(t, "second /threads page after bumps", second, []string{string(roots[1])})
 		// A fresh walk shows the new order.
 		ids, _ := threadsPages(t, alice, room, 10)
@@ -285,10 +277,7 @@ func (s *suite) testThreads(t *testing.T) {
 		})
 		// Relations filtered by event type, as the daemon reads only messages in a thread.
 		typed := alice.MustDo(t, "GET", CS("v1", "rooms", string(room), "relations", string(root), "m.thread", "m.room.message"), nil)
-		var got []string
-		for _, ev := range typed.Get("chunk").Array() {
-			got = append(got, ev.Get("event_id").String())
-		}
+		got := jsonEventIDs(typed.Get("chunk").Array())
 		MustEqualStrings(t, "relations filtered to m.room.message", got, []string{string(reply)})
 	})
 
