@@ -214,15 +214,9 @@ func TestSyncLongPollWakesOnSend(t *testing.T) {
 	ctx := context.Background()
 	alice, bob := newClient(t, s, "alice"), newClient(t, s, "bob")
 	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{Preset: "public_chat"})
-	initial, err := bob.SyncRequest(ctx, 0, "", "", false, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	initial := mustSync(t, bob, "", "")
 	mustJoin(t, bob, room)
-	joinSync, err := bob.SyncRequest(ctx, 0, initial.NextBatch, "", false, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	joinSync := mustSync(t, bob, initial.NextBatch, "")
 	jr := joinSync.Rooms.Join[room]
 	if jr == nil || len(jr.State.Events)+len(jr.Timeline.Events) == 0 {
 		t.Fatalf("joined room missing from sync: %+v", joinSync.Rooms)
@@ -257,10 +251,7 @@ func TestSyncLimitedGap(t *testing.T) {
 	ctx := context.Background()
 	alice := newClient(t, s, "alice")
 	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{})
-	first, err := alice.SyncRequest(ctx, 0, "", "", false, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := mustSync(t, alice, "", "")
 	var ids []id.EventID
 	for i := 0; i < 15; i++ {
 		ids = append(ids, sendText(t, alice, room, "m"))

@@ -91,3 +91,14 @@ func mustJoin(t *testing.T, c *mautrix.Client, room id.RoomID) {
 		t.Fatalf("%s joining %s: %v", c.UserID, room, err)
 	}
 }
+
+// mustSync makes one /sync that returns at once (timeout 0) as c, from since with the uploaded
+// filter filterID (either may be empty), failing the test on error.
+func mustSync(t *testing.T, c *mautrix.Client, since, filterID string) *mautrix.RespSync {
+	t.Helper()
+	resp, err := c.SyncRequest(context.Background(), 0, since, filterID, false, "")
+	if err != nil {
+		t.Fatalf("%s syncing since %q: %v", c.UserID, since, err)
+	}
+	return resp
+}

@@ -59,10 +59,7 @@ func TestSyncStoredFilterAndRedaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := sendNumbered(t, alice, room, 3)
-	resp, err := alice.SyncRequest(ctx, 0, "", fres.FilterID, false, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := mustSync(t, alice, "", fres.FilterID)
 	tl := resp.Rooms.Join[room].Timeline
 	if len(tl.Events) != 2 || tl.Events[0].ID != ids[1] || tl.Events[1].ID != ids[2] || !tl.Limited {
 		t.Fatalf("filtered initial sync: %+v", tl)
@@ -157,10 +154,7 @@ func TestCloseStopsPusherAndLongPolls(t *testing.T) {
 	if _, err := alice.CreateRoom(ctx, &mautrix.ReqCreateRoom{Invite: []id.UserID{"@agent-x:localhost"}}); err != nil {
 		t.Fatal(err)
 	}
-	first, err := alice.SyncRequest(ctx, 0, "", "", false, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := mustSync(t, alice, "", "")
 	pollDone := make(chan struct{})
 	go func() {
 		defer close(pollDone)
@@ -230,10 +224,7 @@ func TestSyncFilteredEventDoesNotEndLongPoll(t *testing.T) {
 	ctx := context.Background()
 	alice := newClient(t, s, "alice")
 	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{})
-	first, err := alice.SyncRequest(ctx, 0, "", "", false, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := mustSync(t, alice, "", "")
 	filter := urlQuery(`{"room":{"timeline":{"types":["m.room.message"]}}}`)
 	type result struct {
 		body    map[string]any

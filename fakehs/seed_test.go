@@ -18,10 +18,7 @@ func TestImportIsNotPushedAndIsSyncHistory(t *testing.T) {
 	s := New(t, WithAppservice(testRegistration(failing.URL)), WithPushBackoff(time.Hour, time.Hour))
 	ctx := context.Background()
 	alice := newClient(t, s, "alice")
-	first, err := alice.SyncRequest(ctx, 0, "", "", false, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := mustSync(t, alice, "", "")
 	agent := id.UserID("@agent-1:localhost")
 	imp, err := s.ImportRoom(RoomSeed{Creator: alice.UserID, Members: []id.UserID{agent}, Events: []SeedEvent{
 		{Sender: agent, Content: map[string]any{"msgtype": "m.text", "body": "old"}, ThreadRoot: -1},
@@ -33,10 +30,7 @@ func TestImportIsNotPushedAndIsSyncHistory(t *testing.T) {
 	if n := s.Pending("zooid"); n != 0 {
 		t.Fatalf("import queued %d events for the appservice", n)
 	}
-	resp, err := alice.SyncRequest(ctx, 0, first.NextBatch, "", false, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := mustSync(t, alice, first.NextBatch, "")
 	jr := resp.Rooms.Join[imp.RoomID]
 	if jr == nil || len(jr.Timeline.Events) == 0 || jr.Timeline.Events[len(jr.Timeline.Events)-1].ID != imp.EventIDs[1] {
 		t.Fatalf("imported room not in sync as history: %+v", resp.Rooms.Join)

@@ -47,24 +47,18 @@ func TestStatePowerLevelsAndInviteSync(t *testing.T) {
 	ctx := context.Background()
 	alice, bob := newClient(t, s, "alice"), newClient(t, s, "bob")
 	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{Name: "first"})
-	since, err := bob.SyncRequest(ctx, 0, "", "", false, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	since := mustSync(t, bob, "", "")
 	if _, err := alice.InviteUser(ctx, room, &mautrix.ReqInviteUser{UserID: bob.UserID}); err != nil {
 		t.Fatal(err)
 	}
-	inv, err := bob.SyncRequest(ctx, 0, since.NextBatch, "", false, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	inv := mustSync(t, bob, since.NextBatch, "")
 	ir := inv.Rooms.Invite[room]
 	if ir == nil || len(ir.State.Events) == 0 {
 		t.Fatalf("invite missing from sync: %+v", inv.Rooms)
 	}
 	mustJoin(t, bob, room)
 	// bob (level 0) may not rename the room (m.room.name needs 50); alice may.
-	_, err = bob.SendStateEvent(ctx, room, event.StateRoomName, "", map[string]string{"name": "bob's"})
+	_, err := bob.SendStateEvent(ctx, room, event.StateRoomName, "", map[string]string{"name": "bob's"})
 	if st, code := httpStatus(err); st != 403 || code != "M_FORBIDDEN" {
 		t.Fatalf("unprivileged state: %d %s", st, code)
 	}
@@ -86,10 +80,7 @@ func TestStatePowerLevelsAndInviteSync(t *testing.T) {
 	if _, err := bob.LeaveRoom(ctx, room); err != nil {
 		t.Fatal(err)
 	}
-	left, err := bob.SyncRequest(ctx, 0, inv.NextBatch, "", false, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	left := mustSync(t, bob, inv.NextBatch, "")
 	if lr := left.Rooms.Leave[room]; lr == nil || len(lr.Timeline.Events) == 0 {
 		t.Fatalf("left room missing from sync: %+v", left.Rooms)
 	}

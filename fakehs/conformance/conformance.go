@@ -189,6 +189,14 @@ func (s *suite) sendText(t testing.TB, c *Client, room id.RoomID, body string) i
 	return s.send(t, c, room, event.EventMessage, map[string]any{"msgtype": "m.text", "body": body})
 }
 
+// sendTexts sends each body as a text message by c into room, in order.
+func (s *suite) sendTexts(t testing.TB, c *Client, room id.RoomID, bodies []string) {
+	t.Helper()
+	for _, b := range bodies {
+		s.sendText(t, c, room, b)
+	}
+}
+
 // sendThreadReply posts a reply in the thread on root, with the reply fallback clients send.
 func (s *suite) sendThreadReply(t testing.TB, c *Client, room id.RoomID, root id.EventID, body string) id.EventID {
 	t.Helper()

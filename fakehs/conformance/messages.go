@@ -44,9 +44,7 @@ func (s *suite) testMessages(t *testing.T) {
 		alice := s.registerUser(t, "pageb")
 		room := s.createRoom(t, alice, nil)
 		want := s.label(t, 7)
-		for _, b := range want {
-			s.sendText(t, alice, room, b)
-		}
+		s.sendTexts(t, alice, room, want)
 		var got []*event.Event
 		from := "" // no from: the end of the timeline, as the daemon's first page does
 		for i := 0; i < 20; i++ {
@@ -69,9 +67,7 @@ func (s *suite) testMessages(t *testing.T) {
 		alice := s.registerUser(t, "pagef")
 		room := s.createRoom(t, alice, nil)
 		labels := s.label(t, 8)
-		for _, b := range labels[:5] {
-			s.sendText(t, alice, room, b)
-		}
+		s.sendTexts(t, alice, room, labels[:5])
 		var got []*event.Event
 		// No from with dir=f: the start of the timeline (spec v1.3+; Synapse supports it).
 		from := ""
@@ -101,9 +97,7 @@ func (s *suite) testMessages(t *testing.T) {
 		alice := s.registerUser(t, "limit")
 		room := s.createRoom(t, alice, nil)
 		want := s.label(t, 5)
-		for _, b := range want {
-			s.sendText(t, alice, room, b)
-		}
+		s.sendTexts(t, alice, room, want)
 		resp := page(t, alice, room, "", mautrix.DirectionBackward, onlyMessages, 2)
 		MustEqualStrings(t, "limit=2 newest first", bodies(resp.Chunk), []string{want[4], want[3]})
 		if resp.End == "" {
@@ -396,9 +390,7 @@ func (s *suite) testMessages(t *testing.T) {
 		alice := s.registerUser(t, "synctok")
 		room := s.createRoom(t, alice, nil)
 		l := s.label(t, 3)
-		for _, b := range l {
-			s.sendText(t, alice, room, b)
-		}
+		s.sendTexts(t, alice, room, l)
 		// The spec lets a /sync next_batch start /messages; the daemon resumes history there.
 		nb := alice.MustDo(t, "GET", CS("v3", "sync"), nil, WithQuery("timeout", "0"), WithQuery("filter", `{"room":{"timeline":{"limit":1}}}`)).Get("next_batch").String()
 		s.sendText(t, alice, room, "after-"+l[2])

@@ -134,9 +134,7 @@ func (s *suite) testSync(t *testing.T) {
 		filter := `{"room":{"timeline":{"limit":2,"types":["m.room.message"]}}}`
 		initial := alice.MustDo(t, "GET", CS("v3", "sync"), nil, WithQuery("filter", filter), WithQuery("timeout", "0"))
 		l := s.label(t, 5)
-		for _, b := range l {
-			s.sendText(t, bob, room, b)
-		}
+		s.sendTexts(t, bob, room, l)
 		res := alice.MustDo(t, "GET", CS("v3", "sync"), nil, WithQuery("filter", filter),
 			WithQuery("since", initial.Get("next_batch").String()), WithQuery("timeout", "0"))
 		tl := field(res.Get("rooms.join"), string(room)).Get("timeline")
