@@ -58,8 +58,8 @@ func (d *Daemon) handleEvent(ctx context.Context, ev *event.Event) {
 	}
 }
 
-// routerOnce builds the router the first time an event arrives: by then the
-// transport has resolved every configured room to its id.
+// routerOnce builds the router on first use, once the transport is ready: by
+// then it has resolved every configured room to its id.
 func (d *Daemon) routerOnce() *router.Router {
 	d.routerInit.Do(func() { d.router = d.buildRouter() })
 	return d.router
