@@ -5,10 +5,8 @@ package daemon
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,13 +14,10 @@ import (
 	"sync"
 	"time"
 
-	"maunium.net/go/mautrix/appservice"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
-	"github.com/zooid-dev/zooid/zooid/acpagent"
 	"github.com/zooid-dev/zooid/zooid/config"
-	"github.com/zooid-dev/zooid/zooid/history"
 	"github.com/zooid-dev/zooid/zooid/httpapi"
 	"github.com/zooid-dev/zooid/zooid/matrix"
 	"github.com/zooid-dev/zooid/zooid/mcpserver"
@@ -146,61 +141,6 @@ func New(opts Options) (*Daemon, error) {
 	return d, nil
 }
 
-// matrixTransport returns the Matrix transport of the config, if any.
-func (d *Daemon) matrixTransport() *config.MatrixTransport {
-	return matrixTransportOf(d.opts.Config)
-}
-
-func matrixTransportOf(cfg *config.Config) *config.MatrixTransport {
-	for _, t := range cfg.Transports {
-		if t.Type == "matrix" && t.Matrix != nil {
-			return t.Matrix
-		}
-	}
-	return nil
-}
-
-// matrixOptions maps zooid.yaml onto the Matrix transport's options.
-func matrixOptions(cfg *config.Config, mt *config.MatrixTransport) matrix.Options {
-	opts := matrix.Options{
-		Homeserver: mt.Homeserver,
-		ServerName: mt.ServerName,
-		ASToken:    mt.ASToken,
-		HSToken:    mt.HSToken,
-		Listen:     mt.Listen,
-		StateDir:   filepath.Join(cfg.StateDir, "matrix"),
-	}
-	for _, a := range cfg.Agents {
-		if a.Matrix == nil {
-			continue
-		}
-		opts.Agents = append(opts.Agents, matrix.Agent{
-			Name:        a.Name,
-			UserID:      a.Matrix.UserID,
-			DisplayName: a.Matrix.DisplayName,
-			Rooms:       a.Matrix.Rooms,
-		})
-	}
-	return opts
-}
-
-// Registration is the appservice registration the homeserver needs for cfg,
-// pushing to url (the daemon's matrix listen address as the homeserver reaches it).
-func Registration(cfg *config.Config, url string) (*appservice.Registration, error) {
-	mt := matrixTransportOf(cfg)
-	if mt == nil {
-		return nil, errors.New("the config has no matrix transport")
-	}
-	reg := matrix.Registration(matrixOptions(cfg, mt), url)
-	if mt.ID != "" {
-		reg.ID = mt.ID
-	}
-	if mt.SenderLocalpart != "" {
-		reg.SenderLocalpart = mt.SenderLocalpart
-	}
-	return reg, nil
-}
-
 // Start brings the daemon up: agent users registered, rooms joined, the MCP
 // sockets listening and the event intake running. It returns once all of that
 // is ready, or with the first error (after undoing what it started).
@@ -220,124 +160,6 @@ func (d *Daemon) Start(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// startMatrix brings up the Matrix side: transport, task journal, MCP sockets.
-func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) error {
-	cfg := d.opts.Config
-	mopts := matrixOptions(cfg, mt)
-	mopts.Logger = d.log.With("component", "matrix")
-	tr, err := matrix.New(mopts)
-	if err != nil {
-		return fmt.Errorf("creating matrix transport: %w", err)
-	}
-	d.transport = tr
-
-	key, err := cursorKey(cfg.StateDir)
-	if err != nil {
-		return err
-	}
-	rooms := history.New(history.Options{
-		Client:    tr.Client,
-		Agents:    d.agentName,
-		CursorKey: key,
-		Transport: "matrix",
-		Send:      d.sendMessage,
-	})
-	tm, err := tasks.Open(tasks.Options{
-		StateDir: filepath.Join(cfg.StateDir, "tasks"),
-		Send:     tr.Send,
-		Agents:   d.taskAgents,
-		Wake:     d.wakeCaller,
-		Logger:   d.log.With("component", "tasks"),
-	})
-	if err != nil {
-		return fmt.Errorf("opening task journal: %w", err)
-	}
-	d.tasks = tm
-	srv, err := mcpserver.New(mcpserver.Options{
-		RunDir:        cfg.RunDir,
-		Rooms:         rooms,
-		Tasks:         tm,
-		Logger:        d.log.With("component", "mcp"),
-		BridgeCommand: d.opts.BridgeCommand,
-	})
-	if err != nil {
-		return fmt.Errorf("starting mcp server: %w", err)
-	}
-	d.mcp = srv
-	for _, rt := range d.agents {
-		if rt.cfg.Matrix == nil {
-			continue
-		}
-		if rt.socket, err = srv.ListenAgent(rt.cfg.Name); err != nil {
-			return fmt.Errorf("listening for agent %s: %w", rt.cfg.Name, err)
-		}
-		if rt.workDir, err = d.workDir(rt.cfg); err != nil {
-			return err
-		}
-	}
-
-	// The transport serves until the daemon closes, not until the caller's
-	// start-up context ends; Start waits only for it to be ready.
-	runCtx, cancel := context.WithCancel(context.Background())
-	d.stopIntake = cancel
-	errc := make(chan error, 1)
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		errc <- tr.Start(runCtx, d.handleEvent)
-	}()
-	select {
-	case <-tr.Ready():
-		d.replayThreadMemory(ctx)
-		d.replayDone()
-		// Tasks a previous run left open are closed and reported now that the
-		// daemon can post and wake.
-		if err := d.tasks.Recover(ctx); err != nil {
-			d.log.Error("recovering tasks", "err", err)
-		}
-		return nil
-	case err := <-errc:
-		if err == nil {
-			err = errors.New("transport stopped during start-up")
-		}
-		return fmt.Errorf("starting matrix transport: %w", err)
-	case <-ctx.Done():
-		return fmt.Errorf("starting matrix transport: %w", ctx.Err())
-	}
-}
-
-// buildRouter builds the router from the resolved room ids. It runs once the
-// transport is up; rooms that failed to resolve are logged and skipped.
-func (d *Daemon) buildRouter() *router.Router {
-	var ras []router.Agent
-	for _, rt := range d.agents {
-		if rt.cfg.Matrix == nil {
-			continue
-		}
-		rt.rooms = rt.rooms[:0]
-		for _, r := range rt.cfg.Matrix.Rooms {
-			rid, ok := d.transport.RoomID(r)
-			if !ok {
-				d.log.Warn("room not resolved; agent not bound there", "agent", rt.cfg.Name, "room", r)
-				continue
-			}
-			rt.rooms = append(rt.rooms, rid)
-		}
-		trigger := router.Mention
-		if rt.cfg.Matrix.Trigger == "any" {
-			trigger = router.Any
-		}
-		ras = append(ras, router.Agent{
-			Name:        rt.cfg.Name,
-			UserID:      rt.userID,
-			DisplayName: rt.cfg.Matrix.DisplayName,
-			Rooms:       rt.rooms,
-			Trigger:     trigger,
-		})
-	}
-	return router.New(ras)
 }
 
 // Run starts the daemon and serves until ctx ends, then closes it.
@@ -424,90 +246,4 @@ func (d *Daemon) callerFor(rt *agentRuntime, key sessionKey) tools.Caller {
 	}
 }
 
-// startHTTP serves every HTTP transport that has agents. HTTP sessions own no
-// durable conversation, so their agents get no Zooid MCP server.
-func (d *Daemon) startHTTP() error {
-	for _, t := range d.opts.Config.Transports {
-		if t.Type != "http" || t.HTTP == nil {
-			continue
-		}
-		agents := map[string]httpapi.Agent{}
-		for _, rt := range d.agents {
-			a := rt.cfg
-			if a.HTTP == nil || (a.HTTP.Transport != "" && a.HTTP.Transport != t.Name) {
-				continue
-			}
-			dir, err := d.workDir(a)
-			if err != nil {
-				return err
-			}
-			command, args := a.ACP.Resolve()
-			agents[a.Name] = httpapi.Agent{
-				Name: a.Name,
-				Spec: acpagent.Spec{Command: command, Args: args, Env: agentEnv(d.secrets(), a.ACP.Env), Dir: dir},
-			}
-		}
-		if len(agents) == 0 {
-			continue
-		}
-		srv, err := httpapi.Start(httpapi.Options{
-			Listen:      t.HTTP.Listen,
-			Token:       t.HTTP.Token,
-			Agents:      agents,
-			TurnTimeout: d.opts.TurnTimeout,
-			Logger:      d.log.With("component", "http", "transport", t.Name),
-		})
-		if err != nil {
-			return fmt.Errorf("starting http transport %s: %w", t.Name, err)
-		}
-		d.http = append(d.http, srv)
-	}
-	return nil
-}
-
-// HTTPURLs lists the base URLs of the HTTP transports the daemon serves.
-func (d *Daemon) HTTPURLs() []string {
-	var out []string
-	for _, h := range d.http {
-		out = append(out, h.URL())
-	}
-	return out
-}
-
 func (d *Daemon) replayDone() { d.replayOnce.Do(func() { close(d.replayed) }) }
-
-// cursorKey is the key that signs history cursors, kept in the state dir so a
-// cursor an agent holds stays good across a daemon restart.
-func cursorKey(stateDir string) ([]byte, error) {
-	path := filepath.Join(stateDir, "cursor.key")
-	key, err := os.ReadFile(path)
-	if err == nil && len(key) == 32 {
-		return key, nil
-	}
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("reading cursor key: %w", err)
-	}
-	key = make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, fmt.Errorf("making cursor key: %w", err)
-	}
-	if err := os.WriteFile(path, key, 0o600); err != nil {
-		return nil, fmt.Errorf("saving cursor key: %w", err)
-	}
-	return key, nil
-}
-
-// refuseSecretsInArgv refuses a config that would put a token on an agent's
-// command line or in its working directory path, where the agent can read it.
-func refuseSecretsInArgv(cfg *config.Config) error {
-	secrets := configSecrets(cfg)
-	for _, a := range cfg.Agents {
-		command, args := a.ACP.Resolve()
-		for _, part := range append([]string{command, a.Dir}, args...) {
-			if carriesSecret("="+part, secrets) {
-				return fmt.Errorf("daemon: agent %s: a transport token appears in its command, args or dir; agents must never see tokens", a.Name)
-			}
-		}
-	}
-	return nil
-}

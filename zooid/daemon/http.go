@@ -1,0 +1,58 @@
+package daemon
+
+import (
+	"fmt"
+
+	"github.com/zooid-dev/zooid/zooid/acpagent"
+	"github.com/zooid-dev/zooid/zooid/httpapi"
+)
+
+// startHTTP serves every HTTP transport that has agents. HTTP sessions own no
+// durable conversation, so their agents get no Zooid MCP server.
+func (d *Daemon) startHTTP() error {
+	for _, t := range d.opts.Config.Transports {
+		if t.Type != "http" || t.HTTP == nil {
+			continue
+		}
+		agents := map[string]httpapi.Agent{}
+		for _, rt := range d.agents {
+			a := rt.cfg
+			if a.HTTP == nil || (a.HTTP.Transport != "" && a.HTTP.Transport != t.Name) {
+				continue
+			}
+			dir, err := d.workDir(a)
+			if err != nil {
+				return err
+			}
+			command, args := a.ACP.Resolve()
+			agents[a.Name] = httpapi.Agent{
+				Name: a.Name,
+				Spec: acpagent.Spec{Command: command, Args: args, Env: agentEnv(d.secrets(), a.ACP.Env), Dir: dir},
+			}
+		}
+		if len(agents) == 0 {
+			continue
+		}
+		srv, err := httpapi.Start(httpapi.Options{
+			Listen:      t.HTTP.Listen,
+			Token:       t.HTTP.Token,
+			Agents:      agents,
+			TurnTimeout: d.opts.TurnTimeout,
+			Logger:      d.log.With("component", "http", "transport", t.Name),
+		})
+		if err != nil {
+			return fmt.Errorf("starting http transport %s: %w", t.Name, err)
+		}
+		d.http = append(d.http, srv)
+	}
+	return nil
+}
+
+// HTTPURLs lists the base URLs of the HTTP transports the daemon serves.
+func (d *Daemon) HTTPURLs() []string {
+	var out []string
+	for _, h := range d.http {
+		out = append(out, h.URL())
+	}
+	return out
+}

@@ -1,0 +1,190 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"maunium.net/go/mautrix/appservice"
+
+	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/history"
+	"github.com/zooid-dev/zooid/zooid/matrix"
+	"github.com/zooid-dev/zooid/zooid/mcpserver"
+	"github.com/zooid-dev/zooid/zooid/router"
+	"github.com/zooid-dev/zooid/zooid/tasks"
+)
+
+// matrixTransport returns the Matrix transport of the config, if any.
+func (d *Daemon) matrixTransport() *config.MatrixTransport {
+	return matrixTransportOf(d.opts.Config)
+}
+
+func matrixTransportOf(cfg *config.Config) *config.MatrixTransport {
+	for _, t := range cfg.Transports {
+		if t.Type == "matrix" && t.Matrix != nil {
+			return t.Matrix
+		}
+	}
+	return nil
+}
+
+// matrixOptions maps zooid.yaml onto the Matrix transport's options.
+func matrixOptions(cfg *config.Config, mt *config.MatrixTransport) matrix.Options {
+	opts := matrix.Options{
+		Homeserver: mt.Homeserver,
+		ServerName: mt.ServerName,
+		ASToken:    mt.ASToken,
+		HSToken:    mt.HSToken,
+		Listen:     mt.Listen,
+		StateDir:   filepath.Join(cfg.StateDir, "matrix"),
+	}
+	for _, a := range cfg.Agents {
+		if a.Matrix == nil {
+			continue
+		}
+		opts.Agents = append(opts.Agents, matrix.Agent{
+			Name:        a.Name,
+			UserID:      a.Matrix.UserID,
+			DisplayName: a.Matrix.DisplayName,
+			Rooms:       a.Matrix.Rooms,
+		})
+	}
+	return opts
+}
+
+// Registration is the appservice registration the homeserver needs for cfg,
+// pushing to url (the daemon's matrix listen address as the homeserver reaches it).
+func Registration(cfg *config.Config, url string) (*appservice.Registration, error) {
+	mt := matrixTransportOf(cfg)
+	if mt == nil {
+		return nil, errors.New("the config has no matrix transport")
+	}
+	reg := matrix.Registration(matrixOptions(cfg, mt), url)
+	if mt.ID != "" {
+		reg.ID = mt.ID
+	}
+	if mt.SenderLocalpart != "" {
+		reg.SenderLocalpart = mt.SenderLocalpart
+	}
+	return reg, nil
+}
+
+// startMatrix brings up the Matrix side: transport, task journal, MCP sockets.
+func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) error {
+	cfg := d.opts.Config
+	mopts := matrixOptions(cfg, mt)
+	mopts.Logger = d.log.With("component", "matrix")
+	tr, err := matrix.New(mopts)
+	if err != nil {
+		return fmt.Errorf("creating matrix transport: %w", err)
+	}
+	d.transport = tr
+
+	key, err := cursorKey(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	rooms := history.New(history.Options{
+		Client:    tr.Client,
+		Agents:    d.agentName,
+		CursorKey: key,
+		Transport: "matrix",
+		Send:      d.sendMessage,
+	})
+	tm, err := tasks.Open(tasks.Options{
+		StateDir: filepath.Join(cfg.StateDir, "tasks"),
+		Send:     tr.Send,
+		Agents:   d.taskAgents,
+		Wake:     d.wakeCaller,
+		Logger:   d.log.With("component", "tasks"),
+	})
+	if err != nil {
+		return fmt.Errorf("opening task journal: %w", err)
+	}
+	d.tasks = tm
+	srv, err := mcpserver.New(mcpserver.Options{
+		RunDir:        cfg.RunDir,
+		Rooms:         rooms,
+		Tasks:         tm,
+		Logger:        d.log.With("component", "mcp"),
+		BridgeCommand: d.opts.BridgeCommand,
+	})
+	if err != nil {
+		return fmt.Errorf("starting mcp server: %w", err)
+	}
+	d.mcp = srv
+	for _, rt := range d.agents {
+		if rt.cfg.Matrix == nil {
+			continue
+		}
+		if rt.socket, err = srv.ListenAgent(rt.cfg.Name); err != nil {
+			return fmt.Errorf("listening for agent %s: %w", rt.cfg.Name, err)
+		}
+		if rt.workDir, err = d.workDir(rt.cfg); err != nil {
+			return err
+		}
+	}
+
+	// The transport serves until the daemon closes, not until the caller's
+	// start-up context ends; Start waits only for it to be ready.
+	runCtx, cancel := context.WithCancel(context.Background())
+	d.stopIntake = cancel
+	errc := make(chan error, 1)
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		errc <- tr.Start(runCtx, d.handleEvent)
+	}()
+	select {
+	case <-tr.Ready():
+		d.replayThreadMemory(ctx)
+		d.replayDone()
+		// Tasks a previous run left open are closed and reported now that the
+		// daemon can post and wake.
+		if err := d.tasks.Recover(ctx); err != nil {
+			d.log.Error("recovering tasks", "err", err)
+		}
+		return nil
+	case err := <-errc:
+		if err == nil {
+			err = errors.New("transport stopped during start-up")
+		}
+		return fmt.Errorf("starting matrix transport: %w", err)
+	case <-ctx.Done():
+		return fmt.Errorf("starting matrix transport: %w", ctx.Err())
+	}
+}
+
+// buildRouter builds the router from the resolved room ids. It runs once the
+// transport is up; rooms that failed to resolve are logged and skipped.
+func (d *Daemon) buildRouter() *router.Router {
+	var ras []router.Agent
+	for _, rt := range d.agents {
+		if rt.cfg.Matrix == nil {
+			continue
+		}
+		rt.rooms = rt.rooms[:0]
+		for _, r := range rt.cfg.Matrix.Rooms {
+			rid, ok := d.transport.RoomID(r)
+			if !ok {
+				d.log.Warn("room not resolved; agent not bound there", "agent", rt.cfg.Name, "room", r)
+				continue
+			}
+			rt.rooms = append(rt.rooms, rid)
+		}
+		trigger := router.Mention
+		if rt.cfg.Matrix.Trigger == "any" {
+			trigger = router.Any
+		}
+		ras = append(ras, router.Agent{
+			Name:        rt.cfg.Name,
+			UserID:      rt.userID,
+			DisplayName: rt.cfg.Matrix.DisplayName,
+			Rooms:       rt.rooms,
+			Trigger:     trigger,
+		})
+	}
+	return router.New(ras)
+}
