@@ -6,11 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/zooid-dev/zooid/internal/freeport"
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/appservice"
@@ -73,6 +74,8 @@ type lease struct {
 	// it waits until the homeserver has pushed last (if any) elsewhere and
 	// then frees the port.
 	handOver func(ctx context.Context, last id.EventID) error
+	// hold, on fakehs, is the listener keeping the push port until hand-over.
+	hold *drain
 }
 
 // backend hands out leases; one backend serves a whole run.
@@ -109,17 +112,7 @@ func randomHex(n int) string {
 }
 
 // freeListen picks a free loopback port for a push listener.
-func freeListen() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("finding a free port: %w", err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		return "", fmt.Errorf("freeing port %s: %w", addr, err)
-	}
-	return addr, nil
-}
+func freeListen() (string, error) { return freeport.Addr() }
 
 // registration builds the appservice registration for a scenario's names.
 func registration(n names, listen string) *appservice.Registration {
@@ -149,13 +142,25 @@ func (fakeBackend) lease(context.Context) (*lease, error) {
 		return nil, err
 	}
 	reg := registration(n, listen)
+	// Hold the push port until the daemon takes it, so no other scenario
+	// picks it meanwhile; pushes of history sent before then are swallowed.
+	hold, err := startDrain(listen, reg.ServerToken)
+	if err != nil {
+		return nil, err
+	}
 	srv, err := fakehs.Start(fakehs.WithServerName(n.serverName), fakehs.WithAppservice(reg))
 	if err != nil {
+		_ = hold.stop()
 		return nil, fmt.Errorf("starting fakehs: %w", err)
 	}
 	return &lease{
-		hs: fakeHS{srv}, names: n, reg: reg, listen: listen,
-		release: func() { _ = srv.Close() },
+		hs: fakeHS{srv}, names: n, reg: reg, listen: listen, hold: hold,
+		// Imported history is not pushed, so there is nothing to wait for.
+		handOver: func(context.Context, id.EventID) error { return hold.stop() },
+		release: func() {
+			_ = hold.stop()
+			_ = srv.Close()
+		},
 	}, nil
 }
 

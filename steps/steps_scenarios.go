@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"maunium.net/go/mautrix/id"
 
@@ -79,20 +78,13 @@ type replay struct {
 	drain *pushDrain // set when its history was sent and the pushes must be swallowed
 }
 
-// pushDrain swallows the appservice pushes of history sent to fakehs before
-// the daemon starts: fakehs, like Synapse, queues them until someone answers,
-// and the daemon would take them for new messages. On Synapse the lease has
-// its own drain.
+// pushDrain is the fakehs lease's hold on the push port, with the last event of
+// each room whose history was sent (and so pushed): the hand-over waits for
+// them, or the daemon would take that history for new messages. On a shared
+// homeserver the lease drains and waits by itself.
 type pushDrain struct {
 	d     *drain
 	lasts []id.EventID
-	once  sync.Once
-	err   error
-}
-
-func (p *pushDrain) stop() error {
-	p.once.Do(func() { p.err = p.d.stop() })
-	return p.err
 }
 
 // drainSentHistory makes sure pushes of history sent into a room are
@@ -104,24 +96,20 @@ func (w *world) drainSentHistory() (*pushDrain, error) {
 			return rp.drain, nil
 		}
 	}
-	if w.lease.handOver != nil {
-		return nil, nil // the homeserver's own drain takes them
+	if w.lease.hold == nil {
+		// A shared homeserver's lease drains pushes itself and waits for
+		// the last seeded event at hand-over.
+		return nil, nil
 	}
-	d, err := startDrain(w.lease.listen, w.lease.reg.ServerToken)
-	if err != nil {
-		return nil, err
-	}
-	p := &pushDrain{d: d}
-	w.closers = append(w.closers, p.stop)
-	w.lease.handOver = func(ctx context.Context, _ id.EventID) error {
-		w.lease.handOver = nil // once: a restarted daemon finds the port free
+	p := &pushDrain{d: w.lease.hold}
+	handOver := w.lease.handOver
+	w.lease.handOver = func(ctx context.Context, last id.EventID) error {
 		for _, e := range p.lasts {
 			if err := p.d.waitFor(ctx, e); err != nil {
-				_ = p.stop()
 				return err
 			}
 		}
-		return p.stop()
+		return handOver(ctx, last)
 	}
 	return p, nil
 }

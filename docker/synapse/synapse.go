@@ -22,12 +22,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/zooid-dev/zooid/internal/freeport"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/testcontainers/testcontainers-go"
@@ -121,16 +122,8 @@ func (c *Container) Terminate(ctx context.Context) error {
 	return c.terminateErr
 }
 
-// freePort asks the kernel for a free port on 127.0.0.1. Another process could take it
-// before Synapse binds it; with host networking there is no port mapping to avoid that.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// freePort finds a loopback port for Synapse (host networking: no port mapping).
+func freePort() (int, error) { return freeport.Port() }
 
 // Run starts Synapse and returns once its client API answers. On error nothing is left
 // running.

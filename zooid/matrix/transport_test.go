@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -15,10 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zooid-dev/zooid/fakehs"
+	"github.com/zooid-dev/zooid/internal/freeport"
+
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/fakehs"
 )
 
 const (
@@ -42,12 +44,10 @@ func testLogger(t *testing.T) *slog.Logger {
 // starts.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
 	return addr
 }
 
