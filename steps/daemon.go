@@ -73,22 +73,32 @@ func (w *world) httpAgentConfig(cfg *config.Config, exe string, a *agentDecl) co
 	}
 }
 
-// startDaemon starts the agent controller and the daemon in-process.
-func (w *world) startDaemon(ctx context.Context) error {
+// prepareAgents starts the fake-agent controller and the agents' working
+// directories, and returns the executable that runs both agents and bridge.
+func (w *world) prepareAgents() (string, error) {
 	ctl, err := fakeagent.StartController("")
 	if err != nil {
-		return fmt.Errorf("starting the fake-agent controller: %w", err)
+		return "", fmt.Errorf("starting the fake-agent controller: %w", err)
 	}
 	w.ctl = ctl
 	w.closers = append(w.closers, ctl.Close)
 	exe, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("finding this executable for agents: %w", err)
+		return "", fmt.Errorf("finding this executable for agents: %w", err)
 	}
 	for _, an := range w.agentSeq {
 		if err := os.MkdirAll(filepath.Join(w.dir, "agents", an), 0o700); err != nil {
-			return fmt.Errorf("agent dir: %w", err)
+			return "", fmt.Errorf("agent dir: %w", err)
 		}
+	}
+	return exe, nil
+}
+
+// startDaemon starts the agent controller and the daemon in-process.
+func (w *world) startDaemon(ctx context.Context) error {
+	exe, err := w.prepareAgents()
+	if err != nil {
+		return err
 	}
 	d, err := daemon.New(daemon.Options{
 		Config: w.config(exe), Logger: w.log.With("component", "daemon"),

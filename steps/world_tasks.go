@@ -304,20 +304,9 @@ func (w *world) startAsProcess(ctx context.Context) error {
 	if err := w.handOverPushes(ctx); err != nil {
 		return err
 	}
-	ctl, err := fakeagent.StartController("")
+	exe, err := w.prepareAgents()
 	if err != nil {
-		return fmt.Errorf("starting the fake-agent controller: %w", err)
-	}
-	w.ctl = ctl
-	w.closers = append(w.closers, ctl.Close)
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("finding this executable: %w", err)
-	}
-	for _, an := range w.agentSeq {
-		if err := os.MkdirAll(filepath.Join(w.dir, "agents", an), 0o700); err != nil {
-			return fmt.Errorf("agent dir: %w", err)
-		}
+		return err
 	}
 	pc := daemonProcConfig{Config: w.config(exe), BridgeCommand: []string{exe, "mcp"}, TurnTimeout: procTurnTimeout}
 	raw, err := json.Marshal(pc)
