@@ -5,6 +5,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -44,8 +45,44 @@ type Options struct {
 	Agents map[string]Agent
 	// TurnTimeout bounds one turn.
 	TurnTimeout time.Duration
+	// Timeouts bound slow and idle clients; zero fields take DefaultTimeouts.
+	Timeouts Timeouts
 	// Logger receives logs; nil discards them.
 	Logger *slog.Logger
+}
+
+// Timeouts bound what a client may hold open. The turn itself is bounded by
+// TurnTimeout, not by these: the event stream extends its write deadline
+// before every event, so only a client that stops reading is cut off.
+type Timeouts struct {
+	// Header bounds reading the request line and headers.
+	Header time.Duration
+	// Read bounds reading the whole request, body included: a client that
+	// dribbles its body is cut off.
+	Read time.Duration
+	// Write bounds writing one response or one streamed event.
+	Write time.Duration
+	// Idle bounds a kept-alive connection waiting for its next request.
+	Idle time.Duration
+}
+
+// DefaultTimeouts are generous for a prompt of up to a megabyte on a slow link
+// and short enough that held-open connections don't pile up.
+var DefaultTimeouts = Timeouts{Header: 10 * time.Second, Read: 30 * time.Second, Write: 30 * time.Second, Idle: 60 * time.Second}
+
+func (t Timeouts) withDefaults() Timeouts {
+	pick := func(v, def time.Duration) time.Duration {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	return Timeouts{
+		Header: pick(t.Header, DefaultTimeouts.Header),
+		Read:   pick(t.Read, DefaultTimeouts.Read),
+		Write:  pick(t.Write, DefaultTimeouts.Write),
+		Idle:   pick(t.Idle, DefaultTimeouts.Idle),
+	}
 }
 
 // Server serves the HTTP transport.
@@ -68,6 +105,7 @@ func Start(opts Options) (*Server, error) {
 	if opts.TurnTimeout <= 0 {
 		opts.TurnTimeout = 30 * time.Minute
 	}
+	opts.Timeouts = opts.Timeouts.withDefaults()
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("http transport: listening on %s: %w", opts.Listen, err)
@@ -75,7 +113,13 @@ func Start(opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger, ln: ln}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /agents/{name}/sessions", s.handleSession)
-	s.srv = &http.Server{Handler: s.authenticate(mux), ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{
+		Handler:           s.authenticate(mux),
+		ReadHeaderTimeout: opts.Timeouts.Header,
+		ReadTimeout:       opts.Timeouts.Read,
+		WriteTimeout:      opts.Timeouts.Write,
+		IdleTimeout:       opts.Timeouts.Idle,
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -105,10 +149,12 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	if s.opts.Token == "" {
 		return next
 	}
-	want := []byte("Bearer " + s.opts.Token)
+	// Comparing digests keeps the time independent of the token's length as
+	// well as its content (ConstantTimeCompare returns early on a length mismatch).
+	want := sha256.Sum256([]byte("Bearer " + s.opts.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
 			return
 		}
@@ -137,11 +183,16 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", "prompt must not be empty")
 		return
 	}
-	flusher, ok := w.(http.Flusher)
-	if !ok {
+	if _, ok := w.(http.Flusher); !ok {
 		writeError(w, http.StatusInternalServerError, "internal", "streaming unsupported")
 		return
 	}
+
+	// The body is read: from here the turn's own timeout bounds the request.
+	// Clearing the read deadline keeps the server's background read (which
+	// watches for the client going away) from cancelling a long turn.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
 
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.TurnTimeout)
 	defer cancel()
@@ -161,7 +212,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	sse := &sseWriter{w: w, f: flusher}
+	sse := &sseWriter{w: w, rc: rc, write: s.opts.Timeouts.Write, fail: cancel}
 	sse.send("session", map[string]any{"agent": agent.Name, "session_id": sess.ID()})
 	stop, err := sess.Prompt(ctx, req.Prompt, func(u acpagent.Update) {
 		if u.Text != "" {
@@ -176,11 +227,16 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // sseWriter writes server-sent events; updates arrive from the ACP connection's
-// goroutine, so writes are serialised.
+// goroutine, so writes are serialised. Each event gets its own write deadline,
+// so a stream may last the whole turn while a client that stops reading is cut
+// off; a failed write ends the turn.
 type sseWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-	f  http.Flusher
+	mu     sync.Mutex
+	w      io.Writer
+	rc     *http.ResponseController
+	write  time.Duration
+	fail   context.CancelFunc
+	failed bool
 }
 
 func (s *sseWriter) send(name string, data any) {
@@ -190,8 +246,18 @@ func (s *sseWriter) send(name string, data any) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", name, b)
-	s.f.Flush()
+	if s.failed {
+		return
+	}
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.write))
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", name, b); err == nil {
+		err = s.rc.Flush()
+		if err == nil {
+			return
+		}
+	}
+	s.failed = true
+	s.fail()
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {

@@ -3,7 +3,10 @@ package httpapi_test
 import (
 	"bufio"
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -22,6 +25,11 @@ func TestMain(m *testing.M) {
 
 func start(t *testing.T, ctl *fakeagent.Controller, token string) *httpapi.Server {
 	t.Helper()
+	return startWith(t, ctl, token, httpapi.Timeouts{})
+}
+
+func startWith(t *testing.T, ctl *fakeagent.Controller, token string, timeouts httpapi.Timeouts) *httpapi.Server {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -34,6 +42,7 @@ func start(t *testing.T, ctl *fakeagent.Controller, token string) *httpapi.Serve
 			Spec: acpagent.Spec{Command: self, Args: ctl.Args("hook"), Env: append(os.Environ(), fakeagent.ExecEnv+"=fake-agent"), Dir: t.TempDir()},
 		}},
 		TurnTimeout: 20 * time.Second,
+		Timeouts:    timeouts,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -135,5 +144,82 @@ func TestBadRequestsAreRefusedClearly(t *testing.T) {
 	}
 	if n := len(ctl.Sessions("hook")); n != 0 {
 		t.Fatalf("a refused request started %d agent sessions", n)
+	}
+}
+
+// cutOff reports whether the server ended conn (EOF or reset) before limit; it
+// reads and discards whatever the server answered first.
+func cutOff(t *testing.T, conn net.Conn, limit time.Duration) bool {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(limit))
+	_, err := io.Copy(io.Discard, conn)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return false
+	}
+	return true
+}
+
+func TestSlowBodyClientIsCutOff(t *testing.T) {
+	ctl := fakeagent.NewController(t)
+	srv := startWith(t, ctl, "0123456789abcdef", httpapi.Timeouts{Read: 300 * time.Millisecond})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Headers promise 200 bytes; the body then dribbles in a byte every 100ms,
+	// which would take 20s to complete.
+	fmt.Fprintf(conn, "POST /agents/hook/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer 0123456789abcdef\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n")
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for range 200 {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			if _, err := conn.Write([]byte(" ")); err != nil {
+				return
+			}
+		}
+	}()
+	if !cutOff(t, conn, 10*time.Second) {
+		t.Fatal("a client dribbling its body was still connected after 10s; the read timeout is 300ms")
+	}
+	if n := len(ctl.Sessions("hook")); n != 0 {
+		t.Fatalf("a cut-off request started %d agent sessions", n)
+	}
+}
+
+func TestIdleUnauthenticatedConnectionIsCutOff(t *testing.T) {
+	ctl := fakeagent.NewController(t)
+	srv := startWith(t, ctl, "0123456789abcdef", httpapi.Timeouts{Header: 300 * time.Millisecond, Idle: 300 * time.Millisecond})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if !cutOff(t, conn, 10*time.Second) {
+		t.Fatal("a connection that sent nothing was still open after 10s; the header timeout is 300ms")
+	}
+}
+
+func TestLongTurnOutlivesTheListenerTimeouts(t *testing.T) {
+	ctl := fakeagent.NewController(t)
+	// The turn takes about a second, several times every listener timeout: the
+	// stream must still carry it to the end.
+	ctl.Queue("hook", fakeagent.Turn{fakeagent.Say("started "), fakeagent.Wait(time.Second), fakeagent.Say("finished"), fakeagent.Stop("end_turn")})
+	srv := startWith(t, ctl, "0123456789abcdef", httpapi.Timeouts{Header: 200 * time.Millisecond, Read: 200 * time.Millisecond, Write: 200 * time.Millisecond, Idle: 200 * time.Millisecond})
+	resp := post(t, srv.URL()+"/agents/hook/sessions", "0123456789abcdef", `{"prompt":"go"}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d, want 200", resp.StatusCode)
+	}
+	evs := events(t, resp)
+	if len(evs) == 0 || evs[len(evs)-1][0] != "done" {
+		t.Fatalf("stream did not end with done: %v", evs)
 	}
 }

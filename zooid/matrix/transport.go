@@ -129,7 +129,16 @@ func New(opts Options) (*Transport, error) {
 			return nil, fmt.Errorf("listening for appservice pushes on %s: %w", opts.Listen, err)
 		}
 		t.listener = ln
-		t.server = &http.Server{Handler: t.pushHandler(), ReadHeaderTimeout: 10 * time.Second}
+		// The homeserver is the only legitimate client: it sends a transaction
+		// promptly and keeps the connection alive between them. Anyone else
+		// holding a connection open, idle or dribbling a body, is cut off.
+		t.server = &http.Server{
+			Handler:           t.pushHandler(),
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       60 * time.Second,
+			WriteTimeout:      60 * time.Second,
+			IdleTimeout:       120 * time.Second,
+		}
 	}
 	return t, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -403,6 +404,68 @@ func TestPushAuth(t *testing.T) {
 		t.Fatalf("good txn = %d", resp.StatusCode)
 	}
 	rec.waitBodies(t, general, "body $ok")
+}
+
+func TestPushListenerCutsOffSlowAndIdleClients(t *testing.T) {
+	e := newEnv(t, true)
+	rec := newRecorder()
+	tr := start(t, e.opts, rec.handle, func(tr *Transport) {
+		tr.server.ReadHeaderTimeout = 300 * time.Millisecond
+		tr.server.ReadTimeout = 300 * time.Millisecond
+		tr.server.IdleTimeout = 300 * time.Millisecond
+	})
+	general, _ := tr.RoomID("#general:localhost")
+	addr := strings.TrimPrefix(tr.PushURL(), "http://")
+	// cutOff reports whether the listener ended conn within 10s, far longer
+	// than its 300ms timeouts.
+	cutOff := func(conn net.Conn) bool {
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err := io.Copy(io.Discard, conn)
+		var ne net.Error
+		return !(errors.As(err, &ne) && ne.Timeout())
+	}
+
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	if !cutOff(idle) {
+		t.Error("a connection that sent nothing was still open after 10s")
+	}
+
+	slow, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	body := txnBody(general, "$slow")
+	fmt.Fprintf(slow, "PUT /_matrix/app/v1/transactions/slow HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", testHS, len(body))
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		// One byte every 100ms: the whole body would take many seconds.
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for i := range len(body) {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			if _, err := slow.Write([]byte{body[i]}); err != nil {
+				return
+			}
+		}
+	}()
+	if !cutOff(slow) {
+		t.Error("a client dribbling its transaction body was still connected after 10s")
+	}
+	// The cut-off transaction was not recorded; a prompt one still is.
+	if resp := putTxn(t, tr.PushURL(), "/_matrix/app/v1/transactions/prompt", "Bearer "+testHS, txnBody(general, "$prompt")); resp.StatusCode != http.StatusOK {
+		t.Fatalf("prompt txn = %d", resp.StatusCode)
+	}
+	rec.waitBodies(t, general, "body $prompt")
 }
 
 func TestSyncModeResumesAcrossRestart(t *testing.T) {
