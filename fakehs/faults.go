@@ -37,8 +37,26 @@ type Fault struct {
 type activeFault struct {
 	Fault
 	remaining int
+	hits      int // guarded by faultSet.mu
 	rng       *rand.Rand
 }
+
+// FaultHandle observes one injected fault, so a test can assert it fired:
+// a fault that never matched a request proves nothing.
+type FaultHandle struct {
+	set *faultSet
+	f   *activeFault
+}
+
+// Hits is how many requests the fault has applied to so far.
+func (h *FaultHandle) Hits() int {
+	h.set.mu.Lock()
+	defer h.set.mu.Unlock()
+	return h.f.hits
+}
+
+// Fault is the fault as injected.
+func (h *FaultHandle) Fault() Fault { return h.f.Fault }
 
 type faultSet struct {
 	mu     sync.Mutex
@@ -48,11 +66,14 @@ type faultSet struct {
 func newFaultSet() *faultSet { return &faultSet{} }
 
 // InjectFault adds a fault; faults are checked in the order added and the
-// first that fires applies.
-func (s *Server) InjectFault(f Fault) {
+// first that fires applies. The handle counts the requests it applied to,
+// also after a Count fault is used up or ClearFaults removed it.
+func (s *Server) InjectFault(f Fault) *FaultHandle {
 	s.faults.mu.Lock()
 	defer s.faults.mu.Unlock()
-	s.faults.faults = append(s.faults.faults, &activeFault{Fault: f, remaining: f.Count, rng: rand.New(rand.NewSource(f.Seed))})
+	a := &activeFault{Fault: f, remaining: f.Count, rng: rand.New(rand.NewSource(f.Seed))}
+	s.faults.faults = append(s.faults.faults, a)
+	return &FaultHandle{set: s.faults, f: a}
 }
 
 // ClearFaults removes every fault.
@@ -91,6 +112,7 @@ func (fs *faultSet) pick(r *http.Request, userOf func() id.UserID) *Fault {
 			}
 		}
 		if f.Count > 0 {
+			f.hits++
 			f.remaining--
 			if f.remaining <= 0 {
 				fs.faults = append(fs.faults[:i:i], fs.faults[i+1:]...)
@@ -98,6 +120,7 @@ func (fs *faultSet) pick(r *http.Request, userOf func() id.UserID) *Fault {
 			return &f.Fault
 		}
 		if f.Fraction == 0 || f.rng.Float64() < f.Fraction {
+			f.hits++
 			return &f.Fault
 		}
 	}

@@ -13,7 +13,7 @@ func TestFaultsCountUserAndRateLimit(t *testing.T) {
 	alice, bob := newClient(t, s, "alice"), newClient(t, s, "bob")
 	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{Preset: "public_chat"})
 	mustJoin(t, bob, room)
-	s.InjectFault(Fault{Method: "PUT", PathPattern: "/_matrix/client/v3/rooms/*/send/*/*", User: alice.UserID,
+	h := s.InjectFault(Fault{Method: "PUT", PathPattern: "/_matrix/client/v3/rooms/*/send/*/*", User: alice.UserID,
 		Status: 429, RetryAfter: 1500 * time.Millisecond, Count: 2})
 	path := "/_matrix/client/v3/rooms/" + string(room) + "/send/m.room.message/"
 	for i, txn := range []string{"f1", "f2"} {
@@ -30,6 +30,9 @@ func TestFaultsCountUserAndRateLimit(t *testing.T) {
 	// bob is not targeted; the third alice request passes.
 	decode(t, rawDo(t, s, "PUT", bob.AccessToken, path+"b1", `{"msgtype":"m.text","body":"x"}`), 200, nil)
 	decode(t, rawDo(t, s, "PUT", alice.AccessToken, path+"f3", `{"msgtype":"m.text","body":"x"}`), 200, nil)
+	if n := h.Hits(); n != 2 {
+		t.Fatalf("the fault counted %d hits, want 2 (bob's request and the third are not hits)", n)
+	}
 
 	s.InjectFault(Fault{PathPattern: "/_matrix/client/v3/account/whoami", Status: 502, Errcode: "M_UNKNOWN", Count: 1})
 	wantError(t, rawGet(t, s, alice.AccessToken, "/_matrix/client/v3/account/whoami"), 502, "M_UNKNOWN")

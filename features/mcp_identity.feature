@@ -15,15 +15,15 @@ Feature: Tools know who is calling
 
   Scenario: a tool the session is not offered is refused
     When agent-a calls zooid_complete_task with {"summary": "all done"}
-    Then the call is refused
+    Then the call is refused as an unknown tool
 
   Scenario: a call naming the room to read is refused
     When agent-a calls zooid_get_history with {"room_id": "#ops"}
-    Then the call is refused
+    Then the call is refused with "invalid_argument"
 
   Scenario: a call naming the agent it acts for is refused
     When agent-a calls zooid_send_message with {"room": "#ops", "text": "hi", "agent": "agent-b"}
-    Then the call is refused
+    Then the call is refused with "invalid_argument"
     And agent-a has posted nothing containing "hi"
 
   Scenario: the session/new carries the zooid bridge, and no secret reaches the agent

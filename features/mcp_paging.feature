@@ -20,7 +20,7 @@ Feature: Paging through history with cursors
 
   Scenario: a limit below 1 is an input error
     When agent-a calls zooid_get_history with {"limit": 0}
-    Then the call is refused
+    Then the call is refused with "invalid_argument"
 
   Scenario: walking the whole history sees every message once, in order
     When agent-a pages zooid_get_history with {"limit": 200} until has_more is false
@@ -38,17 +38,17 @@ Feature: Paging through history with cursors
   Scenario: a cursor from one thread is refused in another
     When agent-a calls zooid_get_thread_history with {"thread_id": "#ops/thread-38", "limit": 5}
     And agent-a calls zooid_get_thread_history with {"thread_id": "#ops/thread-37", "before": "$next_before"}
-    Then the call fails with an error starting "invalid_cursor"
+    Then the call is refused with "invalid_cursor"
 
   Scenario: a cursor from another tool is refused
     When agent-a calls zooid_get_history with {"limit": 5}
     And agent-a calls zooid_get_recent_threads with {"before": "$next_before"}
-    Then the call fails with an error starting "invalid_cursor"
+    Then the call is refused with "invalid_cursor"
 
   Scenario: a tampered cursor is refused
     When agent-a calls zooid_get_history with {"limit": 5}
     And agent-a calls zooid_get_history with {"limit": 5, "before": "$tampered_next_before"}
-    Then the call fails with an error starting "invalid_cursor"
+    Then the call is refused with "invalid_cursor"
 
   Scenario: the overview pages back to the first thread with an exact has_more
     When agent-a pages zooid_get_recent_threads with {"limit": 200} until has_more is false

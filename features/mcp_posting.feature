@@ -29,5 +29,5 @@ Feature: Posting as the agent
 
   Scenario: a room the agent is not in is refused
     When agent-a calls zooid_send_message with {"room": "#private", "text": "sneaky"}
-    Then the call is refused
+    Then the call is refused with "not_in_room"
     And agent-a has posted nothing containing "sneaky"

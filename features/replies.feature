@@ -26,7 +26,7 @@ Feature: How an agent's reply lands in the room
     Given agent-a will crash
     And agent-a will reply "back again"
     When ori says in "#ops": "@agent-a can someone audit svc-a"
-    Then agent-a posts an error notice in the thread
+    Then agent-a posts an error "agent_crashed" in the thread
     When ori replies in the thread: "@agent-a try again please"
     Then agent-a posts "back again" in the thread
     And agent-a is prompted with "try again please" in a new session
@@ -34,7 +34,7 @@ Feature: How an agent's reply lands in the room
   Scenario: a hung agent is cancelled at the turn timeout with an error notice
     Given agent-a will hang
     When ori says in "#ops": "@agent-a can someone audit svc-a"
-    Then agent-a posts an error notice in the thread
+    Then agent-a posts an error "agent_timeout" in the thread
 
   Scenario: a transaction pushed again is not handled twice
     Given agent-a will reply "on it"

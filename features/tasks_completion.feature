@@ -44,7 +44,7 @@ Feature: How a task ends
     When ori says in "#ops": "@planner get svc-a looked at"
     And planner calls zooid_start_task_threads with {"tasks": [{"agent": "coder", "prompt": "audit svc-a"}]}
     Then coder got a result from zooid_complete_task
-    And the call fails with an error starting "invalid_argument"
+    And the call is refused with "invalid_argument"
     And the task "audit svc-a" ends complete with "svc-a is clean"
 
   Scenario: without a summary, the assignee's last words are the result

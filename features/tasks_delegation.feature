@@ -98,7 +98,7 @@ Feature: Delegating work to other agents in task threads
     When ori says in "#ops": "@planner get svc-a looked at"
     And planner calls zooid_start_task_threads with {"tasks": [{"agent": "coder", "prompt": "audit svc-a"}]}
     Then coder got a result from zooid_start_task_threads
-    And the call is refused
+    And the call is refused as an unknown tool
     And coder does not see zooid_start_task_threads
     And reviewer is not prompted with "audit svc-a for me"
 
@@ -111,5 +111,5 @@ Feature: Delegating work to other agents in task threads
     And planner calls zooid_start_task_threads with {"tasks": [{"agent": "coder", "prompt": "audit svc-a"}]}
     Then reviewer sees exactly the tools zooid_get_recent_threads, zooid_get_thread_history, zooid_get_history, zooid_get_members, zooid_get_room_info, zooid_get_rooms and zooid_send_message
     And reviewer got a result from zooid_start_task_threads
-    And the call is refused
+    And the call is refused as an unknown tool
     And tester is not prompted with "check the certificates"

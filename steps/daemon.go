@@ -80,6 +80,7 @@ func (w *world) prepareAgents() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("starting the fake-agent controller: %w", err)
 	}
+	ctl.Unscripted(barrierMarker)
 	w.ctl = ctl
 	w.closers = append(w.closers, ctl.Close)
 	exe, err := os.Executable()

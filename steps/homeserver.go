@@ -32,7 +32,7 @@ type homeserver interface {
 	importRoom(seed roomSeed) (room id.RoomID, events []id.EventID, ok bool, err error)
 	// injectFault programs a misbehaviour; only fakehs can, so scenarios that
 	// use it are tagged @fake-only.
-	injectFault(f fakehs.Fault) error
+	injectFault(f fakehs.Fault) (*fakehs.FaultHandle, error)
 }
 
 // roomSeed is a room to create with a ready-made history.
@@ -177,9 +177,8 @@ func (f fakeHS) registerHuman(_ context.Context, localpart, displayName string) 
 	return uid, tok, nil
 }
 
-func (f fakeHS) injectFault(fault fakehs.Fault) error {
-	f.srv.InjectFault(fault)
-	return nil
+func (f fakeHS) injectFault(fault fakehs.Fault) (*fakehs.FaultHandle, error) {
+	return f.srv.InjectFault(fault), nil
 }
 
 func (f fakeHS) importRoom(seed roomSeed) (id.RoomID, []id.EventID, bool, error) {
@@ -379,6 +378,6 @@ func (synapseHS) importRoom(roomSeed) (id.RoomID, []id.EventID, bool, error) {
 	return "", nil, false, nil
 }
 
-func (synapseHS) injectFault(fakehs.Fault) error {
-	return errors.New("only the fake homeserver injects faults; tag the scenario " + FakeOnlyTag)
+func (synapseHS) injectFault(fakehs.Fault) (*fakehs.FaultHandle, error) {
+	return nil, errors.New("only the fake homeserver injects faults; tag the scenario " + FakeOnlyTag)
 }

@@ -216,8 +216,8 @@ func (urlHS) importRoom(roomSeed) (id.RoomID, []id.EventID, bool, error) {
 	return "", nil, false, nil
 }
 
-func (urlHS) injectFault(fakehs.Fault) error {
-	return errors.New("only the fake homeserver injects faults; tag the scenario " + FakeOnlyTag)
+func (urlHS) injectFault(fakehs.Fault) (*fakehs.FaultHandle, error) {
+	return nil, errors.New("only the fake homeserver injects faults; tag the scenario " + FakeOnlyTag)
 }
 
 // concurrencyFor is how many scenarios b can run at once given asked, and

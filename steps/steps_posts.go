@@ -3,7 +3,6 @@ package steps
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"maunium.net/go/mautrix"
@@ -25,10 +24,10 @@ func postSteps(w *world) []stepDef {
 			example: `agent-a posts "status: green" top-level in "#dev"`,
 			doc:     "Waits for exactly one m.notice with that body from the agent outside any thread of the room.",
 			fn:      w.stepPostsTopLevel},
-		{area: "posts", pattern: `^([a-z0-9-]+) posts an error notice in the thread$`,
-			example: `agent-a posts an error notice in the thread`,
-			doc:     "Waits for an m.notice from the agent in the current thread that says something failed.",
-			fn:      w.stepErrorNotice},
+		{area: "posts", pattern: `^([a-z0-9-]+) posts an error "([a-z_]+)" in the thread$`,
+			example: `agent-a posts an error "agent_crashed" in the thread`,
+			doc:     "After a barrier, exactly one dev.zooid.error event from the agent in the current thread, with that code and the agent's name, beside exactly one \"⚠ …\" m.notice.",
+			fn:      w.stepErrorPosted},
 		{area: "posts", pattern: `^([a-z0-9-]+) has posted nothing containing "([^"]*)"$`,
 			example: `agent-a has posted nothing containing "sneaky"`,
 			doc:     "No message from the agent in any room of the scenario contains the text (checked now).",
@@ -106,8 +105,9 @@ func (w *world) fromAgent(msgs []seenMsg, agent string) (mine []seenMsg, seen st
 	return mine, fmt.Sprintf("%d messages from %s, newest first:%s", len(mine), agent, b.String())
 }
 
-// waitPost waits until the agent has posted exactly one message matching
-// match in the room, then checks it is an m.notice in the expected place.
+// waitPost waits until the agent has posted a message matching match in the
+// room, then sends a barrier and checks it posted exactly one, an m.notice in
+// the expected place: a duplicate posted after the first is caught too.
 func (w *world) waitPost(ctx context.Context, agent string, r *room, what string, thread id.EventID, match func(seenMsg) bool) error {
 	if err := w.start(ctx); err != nil {
 		return err
@@ -116,7 +116,7 @@ func (w *world) waitPost(ctx context.Context, agent string, r *room, what string
 		return err
 	}
 	var found []seenMsg
-	err := w.eventually(ctx, fmt.Sprintf("%s posts %s in %s", agent, what, r.name), func() (bool, string, error) {
+	look := func() (bool, string, error) {
 		msgs, err := w.readRoom(ctx, r, 3)
 		if err != nil {
 			return false, "", err
@@ -129,8 +129,14 @@ func (w *world) waitPost(ctx context.Context, agent string, r *room, what string
 			}
 		}
 		return len(found) > 0, seen, nil
-	})
-	if err != nil {
+	}
+	if err := w.eventually(ctx, fmt.Sprintf("%s posts %s in %s", agent, what, r.name), look); err != nil {
+		return err
+	}
+	if err := w.barrier(ctx, agent); err != nil {
+		return err
+	}
+	if _, _, err := look(); err != nil {
 		return err
 	}
 	if len(found) != 1 {
@@ -169,16 +175,98 @@ func (w *world) stepPostsTopLevel(ctx context.Context, agent, text, roomName str
 	return w.waitPost(ctx, agent, r, fmt.Sprintf("%q", text), "", func(m seenMsg) bool { return m.body == text })
 }
 
-// failureWords is how an error notice says something went wrong.
-var failureWords = regexp.MustCompile(`(?i)error|fail|crash|exit|stopp|died|unexpected`)
-
-func (w *world) stepErrorNotice(ctx context.Context, agent string) error {
+// stepErrorPosted checks a failure by its machine-readable code: the daemon
+// posts a dev.zooid.error event (code, agent, thread) and a readable notice,
+// and only the code tells a crash from a timeout.
+func (w *world) stepErrorPosted(ctx context.Context, agent, code string) error {
 	if w.thread == nil {
 		return fmt.Errorf("there is no current thread yet")
 	}
-	return w.waitPost(ctx, agent, w.thread.room, "an error notice", w.thread.root, func(m seenMsg) bool {
-		return m.thread == w.thread.root && failureWords.MatchString(m.body)
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	if _, err := w.agent(agent); err != nil {
+		return err
+	}
+	r, root := w.thread.room, w.thread.root
+	uid := w.names().agent(agent)
+	var mine []errorEvent
+	look := func() (bool, string, error) {
+		all, err := w.readErrors(ctx, r)
+		if err != nil {
+			return false, "", err
+		}
+		mine = mine[:0]
+		for _, e := range all {
+			if e.sender == uid && e.thread == root {
+				mine = append(mine, e)
+			}
+		}
+		return len(mine) > 0, fmt.Sprintf("error events in %s: %v", r.name, all), nil
+	}
+	if err := w.eventually(ctx, fmt.Sprintf("%s posts a dev.zooid.error in the thread", agent), look); err != nil {
+		return err
+	}
+	if err := w.barrier(ctx, agent); err != nil {
+		return err
+	}
+	if _, _, err := look(); err != nil {
+		return err
+	}
+	if len(mine) != 1 {
+		return fmt.Errorf("%s posted %d dev.zooid.error events in the thread, want 1: %v", agent, len(mine), mine)
+	}
+	if e := mine[0]; e.code != code || e.agent != agent {
+		return fmt.Errorf("%s's error event has code %q and agent %q, want %q and %q", agent, e.code, e.agent, code, agent)
+	}
+	// The readable notice beside it, for the humans in the thread.
+	return w.waitPost(ctx, agent, r, "an error notice", root, func(m seenMsg) bool {
+		return m.thread == root && strings.HasPrefix(m.body, "⚠ ")
 	})
+}
+
+// errorEvent is a dev.zooid.error event read back from the homeserver.
+type errorEvent struct {
+	sender id.UserID
+	agent  string
+	code   string
+	thread id.EventID
+}
+
+func (e errorEvent) String() string {
+	return fmt.Sprintf("%s code=%s agent=%s thread=%s", e.sender, e.code, e.agent, short(string(e.thread)))
+}
+
+// readErrors reads the dev.zooid.error events among a room's newest 300
+// events, as a human member.
+func (w *world) readErrors(ctx context.Context, r *room) ([]errorEvent, error) {
+	reader := w.humans[w.humanSeq[0]]
+	var out []errorEvent
+	from := ""
+	for range 3 {
+		resp, err := reader.cli.Messages(ctx, r.id, from, "", mautrix.DirectionBackward, nil, 100)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s as %s: %w", r.name, reader.name, err)
+		}
+		for _, ev := range resp.Chunk {
+			if ev.Type.Type != "dev.zooid.error" {
+				continue
+			}
+			e := errorEvent{sender: ev.Sender}
+			e.agent, _ = ev.Content.Raw["agent"].(string)
+			e.code, _ = ev.Content.Raw["code"].(string)
+			if rel, ok := ev.Content.Raw["m.relates_to"].(map[string]any); ok && rel["rel_type"] == "m.thread" {
+				s, _ := rel["event_id"].(string)
+				e.thread = id.EventID(s)
+			}
+			out = append(out, e)
+		}
+		if resp.End == "" || len(resp.Chunk) == 0 {
+			break
+		}
+		from = resp.End
+	}
+	return out, nil
 }
 
 func (w *world) stepPostedNothing(ctx context.Context, agent, text string) error {

@@ -21,7 +21,7 @@ func (w *world) stepProcessStops(ctx context.Context, agent string) error {
 	if _, err := w.agent(agent); err != nil {
 		return err
 	}
-	sessions := w.ctl.Sessions(agent)
+	sessions := w.sessionsOf(agent)
 	if len(sessions) == 0 {
 		return fmt.Errorf("%s has no session yet, so no process to watch", agent)
 	}

@@ -86,9 +86,14 @@ func (w *world) promptWith(agent, text string) (fakeagent.Prompt, bool) {
 	return fakeagent.Prompt{}, false
 }
 
+// barrierMarker is in every barrier mention; the fake agents answer prompts
+// carrying it without consuming a scripted turn.
+const barrierMarker = "harness-barrier"
+
 // barrier proves the daemon has handled everything sent so far for agent: a
 // new top-level mention goes to the agent's first room, and the agent must be
 // prompted with it. Pushes and routing are in order, so earlier events are done.
+// The barrier opens a session of its own; sessionsOf leaves those out.
 func (w *world) barrier(ctx context.Context, agent string) error {
 	a, err := w.agent(agent)
 	if err != nil {
@@ -100,7 +105,7 @@ func (w *world) barrier(ctx context.Context, agent string) error {
 	thread, focus := w.thread, w.focus[agent]
 	defer func() { w.thread, w.focus[agent] = thread, focus }()
 	w.stepSeq++
-	p, err := w.say(ctx, w.humanSeq[0], a.rooms[0], fmt.Sprintf("@%s barrier %d", agent, w.stepSeq), "", true)
+	p, err := w.say(ctx, w.humanSeq[0], a.rooms[0], fmt.Sprintf("@%s %s %d", agent, barrierMarker, w.stepSeq), "", true)
 	if err != nil {
 		return err
 	}
@@ -191,16 +196,38 @@ func (w *world) stepSessions(ctx context.Context, agent string, n int) error {
 		return err
 	}
 	err := w.eventually(ctx, fmt.Sprintf("%s has %d sessions", agent, n), func() (bool, string, error) {
-		got := len(w.ctl.Sessions(agent))
+		got := len(w.sessionsOf(agent))
 		return got >= n, fmt.Sprintf("%d sessions", got), nil
 	})
 	if err != nil {
 		return err
 	}
-	if got := len(w.ctl.Sessions(agent)); got != n {
+	// A session opened late (a duplicate wake) must still be caught.
+	if err := w.barrier(ctx, agent); err != nil {
+		return err
+	}
+	if got := len(w.sessionsOf(agent)); got != n {
 		return fmt.Errorf("%s has had %d sessions, want %d; %s", agent, got, n, w.promptsSeen(agent))
 	}
 	return nil
+}
+
+// sessionsOf is the agent's session/new requests, less the sessions barriers
+// opened (each barrier is a new thread, so its session holds only the barrier).
+func (w *world) sessionsOf(agent string) []fakeagent.SessionInfo {
+	probe := map[acp.SessionId]bool{}
+	for _, p := range w.ctl.Prompts(agent) {
+		if strings.Contains(p.Text, barrierMarker) {
+			probe[p.SessionID] = true
+		}
+	}
+	var out []fakeagent.SessionInfo
+	for _, s := range w.ctl.Sessions(agent) {
+		if !probe[s.SessionID] {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // lastSession waits for the agent's first session/new and returns the latest.

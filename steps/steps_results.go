@@ -15,14 +15,14 @@ func resultSteps(w *world) []stepDef {
 			example: `the call succeeds`,
 			doc:     "The last call returned a JSON object and no error.",
 			fn:      w.stepSucceeds},
-		{area: "results", pattern: `^the call fails with an error starting "([^"]+)"$`,
-			example: `the call fails with an error starting "invalid_cursor"`,
-			doc:     "The last call returned a tool result with isError whose text starts with the code.",
-			fn:      w.stepFailsWith},
-		{area: "results", pattern: `^the call is refused$`,
-			example: `the call is refused`,
-			doc:     "The last call failed, as a tool error or a protocol error, and nothing else.",
-			fn:      w.stepRefused},
+		{area: "results", pattern: `^the call is refused with "([a-z_]+)"$`,
+			example: `the call is refused with "invalid_cursor"`,
+			doc:     "The last call returned a tool result (not a protocol or bridge error) with isError, whose text is \"code: message\" with exactly that code.",
+			fn:      w.stepRefusedWith},
+		{area: "results", pattern: `^the call is refused as an unknown tool$`,
+			example: `the call is refused as an unknown tool`,
+			doc:     "The last call got the MCP answer for a tool not offered to the session: a JSON-RPC invalid-params error naming the tool (not a tool result, not a broken bridge).",
+			fn:      w.stepUnknownTool},
 		{area: "results", pattern: `^the result includes (\{.*\})$`,
 			example: `the result includes {"members": [{"id": "@agent-a", "is_agent": true, "agent_name": "agent-a"}]}`,
 			doc:     "The last result contains the JSON: objects by subset, arrays by each expected element matching some actual one.",
@@ -143,24 +143,33 @@ func (w *world) stepSucceeds() error {
 	return err
 }
 
-func (w *world) stepFailsWith(code string) error {
+// stepRefusedWith checks a refusal by its code. A protocol error (the bridge
+// or the MCP layer failing) is not a refusal: the daemon refuses with a tool
+// result a model can read, so accepting any error would let a broken bridge pass.
+func (w *world) stepRefusedWith(code string) error {
 	c, err := w.lastCall()
 	if err != nil {
 		return err
 	}
-	if !c.res.IsError || !strings.HasPrefix(c.res.Text, code) {
-		return fmt.Errorf("want a tool error starting %q, got %s", code, c)
+	if c.res.Err != "" {
+		return fmt.Errorf("want a tool result refusing with %q, got a protocol error: %s", code, c)
+	}
+	if !c.res.IsError || !strings.HasPrefix(c.res.Text, code+": ") {
+		return fmt.Errorf("want a tool result with isError and text %q…, got %s", code+": ", c)
 	}
 	return nil
 }
 
-func (w *world) stepRefused() error {
+// stepUnknownTool checks the MCP refusal of a tool the session was not
+// offered. MCP makes it a protocol error (invalid params), so it is told from a
+// broken bridge by its JSON-RPC code and by naming the tool.
+func (w *world) stepUnknownTool() error {
 	c, err := w.lastCall()
 	if err != nil {
 		return err
 	}
-	if !c.res.IsError && c.res.Err == "" {
-		return fmt.Errorf("want the call refused, got %s", c)
+	if !c.res.InvalidParams || !strings.Contains(c.res.Err, "'"+c.tool+"' not found") {
+		return fmt.Errorf("want a JSON-RPC invalid-params error saying %s is not found, got %s", c.tool, c)
 	}
 	return nil
 }

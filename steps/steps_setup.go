@@ -2,6 +2,7 @@ package steps
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -60,6 +61,10 @@ func setupSteps(w *world) []stepDef {
 			example: `the homeserver answers the next 2 PUT /_matrix/client/v3/rooms/*/send/*/* from agent-a with 429 M_LIMIT_EXCEEDED`,
 			doc:     "Programs a fault on the fake homeserver (path.Match pattern, * is one segment), optionally only for one user's requests; @fake-only.",
 			fn:      w.stepFault},
+		{area: "setup", pattern: `^the homeserver's last fault fired (once|twice|\d+ times)$`,
+			example: `the homeserver's last fault fired twice`,
+			doc:     "Waits until the most recently programmed fault has applied to that many requests, and checks it applied to no more. Every programmed fault is also checked when the scenario passes: a \"the next N\" fault must have fired N times, an \"every\" fault at least once.",
+			fn:      func(ctx context.Context, n string) error { return w.stepFaultFired(ctx, times(n)) }},
 		{area: "setup", pattern: `^([a-z0-9-]+) is answering a mention in "(#[a-z0-9-]+)"$`,
 			example: `agent-a is answering a mention in "#ops"`,
 			doc:     "The first human mentions the agent top-level in the room and waits until it is prompted; that thread becomes the current one.",
@@ -163,7 +168,54 @@ func (w *world) stepFault(ctx context.Context, count, method, path, who, status,
 			return fmt.Errorf("fault for %q: declare the user or agent first", who)
 		}
 	}
-	return w.lease.hs.injectFault(f)
+	h, err := w.lease.hs.injectFault(f)
+	if err != nil {
+		return err
+	}
+	w.faults = append(w.faults, &programmedFault{what: fmt.Sprintf("%s %s %s %s", count, method, path, status), handle: h})
+	return nil
+}
+
+// programmedFault is a fault a step injected, kept so the scenario can show
+// it fired: see stepFaultFired and faultsUsed.
+type programmedFault struct {
+	what   string
+	handle *fakehs.FaultHandle
+}
+
+func (w *world) stepFaultFired(ctx context.Context, n int) error {
+	if len(w.faults) == 0 {
+		return fmt.Errorf("no fault has been programmed")
+	}
+	f := w.faults[len(w.faults)-1]
+	err := w.eventually(ctx, fmt.Sprintf("the fault (%s) fires %d times", f.what, n), func() (bool, string, error) {
+		got := f.handle.Hits()
+		return got >= n, fmt.Sprintf("%d hits", got), nil
+	})
+	if err != nil {
+		return err
+	}
+	if got := f.handle.Hits(); got != n {
+		return fmt.Errorf("the fault (%s) fired %d times, want %d", f.what, got, n)
+	}
+	return nil
+}
+
+// faultsUsed is checked when a scenario has passed: a "the next N" fault must
+// have fired N times and an "every" fault at least once, or the scenario
+// passed without the misbehaviour it was written to survive.
+func (w *world) faultsUsed() error {
+	var errs []error
+	for _, f := range w.faults {
+		got, want := f.handle.Hits(), f.handle.Fault().Count
+		switch {
+		case want > 0 && got != want:
+			errs = append(errs, fmt.Errorf("the fault (%s) fired %d times, want %d", f.what, got, want))
+		case want == 0 && got == 0:
+			errs = append(errs, fmt.Errorf("the fault (%s) never fired", f.what))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (w *world) stepAnswering(ctx context.Context, agent, roomName string) error {

@@ -47,6 +47,7 @@ type world struct {
 	pushes  int
 	stepSeq int
 
+	faults      []*programmedFault
 	idleTimeout time.Duration // zooid.yaml idle_timeout; zero: the daemon's default
 	http        *httpAnswer   // the last answer of an HTTP-bound agent
 }

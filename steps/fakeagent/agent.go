@@ -449,8 +449,13 @@ func (a *agent) callTool(ctx context.Context, s *session, name string, args map[
 			break
 		}
 	}
+	if target == nil && len(s.mcps) > 0 {
+		// A real client may call a tool it was not offered (a stale list, a
+		// model guessing): the server must refuse it, so send it to the first.
+		target = s.mcps[0]
+	}
 	if target == nil {
-		res.Err = fmt.Sprintf("no MCP server of this session offers tool %q", name)
+		res.Err = fmt.Sprintf("no MCP server in this session to offer tool %q", name)
 		a.report("tool_result", res)
 		return nil
 	}
@@ -471,6 +476,7 @@ func (a *agent) callTool(ctx context.Context, s *session, name string, args map[
 	switch {
 	case err != nil:
 		res.Err = err.Error()
+		res.InvalidParams = errors.Is(err, mcp.ErrInvalidParams)
 		status = acp.ToolCallStatusFailed
 	default:
 		res.IsError = out.IsError

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -53,6 +54,7 @@ type Controller struct {
 	cancels     map[string][]Cancel
 	permissions map[string][]PermissionResult
 	mcpErrors   map[string][]MCPError
+	unscripted  string // prompts containing it leave the script alone
 	closeOnce   sync.Once
 }
 
@@ -210,7 +212,9 @@ func (c *Controller) handle(proc *hello, m message, reply *message) error {
 		}
 		p.At = now
 		c.mu.Lock()
-		if q := c.queues[m.Agent]; len(q) > 0 {
+		if c.unscripted != "" && strings.Contains(p.Text, c.unscripted) {
+			reply.Turn = Turn{Say(DefaultReply)}
+		} else if q := c.queues[m.Agent]; len(q) > 0 {
 			reply.Turn, c.queues[m.Agent] = q[0], q[1:]
 		} else {
 			reply.Turn = Turn{Say(DefaultReply)}
@@ -294,6 +298,15 @@ func (c *Controller) Queue(agent string, turns ...Turn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.queues[agent] = append(c.queues[agent], turns...)
+}
+
+// Unscripted makes prompts containing marker get the default reply without
+// consuming a queued turn: a harness probe (a barrier) must not eat a turn the
+// scenario scripted for a real prompt.
+func (c *Controller) Unscripted(marker string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unscripted = marker
 }
 
 // Pending is the number of queued turns not yet consumed by agent.

@@ -130,7 +130,7 @@ func TestToolCallsThroughStdioMCPServer(t *testing.T) {
 	if err != nil || stop != acp.StopReasonEndTurn {
 		t.Fatalf("prompt: %q %v", stop, err)
 	}
-	if toolCalls != 3 || toolUpdates != 3 || !slices.Equal(texts, []string{"all done"}) {
+	if toolCalls != 4 || toolUpdates != 4 || !slices.Equal(texts, []string{"all done"}) {
 		t.Fatalf("updates: %d tool calls, %d tool updates, texts %q", toolCalls, toolUpdates, texts)
 	}
 
@@ -144,7 +144,7 @@ func TestToolCallsThroughStdioMCPServer(t *testing.T) {
 	if r := rs[1]; r.Tool != "fail" || !r.IsError || r.Text != "this tool always fails" {
 		t.Errorf("fail result %+v", r)
 	}
-	if r := rs[2]; r.Err == "" || !strings.Contains(r.Err, "nonexistent") {
+	if r := rs[2]; r.Err == "" || !r.InvalidParams || !strings.Contains(r.Err, "nonexistent") {
 		t.Errorf("missing tool result %+v", r)
 	}
 	st, _ := rs[3].Structured.(map[string]any)

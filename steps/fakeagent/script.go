@@ -105,6 +105,10 @@ type ToolResult struct {
 	Structured any    `json:"structured,omitempty"`
 	// Err is a protocol-level error (no such tool, MCP failure); empty on success.
 	Err string `json:"err,omitempty"`
+	// InvalidParams says Err is the server's JSON-RPC "invalid params"
+	// (-32602), which MCP answers for a tool the server does not offer; a
+	// broken bridge or transport fails otherwise.
+	InvalidParams bool `json:"invalid_params,omitempty"`
 }
 
 // Cancel is one session/cancel the agent received.

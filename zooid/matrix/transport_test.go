@@ -562,9 +562,12 @@ func TestSyncRecoversFromFailures(t *testing.T) {
 	if _, err := e.human.JoinRoomByID(ctx, general); err != nil {
 		t.Fatal(err)
 	}
-	e.hs.InjectFault(fakehs.Fault{Method: http.MethodGet, PathPattern: "/_matrix/client/v3/sync", Status: http.StatusBadGateway, Errcode: "M_UNKNOWN", Count: 4})
+	h := e.hs.InjectFault(fakehs.Fault{Method: http.MethodGet, PathPattern: "/_matrix/client/v3/sync", Status: http.StatusBadGateway, Errcode: "M_UNKNOWN", Count: 4})
 	sendText(t, e.human, general, "through the storm")
 	rec.waitBodies(t, general, "through the storm")
+	if n := h.Hits(); n != 4 {
+		t.Fatalf("the 502 fault fired %d times, want 4: the storm was not weathered", n)
+	}
 }
 
 func TestInboxSurvivesRestart(t *testing.T) {
@@ -627,7 +630,7 @@ func TestSendRetriesWithSameTxn(t *testing.T) {
 		return &event.MessageEventContent{MsgType: event.MsgNotice, Body: b}
 	}
 
-	e.hs.InjectFault(fakehs.Fault{Method: http.MethodPut, PathPattern: sendPath, Status: http.StatusTooManyRequests, Errcode: "M_LIMIT_EXCEEDED", RetryAfter: 30 * time.Millisecond, Count: 2})
+	limited := e.hs.InjectFault(fakehs.Fault{Method: http.MethodPut, PathPattern: sendPath, Status: http.StatusTooManyRequests, Errcode: "M_LIMIT_EXCEEDED", RetryAfter: 30 * time.Millisecond, Count: 2})
 	eid, err := tr.Send(ctx, userA, general, event.EventMessage, msg("rate limited"), "txn-429")
 	if err != nil {
 		t.Fatalf("send through 429s: %v", err)
@@ -639,17 +642,23 @@ func TestSendRetriesWithSameTxn(t *testing.T) {
 	if n := countBody("rate limited"); n != 1 {
 		t.Fatalf("%d events posted, want 1", n)
 	}
+	if n := limited.Hits(); n != 2 {
+		t.Fatalf("the 429 fault fired %d times, want 2", n)
+	}
 
-	e.hs.InjectFault(fakehs.Fault{Method: http.MethodPut, PathPattern: sendPath, Status: http.StatusInternalServerError, Errcode: "M_UNKNOWN", Count: 1})
-	e.hs.InjectFault(fakehs.Fault{Method: http.MethodPut, PathPattern: sendPath, Drop: true, Count: 1})
+	failed := e.hs.InjectFault(fakehs.Fault{Method: http.MethodPut, PathPattern: sendPath, Status: http.StatusInternalServerError, Errcode: "M_UNKNOWN", Count: 1})
+	dropped := e.hs.InjectFault(fakehs.Fault{Method: http.MethodPut, PathPattern: sendPath, Drop: true, Count: 1})
 	if _, err := tr.Send(ctx, userB, general, event.EventMessage, msg("flaky"), "txn-5xx"); err != nil {
 		t.Fatalf("send through 500 and a dropped connection: %v", err)
 	}
 	if n := countBody("flaky"); n != 1 {
 		t.Fatalf("%d flaky events posted, want 1", n)
 	}
+	if f, d := failed.Hits(), dropped.Hits(); f != 1 || d != 1 {
+		t.Fatalf("the 500 fault fired %d times and the drop %d, want 1 each", f, d)
+	}
 
-	e.hs.InjectFault(fakehs.Fault{Method: http.MethodPut, PathPattern: sendPath, Status: http.StatusForbidden, Errcode: "M_FORBIDDEN", Count: 2})
+	forbidden := e.hs.InjectFault(fakehs.Fault{Method: http.MethodPut, PathPattern: sendPath, Status: http.StatusForbidden, Errcode: "M_FORBIDDEN", Count: 2})
 	_, err = tr.Send(ctx, userA, general, event.EventMessage, msg("forbidden"), "txn-403")
 	var httpErr mautrix.HTTPError
 	if err == nil || !strings.Contains(err.Error(), "M_FORBIDDEN") || !errors.As(err, &httpErr) {
@@ -664,6 +673,9 @@ func TestSendRetriesWithSameTxn(t *testing.T) {
 	}
 	if n := countBody("forbidden"); n != 0 {
 		t.Fatalf("forbidden posted %d times", n)
+	}
+	if n := forbidden.Hits(); n != 2 {
+		t.Fatalf("the 403 fault fired %d times, want 2", n)
 	}
 }
 
