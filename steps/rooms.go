@@ -10,6 +10,8 @@ import (
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // busySpec is a generated room history: total messages, of which threads are
@@ -228,14 +230,12 @@ func (w *world) clientFor(ctx context.Context, uid id.UserID) (*mautrix.Client, 
 	return cli, nil
 }
 
-// threadRelation is the m.relates_to of a threaded reply; inReplyTo is the
-// latest event of the thread for clients without thread support.
-func threadRelation(root, inReplyTo id.EventID) map[string]any {
+// threadRelation is the m.relates_to of a human's threaded reply; inReplyTo is
+// the latest event of the thread (the root when empty) for clients without
+// thread support.
+func threadRelation(root, inReplyTo id.EventID) *event.RelatesTo {
 	if inReplyTo == "" {
 		inReplyTo = root
 	}
-	return map[string]any{
-		"rel_type": "m.thread", "event_id": string(root), "is_falling_back": true,
-		"m.in_reply_to": map[string]any{"event_id": string(inReplyTo)},
-	}
+	return zevent.ThreadReply(root, inReplyTo)
 }

@@ -11,10 +11,9 @@ import (
 
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
-)
 
-// sessionReset is the event a client sends for /clear in a thread.
-var sessionReset = event.Type{Type: "dev.zooid.session_reset", Class: event.MessageEventType}
+	"github.com/zooid-dev/zooid/zooid/zevent"
+)
 
 func humanSteps(w *world) []stepDef {
 	return []stepDef{
@@ -104,8 +103,8 @@ func (w *world) stepClears(ctx context.Context, who string) error {
 	if w.thread == nil {
 		return fmt.Errorf("there is no current thread to clear")
 	}
-	content := map[string]any{"m.relates_to": map[string]any{"rel_type": "m.thread", "event_id": string(w.thread.root)}}
-	if _, err := h.cli.SendMessageEvent(ctx, w.thread.room.id, sessionReset, content); err != nil {
+	content := &zevent.SessionResetEventContent{RelatesTo: zevent.InThread(w.thread.root)}
+	if _, err := h.cli.SendMessageEvent(ctx, w.thread.room.id, zevent.EventSessionReset, content); err != nil {
 		return fmt.Errorf("%s sending /clear: %w", who, err)
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 func postSteps(w *world) []stepDef {
@@ -70,10 +72,7 @@ func (w *world) readRoom(ctx context.Context, r *room, pages int) ([]seenMsg, er
 			m := seenMsg{id: ev.ID, sender: ev.Sender}
 			m.msgtype, _ = ev.Content.Raw["msgtype"].(string)
 			m.body, _ = ev.Content.Raw["body"].(string)
-			if rel, ok := ev.Content.Raw["m.relates_to"].(map[string]any); ok && rel["rel_type"] == "m.thread" {
-				s, _ := rel["event_id"].(string)
-				m.thread = id.EventID(s)
-			}
+			m.thread = zevent.ThreadRoot(ev)
 			out = append(out, m)
 		}
 		if resp.End == "" || len(resp.Chunk) == 0 {

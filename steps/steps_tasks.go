@@ -15,6 +15,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/steps/fakeagent"
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // taskSteps is the vocabulary of task threads (behaviour §5). Tasks are named
@@ -260,7 +261,7 @@ func (w *world) stepStartedThreads(ctx context.Context, caller string, n int, ro
 		}
 		roots = roots[:0]
 		for _, m := range msgs {
-			if _, ok := m.content["dev.zooid.thread_start"]; ok && m.ev.Sender == uid {
+			if _, ok := m.content[zevent.KeyThreadStart]; ok && m.ev.Sender == uid {
 				roots = append(roots, m)
 			}
 		}
@@ -280,18 +281,8 @@ func (w *world) stepStartedThreads(ctx context.Context, caller string, n int, ro
 		if m.thread != "" {
 			return fmt.Errorf("%s's root is in thread %s, want top-level", t, m.thread)
 		}
-		var ts struct {
-			Version   int    `json:"version"`
-			Assignee  string `json:"assignee"`
-			AttemptID string `json:"attempt_id"`
-			Parent    struct {
-				Agent      string     `json:"agent"`
-				ThreadRoot id.EventID `json:"thread_root"`
-				SessionKey string     `json:"session_key"`
-			} `json:"parent"`
-			Notify string `json:"notify"`
-		}
-		raw, _ := json.Marshal(m.content["dev.zooid.thread_start"])
+		var ts zevent.ThreadStart
+		raw, _ := json.Marshal(m.content[zevent.KeyThreadStart])
 		if err := json.Unmarshal(raw, &ts); err != nil {
 			return fmt.Errorf("%s: dev.zooid.thread_start %s: %w", t, raw, err)
 		}
@@ -380,7 +371,7 @@ func resultNotices(msgs []rawMsg, t *taskRef) []rawMsg {
 		if m.ev.Type.Type != "m.room.message" {
 			continue
 		}
-		r, ok := m.content["dev.zooid.thread_result"].(map[string]any)
+		r, ok := m.content[zevent.KeyThreadResult].(map[string]any)
 		if ok && r["thread_id"] == string(t.thread) {
 			out = append(out, m)
 		}

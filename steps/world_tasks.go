@@ -24,6 +24,7 @@ import (
 	"github.com/zooid-dev/zooid/steps/fakeagent"
 	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/daemon"
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // taskWorld is what the task steps remember of a scenario beyond the shared
@@ -195,10 +196,7 @@ func (w *world) readRaw(ctx context.Context, r *room) ([]rawMsg, error) {
 			if m.content == nil {
 				_ = json.Unmarshal(ev.Content.VeryRaw, &m.content)
 			}
-			if rel, ok := m.content["m.relates_to"].(map[string]any); ok && rel["rel_type"] == "m.thread" {
-				s, _ := rel["event_id"].(string)
-				m.thread = id.EventID(s)
-			}
+			m.thread = zevent.ThreadRoot(ev)
 			out = append(out, m)
 		}
 		if resp.End == "" || len(resp.Chunk) == 0 {
@@ -214,7 +212,7 @@ func (w *world) readRaw(ctx context.Context, r *room) ([]rawMsg, error) {
 func threadResults(msgs []rawMsg) []rawMsg {
 	var out []rawMsg
 	for _, m := range msgs {
-		if m.ev.Type.Type == "dev.zooid.thread_result" {
+		if m.ev.Type.Type == zevent.EventThreadResult.Type {
 			out = append(out, m)
 		}
 	}

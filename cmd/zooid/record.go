@@ -231,17 +231,6 @@ func shortNames(users []id.UserID, strip []string) (map[id.UserID]string, error)
 	return out, nil
 }
 
-// relatesTo is the part of m.relates_to a recording keeps.
-type relatesTo struct {
-	RelType       string     `json:"rel_type"`
-	EventID       id.EventID `json:"event_id"`
-	Key           string     `json:"key"`
-	IsFallingBack bool       `json:"is_falling_back"`
-	InReplyTo     *struct {
-		EventID id.EventID `json:"event_id"`
-	} `json:"m.in_reply_to"`
-}
-
 // recordedEvent converts one event; ok is false when it relates to an event
 // outside the recording.
 func recordedEvent(e *event.Event, index map[id.EventID]int, names map[id.UserID]string) (scenarios.Event, bool, error) {
@@ -256,13 +245,13 @@ func recordedEvent(e *event.Event, index map[id.EventID]int, names map[id.UserID
 	if raw, has := content["m.relates_to"]; has {
 		delete(content, "m.relates_to")
 		b, _ := json.Marshal(raw)
-		var rel relatesTo
+		var rel event.RelatesTo
 		if err := json.Unmarshal(b, &rel); err != nil {
 			return out, false, fmt.Errorf("m.relates_to: %w", err)
 		}
 		target := func(eid id.EventID) (int, bool) { i, ok := index[eid]; return i, ok }
 		var ok bool
-		switch rel.RelType {
+		switch string(rel.Type) {
 		case "":
 		case scenarios.RelThread:
 			if out.Thread, ok = target(rel.EventID); !ok {
@@ -278,12 +267,12 @@ func recordedEvent(e *event.Event, index map[id.EventID]int, names map[id.UserID
 			}
 			out.Key = rel.Key
 		default:
-			return out, false, errors.New("relation " + rel.RelType + " is not one a recording keeps (m.thread, m.replace, m.annotation, m.in_reply_to)")
+			return out, false, errors.New("relation " + string(rel.Type) + " is not one a recording keeps (m.thread, m.replace, m.annotation, m.in_reply_to)")
 		}
 		// A thread's fallback m.in_reply_to only says "latest in thread"; a
 		// real one says which message is answered.
-		if rel.InReplyTo != nil && rel.InReplyTo.EventID != "" && !(rel.RelType == scenarios.RelThread && rel.IsFallingBack) && out.Edits < 0 && out.ReactsTo < 0 {
-			if out.ReplyTo, ok = target(rel.InReplyTo.EventID); !ok {
+		if reply := rel.GetNonFallbackReplyTo(); reply != "" && out.Edits < 0 && out.ReactsTo < 0 {
+			if out.ReplyTo, ok = target(reply); !ok {
 				return out, false, nil
 			}
 		}

@@ -13,6 +13,8 @@ import (
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // relationsPages walks /v1/.../relations/{root}/m.thread in dir with limit through mautrix.
@@ -260,12 +262,12 @@ func (s *suite) testThreads(t *testing.T) {
 		root := s.sendText(t, alice, room, l[0])
 		reply := s.sendThreadReply(t, alice, room, root, "reply")
 		// The daemon's /clear marker and task results are custom event types in the thread.
-		reset := s.send(t, alice, room, event.Type{Type: "dev.zooid.session_reset", Class: event.MessageEventType}, map[string]any{
+		reset := s.send(t, alice, room, zevent.EventSessionReset, map[string]any{
 			"m.relates_to": map[string]any{"rel_type": "m.thread", "event_id": root},
 		})
 		rels := relationsPages(t, alice, room, root, mautrix.DirectionForward, 10)
 		MustEqualStrings(t, "thread relations of every type", eventIDs(rels), []string{string(reply), string(reset)})
-		if rels[1].Type.Type != "dev.zooid.session_reset" {
+		if rels[1].Type.Type != zevent.EventSessionReset.Type {
 			t.Fatalf("relations returned type %q for the reset marker", rels[1].Type.Type)
 		}
 		// Synapse counts every event in the thread and makes the custom one the latest.

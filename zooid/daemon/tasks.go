@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/zooid-dev/zooid/zooid/tasks"
 	"github.com/zooid-dev/zooid/zooid/tools"
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // taskAgents is the task manager's view of zooid.yaml: an agent's user and the
@@ -36,22 +36,14 @@ func (d *Daemon) wakeCaller(parent tasks.Parent, text string, delivered func()) 
 	d.sessions.enqueue(sessionKey{agent: parent.Agent, room: parent.Room, thread: parent.ThreadRoot}, req)
 }
 
-// taskRootContent is the part of a task root the daemon reads.
-type taskRootContent struct {
-	Start *struct {
-		AttemptID string `json:"attempt_id"`
-		Assignee  string `json:"assignee"`
-	} `json:"dev.zooid.thread_start"`
-}
-
 // noteTaskRoot binds a task root the homeserver delivered to its task, so the
 // assignee's session is gated as an assignee from its first turn.
 func (d *Daemon) noteTaskRoot(ev *event.Event) (tasks.Task, bool) {
-	var c taskRootContent
-	if err := json.Unmarshal(ev.Content.VeryRaw, &c); err != nil || c.Start == nil || c.Start.AttemptID == "" {
+	start, ok := zevent.ThreadStartOf(ev)
+	if !ok || start.AttemptID == "" {
 		return tasks.Task{}, false
 	}
-	return d.tasks.TaskForRoot(ev.RoomID, ev.ID, ev.Sender, c.Start.AttemptID)
+	return d.tasks.TaskForRoot(ev.RoomID, ev.ID, ev.Sender, start.AttemptID)
 }
 
 // kindFor is the tool gating of a session: the assignee of an open task may

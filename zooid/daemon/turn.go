@@ -15,6 +15,7 @@ import (
 
 	"github.com/zooid-dev/zooid/zooid/acpagent"
 	"github.com/zooid-dev/zooid/zooid/tools"
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // agentSession is a session's live agent: its process, ACP session and the
@@ -263,10 +264,10 @@ func (p *poster) txnID(kind string) string {
 	return "zooid." + hex.EncodeToString(h[:12])
 }
 
-// relation puts a message in the session's thread, replying to the trigger as
-// Element does so clients without thread support still show context.
+// relation puts a message in the session's thread, replying to the trigger so
+// clients without thread support still show context.
 func (p *poster) relation() *event.RelatesTo {
-	return (&event.RelatesTo{}).SetThread(p.thread, p.trigger)
+	return zevent.ThreadReply(p.thread, p.trigger)
 }
 
 // prose posts the agent's own words as an m.notice in the thread; blank text
@@ -302,20 +303,11 @@ func (p *poster) send(ctx context.Context, text string, mentions []id.UserID) {
 
 // failure posts a machine-readable dev.zooid.error event and a readable notice.
 func (p *poster) failure(ctx context.Context, code, text string) {
-	content := map[string]any{
-		"agent":     p.agent,
-		"code":      code,
-		"error":     text,
-		"thread_id": p.thread,
-		"m.relates_to": map[string]any{
-			"rel_type": "m.thread", "event_id": p.thread,
-		},
+	content := &zevent.ErrorEventContent{
+		Agent: p.agent, Code: code, Error: text, ThreadID: p.thread, RelatesTo: zevent.InThread(p.thread),
 	}
-	if _, err := p.d.transport.Send(ctx, p.as, p.room, EventError, content, p.txnID("error")); err != nil {
+	if _, err := p.d.transport.Send(ctx, p.as, p.room, zevent.EventError, content, p.txnID("error")); err != nil {
 		p.d.log.Error("posting error event", "agent", p.agent, "err", err)
 	}
 	p.notice(ctx, "⚠ "+text)
 }
-
-// EventError is the custom event posted in a thread when an agent fails.
-var EventError = event.Type{Type: "dev.zooid.error", Class: event.MessageEventType}

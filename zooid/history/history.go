@@ -22,6 +22,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/tools"
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // Options configure a History.
@@ -145,16 +146,11 @@ func httpStatus(err error) int {
 
 // rawContent is the part of an m.room.message content history needs.
 type rawContent struct {
-	MsgType    string          `json:"msgtype"`
-	Body       string          `json:"body"`
-	FileName   string          `json:"filename"`
-	RelatesTo  *rawRelation    `json:"m.relates_to"`
-	NewContent json.RawMessage `json:"m.new_content"`
-}
-
-type rawRelation struct {
-	RelType string     `json:"rel_type"`
-	EventID id.EventID `json:"event_id"`
+	MsgType    string           `json:"msgtype"`
+	Body       string           `json:"body"`
+	FileName   string           `json:"filename"`
+	RelatesTo  *event.RelatesTo `json:"m.relates_to"`
+	NewContent json.RawMessage  `json:"m.new_content"`
 }
 
 func parseContent(evt *event.Event) (rawContent, bool) {
@@ -168,13 +164,13 @@ func parseContent(evt *event.Event) (rawContent, bool) {
 	return rc, true
 }
 
-// threadOf returns the thread root an event replies in, if any.
+// threadOf returns the thread root a message replies in, if any. Only messages
+// count: other events in a thread (a /clear, a task result) are not history.
 func threadOf(evt *event.Event) id.EventID {
-	rc, ok := parseContent(evt)
-	if !ok || rc.RelatesTo == nil || rc.RelatesTo.RelType != string(event.RelThread) {
+	if evt == nil || evt.Type != event.EventMessage {
 		return ""
 	}
-	return rc.RelatesTo.EventID
+	return zevent.ThreadRoot(evt)
 }
 
 // text renders an event as history text; ok is false for what is not history
@@ -184,7 +180,7 @@ func text(evt *event.Event) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	if rc.RelatesTo != nil && rc.RelatesTo.RelType == string(event.RelReplace) {
+	if rc.RelatesTo != nil && rc.RelatesTo.Type == event.RelReplace {
 		return "", false // an edit: the original carries the latest text
 	}
 	if evt.Unsigned.Relations != nil && evt.Unsigned.Relations.LatestEdit != nil {
@@ -627,8 +623,7 @@ func (h *History) Send(ctx context.Context, c tools.Caller, room string, thread 
 		}); err == nil && len(resp.Chunk) > 0 && threadOf(resp.Chunk[0]) == thread {
 			latest = resp.Chunk[0].ID
 		}
-		// As Element does: the thread relation with a reply fallback to the latest event.
-		content.RelatesTo = (&event.RelatesTo{}).SetThread(thread, latest)
+		content.RelatesTo = zevent.ThreadReply(thread, latest)
 	}
 	if ids := userMention.FindAllString(body, -1); len(ids) > 0 {
 		if members, err := cli.JoinedMembers(ctx, target); err == nil {

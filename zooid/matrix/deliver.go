@@ -150,7 +150,8 @@ func decodeEvent(rec inboxRecord) (*event.Event, error) {
 	} else {
 		ev.Type.Class = event.MessageEventType
 	}
-	// Unknown (custom) types stay unparsed; their content is in ev.Content.Raw.
+	// Types nobody registered in event.TypeMap stay unparsed (zevent registers
+	// Zooid's own); their content is in ev.Content.Raw.
 	_ = ev.Content.ParseRaw(ev.Type)
 	return ev, nil
 }

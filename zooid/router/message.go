@@ -3,16 +3,8 @@ package router
 import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
-)
 
-// Custom event types and content fields of the Zooid protocol.
-const (
-	// SessionResetType is the /clear event: it ends the agents' sessions for its thread.
-	SessionResetType = "dev.zooid.session_reset"
-	// ThreadStartField marks a task root; its "assignee" is the agent the task is for.
-	ThreadStartField = "dev.zooid.thread_start"
-	// ThreadResultField marks a task's result; such messages never wake anyone.
-	ThreadResultField = "dev.zooid.thread_result"
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // Message is the routing-relevant view of one Matrix event.
@@ -25,9 +17,12 @@ type Message struct {
 	// Mentions is the event's m.mentions, nil when the event has none.
 	Mentions *event.Mentions
 	// ThreadRoot is the thread the event is in, "" when it is top-level.
-	ThreadRoot   id.EventID
+	ThreadRoot id.EventID
+	// IsTaskRoot marks a root carrying dev.zooid.thread_start; TaskAssignee is its
+	// assignee, the one agent the root wakes.
 	IsTaskRoot   bool
 	TaskAssignee string
+	// IsTaskResult marks content carrying dev.zooid.thread_result: it wakes nobody.
 	IsTaskResult bool
 	// IsReset marks a dev.zooid.session_reset event (/clear); Route ignores it and the
 	// caller passes its thread to Reset.
@@ -43,9 +38,9 @@ func MessageFromEvent(ev *event.Event) (Message, bool) {
 	}
 	m := Message{Room: ev.RoomID, EventID: ev.ID, Sender: ev.Sender}
 	switch ev.Type.Type {
-	case SessionResetType:
+	case zevent.EventSessionReset.Type:
 		m.IsReset = true
-		m.ThreadRoot = threadOf(ev.Content.Raw)
+		m.ThreadRoot = zevent.ThreadRoot(ev)
 		return m, true
 	case event.EventMessage.Type:
 	default:
@@ -72,29 +67,11 @@ func MessageFromEvent(ev *event.Event) (Message, bool) {
 	m.Body = content.Body
 	m.MsgType = string(content.MsgType)
 	m.Mentions = content.Mentions
-	if content.RelatesTo != nil {
-		m.ThreadRoot = content.RelatesTo.GetThreadParent()
-	}
-	raw := ev.Content.Raw
-	if start, ok := raw[ThreadStartField].(map[string]any); ok {
+	m.ThreadRoot = zevent.ThreadRoot(ev)
+	if start, ok := zevent.ThreadStartOf(ev); ok {
 		m.IsTaskRoot = true
-		m.TaskAssignee, _ = start["assignee"].(string)
+		m.TaskAssignee = start.Assignee
 	}
-	if _, ok := raw[ThreadResultField]; ok {
-		m.IsTaskResult = true
-	}
+	m.IsTaskResult = zevent.HasThreadResult(ev)
 	return m, true
-}
-
-// threadOf reads an m.thread relation from raw content.
-func threadOf(raw map[string]any) id.EventID {
-	rel, ok := raw["m.relates_to"].(map[string]any)
-	if !ok {
-		return ""
-	}
-	if t, _ := rel["rel_type"].(string); t != string(event.RelThread) {
-		return ""
-	}
-	e, _ := rel["event_id"].(string)
-	return id.EventID(e)
 }

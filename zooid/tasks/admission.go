@@ -14,39 +14,8 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/tools"
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
-
-// ThreadStartVersion is the version of the dev.zooid.thread_start content.
-const ThreadStartVersion = 1
-
-// ThreadStartKey is the content field of a task root that describes the task.
-const ThreadStartKey = "dev.zooid.thread_start"
-
-// ThreadStart is the dev.zooid.thread_start content of a task root.
-type ThreadStart struct {
-	Version   int               `json:"version"`
-	Assignee  string            `json:"assignee"`
-	AttemptID string            `json:"attempt_id"`
-	Parent    ThreadStartParent `json:"parent"`
-	Notify    string            `json:"notify"`
-}
-
-// ThreadStartParent is the parent of dev.zooid.thread_start.
-type ThreadStartParent struct {
-	Agent      string     `json:"agent"`
-	ThreadRoot id.EventID `json:"thread_root,omitempty"`
-	SessionKey string     `json:"session_key"`
-}
-
-// rootContent is the m.room.message that opens a task thread.
-type rootContent struct {
-	MsgType       event.MessageType `json:"msgtype"`
-	Body          string            `json:"body"`
-	Format        event.Format      `json:"format,omitempty"`
-	FormattedBody string            `json:"formatted_body,omitempty"`
-	Mentions      *event.Mentions   `json:"m.mentions"`
-	ThreadStart   ThreadStart       `json:"dev.zooid.thread_start"`
-}
 
 // Start runs zooid_start_task_threads for caller c: each task in order is admitted or
 // refused, all admitted ones are journaled as reserved in one transaction, then their
@@ -234,8 +203,8 @@ func (m *Manager) send(ctx context.Context, as id.UserID, room id.RoomID, typ ev
 	return "", fmt.Errorf("sending %s as %s in %s (txn %s, twice): %w", typ.Type, as, room, txn, err)
 }
 
-func rootOf(t Task) rootContent {
-	return rootContent{
+func rootOf(t Task) zevent.TaskRootContent {
+	return zevent.TaskRootContent{
 		MsgType: event.MsgText,
 		Body:    fmt.Sprintf("%s %s", t.AgentUser, t.Prompt),
 		Format:  event.FormatHTML,
@@ -243,11 +212,11 @@ func rootOf(t Task) rootContent {
 			html.EscapeString(string(t.AgentUser)), html.EscapeString(string(t.AgentUser)),
 			strings.ReplaceAll(html.EscapeString(t.Prompt), "\n", "<br/>")),
 		Mentions: &event.Mentions{UserIDs: []id.UserID{t.AgentUser}},
-		ThreadStart: ThreadStart{
-			Version:   ThreadStartVersion,
+		ThreadStart: zevent.ThreadStart{
+			Version:   zevent.ThreadStartVersion,
 			Assignee:  t.Agent,
 			AttemptID: t.AttemptID,
-			Parent: ThreadStartParent{
+			Parent: zevent.ThreadStartParent{
 				Agent:      t.Parent.Agent,
 				ThreadRoot: t.Parent.ThreadRoot,
 				SessionKey: t.Parent.SessionKey,

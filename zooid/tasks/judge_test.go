@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/zooid-dev/zooid/zooid/tools"
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 func TestJudgeRules(t *testing.T) {
@@ -61,8 +62,8 @@ func TestTurnEndedClosesOnceAndReports(t *testing.T) {
 	if err := e.m.TurnEnded(ctx, task.ThreadID, TurnOutcome{StopReason: "end_turn", WaitingOnHuman: true, LastProse: "which?"}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := e.m.TaskByThread(roomA, task.ThreadID); got.State != StateOpen || len(e.hs.ok(ThreadResultKey)) != 0 {
-		t.Fatalf("after waiting turn: state %s, %d results", got.State, len(e.hs.ok(ThreadResultKey)))
+	if got, _ := e.m.TaskByThread(roomA, task.ThreadID); got.State != StateOpen || len(e.hs.ok(zevent.KeyThreadResult)) != 0 {
+		t.Fatalf("after waiting turn: state %s, %d results", got.State, len(e.hs.ok(zevent.KeyThreadResult)))
 	}
 	if err := e.m.TurnEnded(ctx, task.ThreadID, TurnOutcome{StopReason: "end_turn", LastProse: "42"}); err != nil {
 		t.Fatal(err)
@@ -73,7 +74,7 @@ func TestTurnEndedClosesOnceAndReports(t *testing.T) {
 	if err := e.m.TurnEnded(ctx, task.ThreadID, TurnOutcome{Err: errors.New("late crash")}); err != nil {
 		t.Fatal(err)
 	}
-	results := e.hs.ok(ThreadResultKey)
+	results := e.hs.ok(zevent.KeyThreadResult)
 	if len(results) != 1 {
 		t.Fatalf("%d thread results, want 1", len(results))
 	}
@@ -130,7 +131,7 @@ func TestNotifyNoneReportsOnlyInThread(t *testing.T) {
 	if err := e.m.TurnEnded(context.Background(), task.ThreadID, TurnOutcome{StopReason: "max_tokens"}); err != nil {
 		t.Fatal(err)
 	}
-	results := e.hs.ok(ThreadResultKey)
+	results := e.hs.ok(zevent.KeyThreadResult)
 	if len(results) != 1 || results[0].Content["status"] != "partial" || results[0].Content["reason"] != "max_tokens" {
 		t.Fatalf("thread results = %+v", results)
 	}
@@ -197,7 +198,7 @@ func TestCompleteTask(t *testing.T) {
 	if err := e.m.TurnEnded(ctx, task.ThreadID, TurnOutcome{StopReason: "end_turn", LastProse: "bye"}); err != nil {
 		t.Fatal(err)
 	}
-	r := e.hs.ok(ThreadResultKey)
+	r := e.hs.ok(zevent.KeyThreadResult)
 	if len(r) != 1 || r[0].Content["output"] != "first summary" {
 		t.Fatalf("results = %+v", r)
 	}

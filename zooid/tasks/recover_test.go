@@ -14,6 +14,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/tools"
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // countBy counts successful sends of typ by txn id.
@@ -68,7 +69,7 @@ func TestRecoverAfterSimulatedCrash(t *testing.T) {
 	if err := e.m.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	results := countBy(e.hs, ThreadResultKey)
+	results := countBy(e.hs, zevent.KeyThreadResult)
 	notices := map[string]int{}
 	for _, n := range e.hs.notices() {
 		notices[n.Txn]++
@@ -134,7 +135,7 @@ func TestTaskForRoot(t *testing.T) {
 	var earlyOK bool
 	// The homeserver delivers the root before Send returns.
 	e.hs.setHook(func(s sent) {
-		attempt, _ := field(s.Content, ThreadStartKey, "attempt_id").(string)
+		attempt, _ := field(s.Content, zevent.KeyThreadStart, "attempt_id").(string)
 		if attempt == "" {
 			return
 		}
@@ -183,7 +184,7 @@ func runChild(dir, mode string) {
 		switch {
 		case mode == "reserve" && strings.Contains(fmt.Sprint(s.Content["body"]), "thing 0") && s.As == "@alice:hs" && strings.Contains(fmt.Sprint(s.Content["body"]), "@carol:hs"):
 			killSelf() // the second Start's root: reserved, post uncertain
-		case mode == "report" && s.Type.Type == ThreadResultKey:
+		case mode == "report" && s.Type.Type == zevent.KeyThreadResult:
 			killSelf() // closed durably, result not posted yet
 		}
 	}
@@ -258,7 +259,7 @@ func TestKillNineWhilePosting(t *testing.T) {
 	if err := e.m.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	results := e.hs.ok(ThreadResultKey)
+	results := e.hs.ok(zevent.KeyThreadResult)
 	// One result for the open child task, three for the parent's own none tasks;
 	// the reserved task has no thread to post in.
 	byThread := map[string]map[string]any{}
@@ -274,8 +275,8 @@ func TestKillNineWhilePosting(t *testing.T) {
 	}
 	agentsNotified := map[string]bool{}
 	for _, n := range notices {
-		agentsNotified[fmt.Sprint(field(n.Content, ThreadResultKey, "agent"))] = true
-		if field(n.Content, ThreadResultKey, "reason") != ReasonInterruptedByRestart || field(n.Content, "m.relates_to", "event_id") != "$home" {
+		agentsNotified[fmt.Sprint(field(n.Content, zevent.KeyThreadResult, "agent"))] = true
+		if field(n.Content, zevent.KeyThreadResult, "reason") != ReasonInterruptedByRestart || field(n.Content, "m.relates_to", "event_id") != "$home" {
 			t.Errorf("notice = %v", n.Content)
 		}
 	}
@@ -305,7 +306,7 @@ func TestKillNineWhilePosting(t *testing.T) {
 		t.Fatal(err)
 	}
 	late := 0
-	for _, r := range e.hs.ok(ThreadResultKey) {
+	for _, r := range e.hs.ok(zevent.KeyThreadResult) {
 		if r.Content["thread_id"] == "$late" && r.Room == roomA && field(r.Content, "m.relates_to", "event_id") == "$late" {
 			late++
 		}
@@ -337,7 +338,7 @@ func TestKillNineWhileReporting(t *testing.T) {
 	if err := e.m.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	r := e.hs.ok(ThreadResultKey)
+	r := e.hs.ok(zevent.KeyThreadResult)
 	if len(r) != 1 || r[0].Content["status"] != "complete" || r[0].Content["output"] != "half done" || r[0].Txn != task.AttemptID+"-result" {
 		t.Fatalf("results = %+v", r)
 	}
@@ -398,7 +399,7 @@ func TestAQueuedWakeSurvivesARestart(t *testing.T) {
 	if got, _ := e.m.TaskByThread(roomA, task.ThreadID); !got.Report.Woken || !got.Report.Done {
 		t.Fatalf("report after the delivered wake: %+v", got.Report)
 	}
-	if n := countBy(e.hs, ThreadResultKey)[task.AttemptID+"-result"]; n != 1 {
+	if n := countBy(e.hs, zevent.KeyThreadResult)[task.AttemptID+"-result"]; n != 1 {
 		t.Fatalf("result event posted %d times, want once", n)
 	}
 

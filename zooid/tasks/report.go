@@ -10,30 +10,8 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/tools"
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
-
-// ThreadResultKey is the event type of a task's result in its thread, and the content
-// field of the notice in the caller's thread. Messages carrying it never trigger
-// anyone.
-const ThreadResultKey = "dev.zooid.thread_result"
-
-// EventThreadResult is the dev.zooid.thread_result message event type.
-var EventThreadResult = event.Type{Type: ThreadResultKey, Class: event.MessageEventType}
-
-// resultContent is the dev.zooid.thread_result event in the task thread.
-type resultContent struct {
-	Result
-	RelatesTo *event.RelatesTo `json:"m.relates_to,omitempty"`
-}
-
-// noticeContent is the m.notice in the caller's thread.
-type noticeContent struct {
-	MsgType      event.MessageType `json:"msgtype"`
-	Body         string            `json:"body"`
-	Mentions     *event.Mentions   `json:"m.mentions"`
-	RelatesTo    *event.RelatesTo  `json:"m.relates_to,omitempty"`
-	ThreadResult Result            `json:"dev.zooid.thread_result"`
-}
 
 // report delivers a closed task's result, each step at most once per success: the
 // thread result, then with notify caller the notice and the wake; then it is done.
@@ -83,8 +61,8 @@ func (m *Manager) deliver(ctx context.Context, attempt string) {
 	pending := false
 
 	if snap.ThreadID != "" && !snap.Report.ResultPosted {
-		content := resultContent{Result: r, RelatesTo: (&event.RelatesTo{}).SetThread(snap.ThreadID, snap.ThreadID)}
-		if _, err := m.send(ctx, snap.AgentUser, snap.Room, EventThreadResult, content, attempt+"-result"); err != nil {
+		content := zevent.ThreadResultEventContent{ThreadResult: r, RelatesTo: zevent.ThreadReply(snap.ThreadID, snap.ThreadID)}
+		if _, err := m.send(ctx, snap.AgentUser, snap.Room, zevent.EventThreadResult, content, attempt+"-result"); err != nil {
 			log.Error("posting task result", "err", err)
 			pending = true
 		} else if err := m.mark(attempt, func(rp *Report) { rp.ResultPosted = true }); err != nil {
@@ -215,15 +193,15 @@ func (m *Manager) mark(attempt string, f func(*Report)) error {
 	return err
 }
 
-func noticeOf(t Task) noticeContent {
-	c := noticeContent{
+func noticeOf(t Task) zevent.ResultNoticeContent {
+	c := zevent.ResultNoticeContent{
 		MsgType:      event.MsgNotice,
 		Body:         resultText(t),
 		Mentions:     &event.Mentions{},
 		ThreadResult: *t.Result,
 	}
 	if t.Parent.ThreadRoot != "" {
-		c.RelatesTo = (&event.RelatesTo{}).SetThread(t.Parent.ThreadRoot, t.Parent.ThreadRoot)
+		c.RelatesTo = zevent.ThreadReply(t.Parent.ThreadRoot, t.Parent.ThreadRoot)
 	}
 	return c
 }

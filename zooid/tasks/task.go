@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // State is where a task is in its life.
@@ -68,15 +70,9 @@ type Parent struct {
 	SessionKey string `json:"session_key"`
 }
 
-// Result is a closed task's outcome: the content of dev.zooid.thread_result.
-type Result struct {
-	Agent    string     `json:"agent"`
-	ThreadID id.EventID `json:"thread_id"`
-	Status   string     `json:"status"`
-	Output   string     `json:"output,omitempty"`
-	Reason   string     `json:"reason,omitempty"`
-	Error    string     `json:"error,omitempty"`
-}
+// Result is a closed task's outcome, journaled and posted as it is: the content of
+// dev.zooid.thread_result.
+type Result = zevent.ThreadResult
 
 // Handoff is an outstanding in-thread handoff: From mentioned To in the task thread and
 // To's turn has not ended yet.

@@ -1,0 +1,165 @@
+package zevent
+
+import (
+	"encoding/json"
+
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+)
+
+// ThreadStartVersion is the version of the dev.zooid.thread_start content Zooid writes.
+const ThreadStartVersion = 1
+
+// ThreadStart is the dev.zooid.thread_start field of a task root.
+type ThreadStart struct {
+	Version   int               `json:"version"`
+	Assignee  string            `json:"assignee"`
+	AttemptID string            `json:"attempt_id"`
+	Parent    ThreadStartParent `json:"parent"`
+	Notify    string            `json:"notify"`
+}
+
+// ThreadStartParent is the delegating side named in dev.zooid.thread_start.
+type ThreadStartParent struct {
+	Agent      string     `json:"agent"`
+	ThreadRoot id.EventID `json:"thread_root,omitempty"`
+	SessionKey string     `json:"session_key"`
+}
+
+// TaskRootContent is the m.room.message that opens a task thread: a mention of the
+// assignee with the prompt, and the task in dev.zooid.thread_start. Mentions is
+// always sent (an explicit mention list, never inferred from the body).
+type TaskRootContent struct {
+	MsgType       event.MessageType `json:"msgtype"`
+	Body          string            `json:"body"`
+	Format        event.Format      `json:"format,omitempty"`
+	FormattedBody string            `json:"formatted_body,omitempty"`
+	Mentions      *event.Mentions   `json:"m.mentions"`
+	ThreadStart   ThreadStart       `json:"dev.zooid.thread_start"`
+}
+
+// ThreadResult is a closed task's outcome: the content of dev.zooid.thread_result.
+type ThreadResult struct {
+	Agent    string     `json:"agent"`
+	ThreadID id.EventID `json:"thread_id"`
+	Status   string     `json:"status"`
+	Output   string     `json:"output,omitempty"`
+	Reason   string     `json:"reason,omitempty"`
+	Error    string     `json:"error,omitempty"`
+}
+
+// ThreadResultEventContent is the dev.zooid.thread_result event in the task thread.
+type ThreadResultEventContent struct {
+	ThreadResult
+	RelatesTo *event.RelatesTo `json:"m.relates_to,omitempty"`
+}
+
+// ResultNoticeContent is the m.notice carrying a task's result to the caller's
+// thread; its dev.zooid.thread_result field keeps it from waking anyone. Mentions is
+// always sent, empty, so no client infers a mention from the body.
+type ResultNoticeContent struct {
+	MsgType      event.MessageType `json:"msgtype"`
+	Body         string            `json:"body"`
+	Mentions     *event.Mentions   `json:"m.mentions"`
+	RelatesTo    *event.RelatesTo  `json:"m.relates_to,omitempty"`
+	ThreadResult ThreadResult      `json:"dev.zooid.thread_result"`
+}
+
+// SessionResetEventContent is /clear in a thread.
+type SessionResetEventContent struct {
+	RelatesTo *event.RelatesTo `json:"m.relates_to,omitempty"`
+}
+
+// ErrorEventContent is the machine-readable dev.zooid.error of a failed turn.
+type ErrorEventContent struct {
+	Agent     string           `json:"agent"`
+	Code      string           `json:"code"`
+	Error     string           `json:"error"`
+	ThreadID  id.EventID       `json:"thread_id"`
+	RelatesTo *event.RelatesTo `json:"m.relates_to,omitempty"`
+}
+
+// GetRelatesTo returns the relation, creating an empty one if there is none.
+func (c *ThreadResultEventContent) GetRelatesTo() *event.RelatesTo {
+	if c.RelatesTo == nil {
+		c.RelatesTo = &event.RelatesTo{}
+	}
+	return c.RelatesTo
+}
+
+// OptionalGetRelatesTo returns the relation, nil if there is none.
+func (c *ThreadResultEventContent) OptionalGetRelatesTo() *event.RelatesTo { return c.RelatesTo }
+
+// SetRelatesTo replaces the relation.
+func (c *ThreadResultEventContent) SetRelatesTo(rel *event.RelatesTo) { c.RelatesTo = rel }
+
+// GetRelatesTo returns the relation, creating an empty one if there is none.
+func (c *SessionResetEventContent) GetRelatesTo() *event.RelatesTo {
+	if c.RelatesTo == nil {
+		c.RelatesTo = &event.RelatesTo{}
+	}
+	return c.RelatesTo
+}
+
+// OptionalGetRelatesTo returns the relation, nil if there is none.
+func (c *SessionResetEventContent) OptionalGetRelatesTo() *event.RelatesTo { return c.RelatesTo }
+
+// SetRelatesTo replaces the relation.
+func (c *SessionResetEventContent) SetRelatesTo(rel *event.RelatesTo) { c.RelatesTo = rel }
+
+// GetRelatesTo returns the relation, creating an empty one if there is none.
+func (c *ErrorEventContent) GetRelatesTo() *event.RelatesTo {
+	if c.RelatesTo == nil {
+		c.RelatesTo = &event.RelatesTo{}
+	}
+	return c.RelatesTo
+}
+
+// OptionalGetRelatesTo returns the relation, nil if there is none.
+func (c *ErrorEventContent) OptionalGetRelatesTo() *event.RelatesTo { return c.RelatesTo }
+
+// SetRelatesTo replaces the relation.
+func (c *ErrorEventContent) SetRelatesTo(rel *event.RelatesTo) { c.RelatesTo = rel }
+
+// ThreadStartOf returns the dev.zooid.thread_start of ev, and whether ev carries one
+// at all (the field is a JSON object). A field of the wrong type inside it stays
+// zero rather than hiding that the event is a task root.
+func ThreadStartOf(ev *event.Event) (ThreadStart, bool) {
+	var c struct {
+		Start json.RawMessage `json:"dev.zooid.thread_start"`
+	}
+	var ts ThreadStart
+	if !decode(ev, &c) || len(c.Start) == 0 || c.Start[0] != '{' {
+		return ts, false
+	}
+	_ = json.Unmarshal(c.Start, &ts) // see above: a mistyped field stays zero
+	return ts, true
+}
+
+// HasThreadResult says whether ev's content carries dev.zooid.thread_result (the
+// result event, or the notice in the caller's thread), with any value.
+func HasThreadResult(ev *event.Event) bool {
+	var c struct {
+		Result json.RawMessage `json:"dev.zooid.thread_result"`
+	}
+	return decode(ev, &c) && len(c.Result) > 0
+}
+
+// decode unmarshals ev's content into v: from VeryRaw as received, or from Raw for
+// an event built in memory.
+func decode(ev *event.Event, v any) bool {
+	if ev == nil {
+		return false
+	}
+	raw := []byte(ev.Content.VeryRaw)
+	if len(raw) == 0 {
+		if ev.Content.Raw == nil {
+			return false
+		}
+		var err error
+		if raw, err = json.Marshal(ev.Content.Raw); err != nil {
+			return false
+		}
+	}
+	return json.Unmarshal(raw, v) == nil
+}
