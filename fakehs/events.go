@@ -3,6 +3,7 @@ package fakehs
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"maunium.net/go/mautrix/event"
@@ -85,7 +86,7 @@ func (s *Server) handleGetEvent(r *http.Request, c *caller) (any, error) {
 		return nil, errNotFound("Event not found.")
 	}
 	e := s.state.events[id.EventID(r.PathValue("eventId"))]
-	if e == nil || e.Room != rm || e.Stream > upto {
+	if e == nil || e.Room != rm || e.Stream > s.visibleUpto(rm, upto) {
 		return nil, errNotFound("Event not found.")
 	}
 	return s.render(e, c), nil
@@ -217,14 +218,16 @@ func (p *paginationParams) walk(events []*evt, f *eventFilter) page {
 // available", but Synapse still returns `end` with the last non-empty page
 // and leaves it out on the empty page after it; we match Synapse.
 func (s *Server) handleMessages(r *http.Request, c *caller) (any, error) {
-	rm, upto, err := s.readableRoom(r, c)
+	rm, upto, err := s.historyRoom(r, c)
 	if err != nil {
 		return nil, err
 	}
+	upto = s.visibleUpto(rm, upto)
 	f, err := parseEventFilter(r.URL.Query().Get("filter"))
 	if err != nil {
 		return nil, err
 	}
+	f.ignoreRel = s.cfg.profile.IgnoreRelationFilters
 	p, err := s.readPagination(r, rm, rm.events, 10)
 	if err != nil {
 		return nil, err
@@ -233,7 +236,14 @@ func (s *Server) handleMessages(r *http.Request, c *caller) (any, error) {
 		p.limit = f.Limit
 	}
 	p.capAt(upto)
-	pg := p.walk(rm.events, f)
+	var pg page
+	if s.cfg.profile.FilterAfterLimit {
+		// The page is `limit` events of any kind, filtered afterwards.
+		pg = p.walk(rm.events, nil)
+		pg.events = slices.DeleteFunc(pg.events, func(e *evt) bool { return !f.matches(e) })
+	} else {
+		pg = p.walk(rm.events, f)
+	}
 	resp := map[string]any{"chunk": s.renderAll(pg.events, c), "start": s.roomToken(rm.ID, p.from)}
 	if len(pg.events) > 0 {
 		resp["end"] = s.roomToken(rm.ID, pg.next)
@@ -247,6 +257,7 @@ func (s *Server) handleContext(r *http.Request, c *caller) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	upto = s.visibleUpto(rm, upto)
 	e := s.state.events[id.EventID(r.PathValue("eventId"))]
 	if e == nil || e.Room != rm || e.Stream > upto {
 		return nil, errNotFound("Event not found.")

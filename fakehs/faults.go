@@ -130,6 +130,7 @@ func (fs *faultSet) pick(r *http.Request, userOf func() id.UserID) *Fault {
 // faultMiddleware applies injected faults before routing.
 func (s *Server) faultMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.reqs.add(r)
 		f := s.faults.pick(r, func() id.UserID { return s.peekUser(r) })
 		if f == nil {
 			next.ServeHTTP(w, r)

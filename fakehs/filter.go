@@ -29,6 +29,8 @@ type eventFilter struct {
 	LazyLoadMembers   bool      `json:"lazy_load_members"`
 	IncludeRedundant  bool      `json:"include_redundant_members"`
 	UnreadThreadNotes bool      `json:"unread_thread_notifications"`
+	// ignoreRel drops the relation filters (Profile.IgnoreRelationFilters).
+	ignoreRel bool
 }
 
 // parseEventFilter reads a ?filter= JSON value (empty means no filter).
@@ -65,6 +67,9 @@ func (f *eventFilter) matches(e *evt) bool {
 	}
 	if slices.Contains(f.NotSenders, string(e.Sender)) {
 		return false
+	}
+	if f.ignoreRel {
+		return f.ContainsURL == nil || hasURL(e) == *f.ContainsURL
 	}
 	if len(f.RelTypes)+len(f.MSC3874RelTypes) > 0 &&
 		!slices.Contains(f.RelTypes, e.RelType) && !slices.Contains(f.MSC3874RelTypes, e.RelType) {

@@ -11,10 +11,11 @@ import (
 // handleRelations serves /v1/rooms/{id}/relations/{event}[/{relType}[/{eventType}]]
 // from the per-event children index, paginated by room tokens.
 func (s *Server) handleRelations(r *http.Request, c *caller) (any, error) {
-	rm, upto, err := s.readableRoom(r, c)
+	rm, upto, err := s.historyRoom(r, c)
 	if err != nil {
 		return nil, err
 	}
+	upto = s.visibleUpto(rm, upto)
 	parent := s.state.events[id.EventID(r.PathValue("eventId"))]
 	if parent == nil || parent.Room != rm || parent.Stream > upto {
 		// Synapse: 404 M_UNKNOWN "Unknown parent event."
@@ -26,10 +27,12 @@ func (s *Server) handleRelations(r *http.Request, c *caller) (any, error) {
 		return nil, err
 	}
 	f := &eventFilter{}
-	if rt := r.PathValue("relType"); rt != "" {
+	if s.cfg.profile.IgnoreRelationFilters {
+		// A server without relation filters serves every child.
+	} else if rt := r.PathValue("relType"); rt != "" {
 		f.RelTypes = []string{rt}
 	}
-	if et := r.PathValue("eventType"); et != "" {
+	if et := r.PathValue("eventType"); et != "" && !s.cfg.profile.IgnoreRelationFilters {
 		f.Types = &[]string{et}
 	}
 	p.capAt(upto)

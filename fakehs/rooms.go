@@ -309,6 +309,18 @@ func (s *Server) readableRoom(r *http.Request, c *caller) (*room, int64, error) 
 	return nil, 0, errForbidden("User %s not in room %s", c.User, rm.ID)
 }
 
+// historyRoom is readableRoom for /messages and /relations, which a
+// Profile.NonMembersRead server serves to anyone.
+func (s *Server) historyRoom(r *http.Request, c *caller) (*room, int64, error) {
+	rm, upto, err := s.readableRoom(r, c)
+	if err != nil && s.cfg.profile.NonMembersRead {
+		if rm, err := s.roomFromPath(r, c); err == nil {
+			return rm, math.MaxInt64, nil
+		}
+	}
+	return rm, upto, err
+}
+
 func (s *Server) handleJoinByIDOrAlias(r *http.Request, c *caller) (any, error) {
 	target := r.PathValue("roomIdOrAlias")
 	rid := id.RoomID(target)

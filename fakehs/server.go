@@ -24,6 +24,7 @@ type config struct {
 	logger      *slog.Logger
 	pushBackoff time.Duration
 	pushMaxWait time.Duration
+	profile     Profile
 }
 
 // Option configures a Server before it starts.
@@ -73,6 +74,7 @@ type Server struct {
 	state  *store
 	faults *faultSet
 	asList []*asState
+	reqs   requestLog
 }
 
 // New starts a server for a test and closes it when the test ends.

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"sort"
+	"time"
 
 	"maunium.net/go/mautrix/id"
 )
@@ -82,6 +83,8 @@ type evt struct {
 	TS       int64
 	Stream   int64
 	Imported bool
+	// visibleAt is when reads may show the event (Profile.VisibilityDelay).
+	visibleAt time.Time
 
 	// Relation parsed from content.m.relates_to.
 	RelType string

@@ -29,6 +29,9 @@ func (s *Server) appendEvent(rm *room, e *evt, c *caller) *evt {
 		e.TS = time.Now().UnixMilli()
 	}
 	e.Stream = st.nextStream()
+	if d := s.cfg.profile.VisibilityDelay; d > 0 && !e.Imported {
+		e.visibleAt = time.Now().Add(d)
+	}
 	var rel relatesTo
 	_ = json.Unmarshal(e.Content, &rel) // content was validated as a JSON object
 	if rel.RelatesTo != nil && rel.RelatesTo.RelType != "" && rel.RelatesTo.EventID != "" {
@@ -156,7 +159,7 @@ func (s *Server) render(e *evt, viewer *caller) *clientEvent {
 		// thread summary in Synapse but loses its edit.
 		rels["m.replace"] = s.renderPlain(edit, viewer)
 	}
-	if len(rels) > 0 {
+	if len(rels) > 0 && !s.cfg.profile.NoBundles {
 		ce.unsigned()["m.relations"] = rels
 	}
 	return ce

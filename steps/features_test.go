@@ -17,8 +17,16 @@ var (
 
 // TestFeatures runs every feature; each scenario is a subtest, so
 // `go test ./steps -run 'TestFeatures/Routing'` picks scenarios by name.
-func TestFeatures(t *testing.T) {
+func TestFeatures(t *testing.T) { runFeatures(t, "") }
+
+// TestFeaturesDegraded runs every feature on fakehs with the degraded
+// profile (fakehs.Degraded), whatever $ZOOID_TEST_HOMESERVER says: the tools
+// must read right on a homeserver that does less.
+func TestFeaturesDegraded(t *testing.T) { runFeatures(t, "fake-degraded") }
+
+func runFeatures(t *testing.T, homeserver string) {
 	opts := Options{
+		Homeserver: homeserver,
 		Tags: *tagsFlag, Format: *formatFlag, Concurrency: *concFlag,
 		TestingT: t, Output: os.Stdout,
 	}

@@ -86,19 +86,22 @@ type backend interface {
 	kind() string
 }
 
-// newBackend selects the homeserver: "fake" (default), "synapse", or a URL,
+// newBackend selects the homeserver: "fake" (default), "fake-degraded",
+// "synapse", or a URL,
 // whose appservice registration comes from the environment (see urlEnv).
 func newBackend(ctx context.Context, which string, slots int) (backend, error) {
 	switch which {
 	case "", "fake":
 		return fakeBackend{}, nil
+	case "fake-degraded":
+		return fakeBackend{profile: fakehs.Degraded, degraded: true}, nil
 	case "synapse":
 		return startSynapse(ctx, slots)
 	default:
 		if strings.HasPrefix(which, "http://") || strings.HasPrefix(which, "https://") {
 			return startURL(ctx, which, os.Getenv)
 		}
-		return nil, fmt.Errorf("unknown homeserver %q (want fake, synapse or a URL)", which)
+		return nil, fmt.Errorf("unknown homeserver %q (want fake, fake-degraded, synapse or a URL)", which)
 	}
 }
 
@@ -130,12 +133,16 @@ func registration(n names, listen string) *appservice.Registration {
 	}
 }
 
-// fakeBackend starts a fresh fakehs per scenario, so nothing is shared.
-type fakeBackend struct{}
+// fakeBackend starts a fresh fakehs per scenario, so nothing is shared;
+// degraded ones run fakehs.Degraded.
+type fakeBackend struct {
+	profile  fakehs.Profile
+	degraded bool
+}
 
 func (fakeBackend) kind() string                { return "fake" }
 func (fakeBackend) close(context.Context) error { return nil }
-func (fakeBackend) lease(context.Context) (*lease, error) {
+func (b fakeBackend) lease(context.Context) (*lease, error) {
 	n := names{serverName: "localhost", agentPrefix: "zs-"}
 	listen, err := freeListen()
 	if err != nil {
@@ -148,7 +155,7 @@ func (fakeBackend) lease(context.Context) (*lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := fakehs.Start(fakehs.WithServerName(n.serverName), fakehs.WithAppservice(reg))
+	srv, err := fakehs.Start(fakehs.WithServerName(n.serverName), fakehs.WithAppservice(reg), fakehs.WithProfile(b.profile))
 	if err != nil {
 		_ = hold.stop()
 		return nil, fmt.Errorf("starting fakehs: %w", err)

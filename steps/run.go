@@ -30,7 +30,7 @@ const FakeOnlyTag = "@fake-only"
 type Options struct {
 	// Paths are feature files or directories; empty means the module's features/.
 	Paths []string
-	// Homeserver is "fake", "synapse" or a URL; empty reads $ZOOID_TEST_HOMESERVER, then "fake".
+	// Homeserver is "fake", "fake-degraded", "synapse" or a URL; empty reads $ZOOID_TEST_HOMESERVER, then "fake".
 	Homeserver string
 	// Tags is a godog tag expression, e.g. "@mcp && ~@slow".
 	Tags string

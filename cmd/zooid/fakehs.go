@@ -35,6 +35,7 @@ func runFakehs(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	addr := fs.String("addr", "127.0.0.1:8008", "listen address")
 	serverName := fs.String("server-name", "localhost", "server name in user, room and alias ids")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	profileName := fs.String("profile", "synapse", "behaviour: synapse, or degraded (no /threads, no bundled aggregations, no relation filters, filters after the limit, history for non-members, new events visible 200 ms after the send)")
 	var regs stringList
 	fs.Var(&regs, "appservice", "appservice registration YAML file (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -49,8 +50,13 @@ func runFakehs(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "zooid fakehs: --log-level: %v\n", err)
 		return 2
 	}
+	profile, err := fakehs.ProfileByName(*profileName)
+	if err != nil {
+		fmt.Fprintf(stderr, "zooid fakehs: --profile: %v\n", err)
+		return 2
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
-	opts := []fakehs.Option{fakehs.WithAddr(*addr), fakehs.WithServerName(*serverName), fakehs.WithLogger(logger)}
+	opts := []fakehs.Option{fakehs.WithAddr(*addr), fakehs.WithServerName(*serverName), fakehs.WithLogger(logger), fakehs.WithProfile(profile)}
 	for _, path := range regs {
 		reg, err := appservice.LoadRegistration(path)
 		if err != nil {
@@ -65,7 +71,7 @@ func runFakehs(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	fmt.Fprintln(stdout, srv.URL())
-	logger.Info("fakehs listening", "url", srv.URL(), "server_name", srv.ServerName(), "appservices", len(regs))
+	logger.Info("fakehs listening", "url", srv.URL(), "server_name", srv.ServerName(), "profile", *profileName, "appservices", len(regs))
 	<-ctx.Done()
 	if err := srv.Close(); err != nil {
 		fmt.Fprintf(stderr, "zooid fakehs: %v\n", err)

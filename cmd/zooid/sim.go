@@ -16,10 +16,10 @@ func cmdSim(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: zooid sim [paths] [--homeserver fake|synapse|URL] [--tags EXPR] [--format pretty|progress|junit|cucumber] [--concurrency N]")
+		fmt.Fprintln(stderr, "usage: zooid sim [paths] [--homeserver fake|fake-degraded|synapse|URL] [--tags EXPR] [--format pretty|progress|junit|cucumber] [--concurrency N]")
 		fs.PrintDefaults()
 	}
-	hs := fs.String("homeserver", "", "fake (default, or $"+steps.HomeserverEnv+"), synapse, or the URL of a running homeserver (appservice settings from the ZOOID_TEST_AS_* variables; see features/README.md)")
+	hs := fs.String("homeserver", "", "fake (default, or $"+steps.HomeserverEnv+"), fake-degraded (fakehs with the degraded profile), synapse, or the URL of a running homeserver (appservice settings from the ZOOID_TEST_AS_* variables; see features/README.md)")
 	tags := fs.String("tags", "", "godog tag expression, e.g. '@routing && ~@slow'")
 	format := fs.String("format", "progress", "pretty, progress, junit or cucumber")
 	conc := fs.Int("concurrency", 4, "scenarios run at once")
