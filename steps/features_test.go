@@ -27,7 +27,7 @@ func TestFeaturesDegraded(t *testing.T) { runFeatures(t, "fake-degraded") }
 func runFeatures(t *testing.T, homeserver string) {
 	opts := Options{
 		Homeserver: homeserver,
-		Tags: *tagsFlag, Format: *formatFlag, Concurrency: *concFlag,
+		Tags:       *tagsFlag, Format: *formatFlag, Concurrency: *concFlag,
 		TestingT: t, Output: os.Stdout,
 	}
 	if *pathsFlag != "" {
