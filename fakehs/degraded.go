@@ -99,7 +99,7 @@ func (l *requestLog) add(r *http.Request) {
 
 // Requests counts the requests received so far whose method is method
 // (empty: any) and whose escaped path matches pattern (path.Match syntax,
-// "*" is one segment), faulted ones included.
+// "*" is one segment; empty: any), faulted ones included.
 func (s *Server) Requests(method, pattern string) int {
 	s.reqs.mu.Lock()
 	defer s.reqs.mu.Unlock()
@@ -109,7 +109,7 @@ func (s *Server) Requests(method, pattern string) int {
 		if method != "" && m != method {
 			continue
 		}
-		if ok, _ := path.Match(pattern, p); ok {
+		if ok, _ := path.Match(pattern, p); ok || pattern == "" {
 			n += c
 		}
 	}

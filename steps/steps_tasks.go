@@ -522,22 +522,27 @@ func (w *world) stepWokenAfterTurn(ctx context.Context, agent, s, closing string
 	if err != nil {
 		return err
 	}
-	msgs, err := w.readRaw(ctx, r)
-	if err != nil {
-		return err
-	}
 	uid, err := w.userID(agent)
 	if err != nil {
 		return err
 	}
+	// The closing message may reach a reader's /messages a moment after the
+	// wake (a server with delayed visibility): wait for it, not read once.
 	var closed time.Time
-	for _, m := range msgs {
-		if body, _ := m.content["body"].(string); m.ev.Sender == uid && body == closing {
-			closed = time.UnixMilli(m.ev.Timestamp)
+	err = w.eventually(ctx, fmt.Sprintf("%s's closing message %q", agent, closing), func() (bool, string, error) {
+		msgs, err := w.readRaw(ctx, r)
+		if err != nil {
+			return false, "", err
 		}
-	}
-	if closed.IsZero() {
-		return fmt.Errorf("%s never posted %q", agent, closing)
+		for _, m := range msgs {
+			if body, _ := m.content["body"].(string); m.ev.Sender == uid && body == closing {
+				closed = time.UnixMilli(m.ev.Timestamp)
+			}
+		}
+		return !closed.IsZero(), fmt.Sprintf("%d events, none of them it", len(msgs)), nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s never posted %q: %w", agent, closing, err)
 	}
 	result := time.UnixMilli(found[0].ev.Timestamp)
 	switch {

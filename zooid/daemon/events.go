@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 
-	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/zooid-dev/zooid/zooid/history"
 	"github.com/zooid-dev/zooid/zooid/router"
 	"github.com/zooid-dev/zooid/zooid/tasks"
 )
@@ -81,8 +81,12 @@ func (d *Daemon) rememberTaskThread(r *router.Router, room id.RoomID, root id.Ev
 
 // replayDepth bounds how much history per room rebuilds the routing memory at
 // start-up: enough for the threads people are still talking in, at the cost of
-// one /messages request per bound room.
-const replayDepth = 500
+// one /messages request per bound room (up to replayRequests on a server that
+// applies the message filter after the page limit).
+const (
+	replayDepth    = 500
+	replayRequests = 4
+)
 
 // replayThreadMemory rebuilds who is being addressed in each thread from recent
 // history, so a bare human reply after a daemon restart still reaches the agent
@@ -98,15 +102,15 @@ func (d *Daemon) replayThreadMemory(ctx context.Context) {
 			}
 		}
 	}
-	filter := &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}
 	for room, reader := range readers {
-		resp, err := d.transport.Client(reader).Messages(ctx, room, "", "", mautrix.DirectionBackward, filter, replayDepth)
+		// history.RecentMessages pages on where a server filters after the
+		// limit, so a run of reactions doesn't read as an empty room.
+		chunk, err := history.RecentMessages(ctx, d.transport.Client(reader), room, replayDepth, replayRequests)
 		if err != nil {
 			d.log.Warn("rebuilding thread memory", "room", room, "err", err)
-			continue
 		}
-		for i := len(resp.Chunk) - 1; i >= 0; i-- {
-			ev := resp.Chunk[i]
+		for i := len(chunk) - 1; i >= 0; i-- {
+			ev := chunk[i]
 			ev.RoomID = room
 			if err := ev.Content.ParseRaw(ev.Type); err != nil && !errors.Is(err, event.ErrContentAlreadyParsed) {
 				continue

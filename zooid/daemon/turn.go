@@ -102,6 +102,7 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 		st.kind = kind
 	}
 
+	d.awaitVisible(ctx, rt.userID, s.key.room, req.trigger)
 	turnCtx, cancel := context.WithTimeout(ctx, d.opts.TurnTimeout)
 	defer cancel()
 	var buf strings.Builder

@@ -31,6 +31,12 @@ type cursor struct {
 	Mode   string     `json:"m"`
 	Token  string     `json:"p,omitempty"`
 	Last   id.EventID `json:"l"`
+	// Top is the pinned token of the first page's first chunk; Pending says
+	// the pages so far met thread replies or edits whose root or original
+	// they had not reached, so the next page scans again from Top to count
+	// them (servers without bundled aggregations).
+	Top     string `json:"h,omitempty"`
+	Pending bool   `json:"x,omitempty"`
 }
 
 func (h *History) sealCursor(c cursor) string {

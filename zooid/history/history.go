@@ -173,9 +173,22 @@ func threadOf(evt *event.Event) id.EventID {
 	return zevent.ThreadRoot(evt)
 }
 
-// text renders an event as history text; ok is false for what is not history
-// (state, reactions, redacted or unknown messages, edits, dev.zooid.* events).
-func text(evt *event.Event) (string, bool) {
+// text renders an event as history text with its bundled edit, if any; ok is
+// false for what is not history (state, reactions, redacted or unknown
+// messages, edits, dev.zooid.* events).
+func text(evt *event.Event) (string, bool) { return textWith(evt, nil) }
+
+// bundledEdit is the m.replace the server bundled with evt, if any.
+func bundledEdit(evt *event.Event) *event.Event {
+	if evt.Unsigned.Relations != nil && evt.Unsigned.Relations.LatestEdit != nil {
+		return evt.Unsigned.Relations.LatestEdit
+	}
+	return nil
+}
+
+// textWith renders evt with the newest edit: the bundled one, else edit
+// (met by a scan or asked for), else the original text.
+func textWith(evt *event.Event, edit *event.Event) (string, bool) {
 	rc, ok := parseContent(evt)
 	if !ok {
 		return "", false
@@ -183,10 +196,13 @@ func text(evt *event.Event) (string, bool) {
 	if rc.RelatesTo != nil && rc.RelatesTo.Type == event.RelReplace {
 		return "", false // an edit: the original carries the latest text
 	}
-	if evt.Unsigned.Relations != nil && evt.Unsigned.Relations.LatestEdit != nil {
-		if edit, ok := parseContent(evt.Unsigned.Relations.LatestEdit); ok && len(edit.NewContent) > 0 {
+	if b := bundledEdit(evt); b != nil {
+		edit = b
+	}
+	if edit != nil {
+		if e, ok := parseContent(edit); ok && len(e.NewContent) > 0 {
 			var nc rawContent
-			if json.Unmarshal(edit.NewContent, &nc) == nil && nc.Body != "" {
+			if json.Unmarshal(e.NewContent, &nc) == nil && nc.Body != "" {
 				rc.Body, rc.MsgType = nc.Body, nc.MsgType
 			}
 		}
@@ -232,28 +248,85 @@ func (h *History) message(evt *event.Event, body string) tools.Message {
 	return m
 }
 
+// isHistory is the one rule for what counts as a message, in every tool:
+// thread history returns exactly the replies for which it holds, and
+// reply_count and last_activity_at count exactly those.
 func isHistory(evt *event.Event) bool {
 	_, ok := text(evt)
 	return ok
 }
 
-var messageFilter = &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}
-
-func messagesFetch(cli *mautrix.Client, room id.RoomID, size int) chunkFetch {
-	return func(ctx context.Context, from string) ([]*event.Event, string, string, error) {
-		resp, err := cli.Messages(ctx, room, from, "", mautrix.DirectionBackward, messageFilter, size)
-		if err != nil {
-			return nil, "", "", wrapFetch("reading messages", room, err)
-		}
-		for _, evt := range resp.Chunk {
-			evt.RoomID = room
-		}
-		return resp.Chunk, resp.Start, resp.End, nil
-	}
+// isReplyIn says evt is a message of thread root's history.
+func isReplyIn(evt *event.Event, root id.EventID) bool {
+	return threadOf(evt) == root && isHistory(evt)
 }
 
-func relationsFetch(cli *mautrix.Client, room id.RoomID, root id.EventID, size int) chunkFetch {
-	return func(ctx context.Context, from string) ([]*event.Event, string, string, error) {
+var messageFilter = &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}
+
+// messageStream reads /messages backwards, message events only. The types
+// filter saves bytes, but a server that applies it after the page limit
+// answers a page that held only other events with an empty chunk and no
+// `end`, as at the start of the room. So an empty filtered page without
+// `end` is asked once more without the filter, and the stream filters on
+// its own side from then on: one request more per tool call, and never
+// "no history" while history exists.
+type messageStream struct {
+	cli        *mautrix.Client
+	room       id.RoomID
+	unfiltered bool
+}
+
+func (m *messageStream) fetch(ctx context.Context, from string, size int) ([]*event.Event, string, string, error) {
+	filter := messageFilter
+	if m.unfiltered {
+		filter = nil
+	}
+	resp, err := m.cli.Messages(ctx, m.room, from, "", mautrix.DirectionBackward, filter, size)
+	if err == nil && filter != nil && len(resp.Chunk) == 0 && resp.End == "" {
+		m.unfiltered = true
+		resp, err = m.cli.Messages(ctx, m.room, from, "", mautrix.DirectionBackward, nil, size)
+	}
+	if err != nil {
+		return nil, "", "", wrapFetch("reading messages", m.room, err)
+	}
+	chunk := make([]*event.Event, 0, len(resp.Chunk))
+	for _, evt := range resp.Chunk {
+		evt.RoomID = m.room
+		if evt.Type.Type == event.EventMessage.Type {
+			chunk = append(chunk, evt)
+		}
+	}
+	return chunk, resp.Start, resp.End, nil
+}
+
+// RecentMessages returns up to n message events of room, newest first, in at
+// most maxRequests /messages requests, with the fallback of messageStream:
+// what the daemon's start-up replay reads.
+func RecentMessages(ctx context.Context, cli *mautrix.Client, room id.RoomID, n, maxRequests int) ([]*event.Event, error) {
+	ms := &messageStream{cli: cli, room: room}
+	var out []*event.Event
+	from := ""
+	for range maxRequests {
+		chunk, _, next, err := ms.fetch(ctx, from, min(n, maxChunk))
+		if err != nil {
+			return out, err
+		}
+		for _, evt := range chunk {
+			if len(out) == n {
+				return out, nil
+			}
+			out = append(out, evt)
+		}
+		if next == "" || next == from || len(out) == n {
+			break
+		}
+		from = next
+	}
+	return out, nil
+}
+
+func relationsFetch(cli *mautrix.Client, room id.RoomID, root id.EventID) chunkFetch {
+	return func(ctx context.Context, from string, size int) ([]*event.Event, string, string, error) {
 		resp, err := cli.GetRelations(ctx, room, root, &mautrix.ReqGetRelations{
 			RelationType: event.RelThread,
 			Dir:          mautrix.DirectionBackward,
@@ -282,8 +355,9 @@ func (h *History) History(ctx context.Context, c tools.Caller, limit int, before
 	if err != nil {
 		return tools.MessagePage{}, err
 	}
-	w := &walker{fetch: messagesFetch(cli, c.Room, min(limit+1, maxChunk))}
-	if err := w.start(ctx, cur); err != nil {
+	st := newScanState()
+	w, top, complete, err := scanFrom(ctx, cli, c.Room, cur, min(limit+1, maxChunk), st)
+	if err != nil {
 		return tools.MessagePage{}, err
 	}
 	items, more, pos, err := collect(ctx, w, limit, isHistory, nil)
@@ -292,23 +366,24 @@ func (h *History) History(ctx context.Context, c tools.Caller, limit int, before
 	}
 	page := tools.MessagePage{Messages: make([]tools.Message, 0, len(items)), HasMore: more}
 	for i := len(items) - 1; i >= 0; i-- {
-		body, _ := text(items[i].evt)
-		page.Messages = append(page.Messages, h.message(items[i].evt, body))
+		evt := items[i].evt
+		body, _ := textWith(evt, st.edit(evt))
+		page.Messages = append(page.Messages, h.message(evt, body))
 	}
 	if more {
-		page.NextBefore = h.sealCursor(cursor{Tool: toolHistory, User: c.UserID, Room: c.Room, Mode: modeMessages, Token: pos.token, Last: pos.evt.ID})
+		page.NextBefore = h.sealCursor(cursor{Tool: toolHistory, User: c.UserID, Room: c.Room, Mode: modeMessages, Token: pos.token, Last: pos.evt.ID,
+			Top: top, Pending: !complete || st.pendingAfter(pos.evt.ID)})
 	}
 	return page, nil
 }
 
-// threadStats is what one scan learnt about thread replies.
-type threadStats struct {
-	count int
-	last  int64
-}
-
 // RecentThreads is zooid_get_recent_threads: top-level messages and thread roots,
-// newest first.
+// newest first. Reply counts and latest activity come from the scan itself,
+// by the one rule (isReplyIn), never from bundled m.thread aggregations:
+// those count every event of a thread, dev.zooid.* results and errors
+// included. A scan from the live end meets every reply of a root before the
+// root; a later page scans again from the first page's top when the pages
+// before it met replies of roots they had not reached.
 func (h *History) RecentThreads(ctx context.Context, c tools.Caller, limit int, before string) (tools.ThreadPage, error) {
 	var cur *cursor
 	if before != "" {
@@ -322,98 +397,32 @@ func (h *History) RecentThreads(ctx context.Context, c tools.Caller, limit int, 
 	if err != nil {
 		return tools.ThreadPage{}, err
 	}
-	w := &walker{fetch: messagesFetch(cli, c.Room, recentChunk)}
-	if err := w.start(ctx, cur); err != nil {
+	st := newScanState()
+	w, top, complete, err := scanFrom(ctx, cli, c.Room, cur, recentChunk, st)
+	if err != nil {
 		return tools.ThreadPage{}, err
 	}
-	// A scan from the live end sees every reply of a root before the root itself,
-	// so on the first page its own tally is exact without asking the server.
-	fromLiveEnd := cur == nil
-	seen := map[id.EventID]*threadStats{}
-	bundles := false
-	keep := func(evt *event.Event) bool {
-		if evt.Unsigned.Relations != nil && evt.Unsigned.Relations.Thread != nil {
-			bundles = true
-		}
-		if root := threadOf(evt); root != "" {
-			st := seen[root]
-			if st == nil {
-				st = &threadStats{}
-				seen[root] = st
-			}
-			st.count++
-			st.last = max(st.last, evt.Timestamp)
-			return false
-		}
-		return isHistory(evt)
-	}
+	keep := func(evt *event.Event) bool { return threadOf(evt) == "" && isHistory(evt) }
 	items, more, pos, err := collect(ctx, w, limit, keep, nil)
 	if err != nil {
 		return tools.ThreadPage{}, err
 	}
 	page := tools.ThreadPage{Threads: make([]tools.ThreadOverview, 0, len(items)), HasMore: more}
 	for _, it := range items {
-		body, _ := text(it.evt)
+		body, _ := textWith(it.evt, st.edit(it.evt))
 		ov := tools.ThreadOverview{Message: h.message(it.evt, body)}
-		count, last, err := h.replyStats(ctx, cli, c.Room, it.evt, seen[it.evt.ID], fromLiveEnd, bundles)
-		if err != nil {
-			return tools.ThreadPage{}, err
+		var last int64
+		if rs := st.replies[it.evt.ID]; rs != nil {
+			ov.ReplyCount, last = rs.count, rs.last
 		}
-		ov.ReplyCount = count
 		ov.LastActivityAt = stamp(max(last, it.evt.Timestamp))
 		page.Threads = append(page.Threads, ov)
 	}
 	if more {
-		page.NextBefore = h.sealCursor(cursor{Tool: toolRecent, User: c.UserID, Room: c.Room, Mode: modeMessages, Token: pos.token, Last: pos.evt.ID})
+		page.NextBefore = h.sealCursor(cursor{Tool: toolRecent, User: c.UserID, Room: c.Room, Mode: modeMessages, Token: pos.token, Last: pos.evt.ID,
+			Top: top, Pending: !complete || st.pendingAfter(pos.evt.ID)})
 	}
 	return page, nil
-}
-
-// maxCountPages bounds the /relations pages read to count one thread's replies
-// when the server bundles no aggregation: at most maxCountPages*maxChunk replies
-// are counted (a larger thread reports that many).
-const maxCountPages = 3
-
-// replyStats finds a root's reply count and latest reply time: from the bundled
-// m.thread aggregation, else from this scan when it began at the live end, else
-// by counting /relations (bounded), else what this scan saw.
-func (h *History) replyStats(ctx context.Context, cli *mautrix.Client, room id.RoomID, root *event.Event, st *threadStats, fromLiveEnd, bundles bool) (int, int64, error) {
-	if rel := root.Unsigned.Relations; rel != nil && rel.Thread != nil {
-		var last int64
-		if rel.Thread.LatestEvent != nil {
-			last = rel.Thread.LatestEvent.Timestamp
-		}
-		return rel.Thread.Count, last, nil
-	}
-	if st == nil {
-		st = &threadStats{}
-	}
-	if fromLiveEnd || bundles {
-		return st.count, st.last, nil
-	}
-	count, last, from := 0, int64(0), ""
-	for range maxCountPages {
-		resp, err := cli.GetRelations(ctx, room, root.ID, &mautrix.ReqGetRelations{
-			RelationType: event.RelThread, Dir: mautrix.DirectionBackward, From: from, Limit: maxChunk,
-		})
-		if err != nil {
-			if isUnsupported(err) {
-				return st.count, st.last, nil
-			}
-			return 0, 0, fmt.Errorf("counting replies of %s: %w", root.ID, err)
-		}
-		for _, evt := range resp.Chunk {
-			if threadOf(evt) == root.ID {
-				count++
-				last = max(last, evt.Timestamp)
-			}
-		}
-		if resp.NextBatch == "" || resp.NextBatch == from || len(resp.Chunk) == 0 {
-			break
-		}
-		from = resp.NextBatch
-	}
-	return max(count, st.count), max(last, st.last), nil
 }
 
 func (h *History) getRoot(ctx context.Context, cli *mautrix.Client, room id.RoomID, thread id.EventID) (*event.Event, error) {
@@ -439,7 +448,11 @@ func (h *History) getRoot(ctx context.Context, cli *mautrix.Client, room id.Room
 }
 
 // ThreadHistory is zooid_get_thread_history: the root (first page only), then
-// replies chronologically; pages go back in time.
+// replies chronologically; pages go back in time. It reads /relations of the
+// root; on a server that bundles no aggregations (the root of a thread with
+// replies carries no m.thread summary, so edits of replies aren't bundled
+// either) or has no /relations, it scans /messages instead, which meets
+// every edit before the message it edits.
 func (h *History) ThreadHistory(ctx context.Context, c tools.Caller, thread id.EventID, limit int, before string) (tools.MessagePage, error) {
 	var cur *cursor
 	if before != "" {
@@ -457,7 +470,7 @@ func (h *History) ThreadHistory(ctx context.Context, c tools.Caller, thread id.E
 	if err != nil {
 		return tools.MessagePage{}, err
 	}
-	isReply := func(evt *event.Event) bool { return threadOf(evt) == thread && isHistory(evt) }
+	isReply := func(evt *event.Event) bool { return isReplyIn(evt, thread) }
 
 	mode := modeRelations
 	if cur != nil {
@@ -466,8 +479,10 @@ func (h *History) ThreadHistory(ctx context.Context, c tools.Caller, thread id.E
 	var items []item
 	var more bool
 	var pos item
+	st := newScanState()
+	top, complete := "", true
 	if mode == modeRelations {
-		w := &walker{fetch: relationsFetch(cli, c.Room, thread, min(limit+1, maxChunk))}
+		w := &walker{fetch: relationsFetch(cli, c.Room, thread), size: min(limit+1, maxChunk), observe: st.observe}
 		err = w.start(ctx, cur)
 		if err == nil {
 			items, more, pos, err = collect(ctx, w, limit, isReply, nil)
@@ -478,13 +493,17 @@ func (h *History) ThreadHistory(ctx context.Context, c tools.Caller, thread id.E
 		if err != nil {
 			return tools.MessagePage{}, err
 		}
+		if cur == nil && len(items) > 0 && !hasThreadSummary(root) {
+			mode = modeScan
+		}
 	}
 	if mode == modeScan {
-		// Fallback without /relations: scan the room backwards for this thread's
-		// replies, stopping at the root (nothing older can reply to it); bounded
-		// by maxScan events per page.
-		w := &walker{fetch: messagesFetch(cli, c.Room, maxChunk)}
-		if err := w.start(ctx, cur); err != nil {
+		// Scan the room backwards for this thread's replies, stopping at the
+		// root (nothing older can reply to it); bounded by maxScan events per page.
+		st = newScanState()
+		var w *walker
+		w, top, complete, err = scanFrom(ctx, cli, c.Room, cur, maxChunk, st)
+		if err != nil {
 			return tools.MessagePage{}, err
 		}
 		items, more, pos, err = collect(ctx, w, limit, isReply, func(evt *event.Event) bool { return evt.ID == thread })
@@ -494,7 +513,14 @@ func (h *History) ThreadHistory(ctx context.Context, c tools.Caller, thread id.E
 	}
 	page := tools.MessagePage{Messages: make([]tools.Message, 0, len(items)+1), HasMore: more}
 	if cur == nil {
-		body, ok := text(root)
+		edit := st.edit(root)
+		if edit == nil && bundledEdit(root) == nil && root.Unsigned.Relations == nil {
+			// No bundle and the scan ended before the root's edits: ask once.
+			if edit, err = askEdit(ctx, cli, c.Room, root); err != nil {
+				return tools.MessagePage{}, err
+			}
+		}
+		body, ok := textWith(root, edit)
 		if !ok {
 			body = ""
 		}
@@ -503,13 +529,23 @@ func (h *History) ThreadHistory(ctx context.Context, c tools.Caller, thread id.E
 		page.Messages = append(page.Messages, m)
 	}
 	for i := len(items) - 1; i >= 0; i-- {
-		body, _ := text(items[i].evt)
-		page.Messages = append(page.Messages, h.message(items[i].evt, body))
+		evt := items[i].evt
+		body, _ := textWith(evt, st.edit(evt))
+		page.Messages = append(page.Messages, h.message(evt, body))
 	}
 	if more {
-		page.NextBefore = h.sealCursor(cursor{Tool: toolThread, User: c.UserID, Room: c.Room, Thread: thread, Mode: mode, Token: pos.token, Last: pos.evt.ID})
+		c := cursor{Tool: toolThread, User: c.UserID, Room: c.Room, Thread: thread, Mode: mode, Token: pos.token, Last: pos.evt.ID}
+		if mode == modeScan {
+			c.Top, c.Pending = top, !complete || st.pendingEditsAfter(pos.evt.ID)
+		}
+		page.NextBefore = h.sealCursor(c)
 	}
 	return page, nil
+}
+
+// hasThreadSummary says the server bundled an m.thread aggregation with root.
+func hasThreadSummary(root *event.Event) bool {
+	return root.Unsigned.Relations != nil && root.Unsigned.Relations.Thread != nil
 }
 
 // Members is zooid_get_members: the room's joined members, read as the caller.

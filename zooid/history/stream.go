@@ -18,15 +18,22 @@ import (
 // as far as it got, with has_more true and a cursor at the scan position.
 const maxScan = 20000
 
-// chunkFetch fetches one chunk backwards from a token ("" = newest). start is the
-// token that pins "" to a fixed position when the server provides one; next is
-// empty when the stream is exhausted.
-type chunkFetch func(ctx context.Context, from string) (chunk []*event.Event, start, next string, err error)
+// chunkFetch fetches one chunk of up to size events backwards from a token
+// ("" = newest). start is the token that pins "" to a fixed position when the
+// server provides one; next is empty when the stream is exhausted.
+type chunkFetch func(ctx context.Context, from string, size int) (chunk []*event.Event, start, next string, err error)
 
 // walker yields a backward stream one event at a time, remembering for each
-// event the (pinned) token its chunk was fetched from.
+// event the (pinned) token its chunk was fetched from. Each chunk after the
+// first is twice the size of the one before, up to maxChunk, so a sparse
+// stream (few matches among many events) costs O(log) requests more than a
+// dense one, never one request per few matches.
 type walker struct {
-	fetch   chunkFetch
+	fetch chunkFetch
+	size  int // size of the next chunk
+	// observe, when set, sees every event the walk passes, also those skipped
+	// to reach a cursor's position.
+	observe func(*event.Event)
 	token   string // pinned token of the current chunk
 	chunk   []*event.Event
 	i       int
@@ -39,10 +46,14 @@ type walker struct {
 }
 
 func (w *walker) load(ctx context.Context, from string) error {
-	chunk, start, next, err := w.fetch(ctx, from)
+	if w.size <= 0 {
+		w.size = maxChunk
+	}
+	chunk, start, next, err := w.fetch(ctx, from, w.size)
 	if err != nil {
 		return err
 	}
+	w.size = min(w.size*2, maxChunk)
 	w.fetched = true
 	w.token = from
 	if from == "" && start != "" {
@@ -69,6 +80,9 @@ func (w *walker) nextEvent(ctx context.Context) (*event.Event, string, bool, err
 			evt := w.chunk[w.i]
 			w.i++
 			w.scanned++
+			if w.observe != nil {
+				w.observe(evt)
+			}
 			return evt, w.token, true, nil
 		}
 		if w.done || !w.fetched {
@@ -89,19 +103,31 @@ func (w *walker) start(ctx context.Context, c *cursor) error {
 	if c == nil {
 		return w.load(ctx, "")
 	}
-	if err := w.load(ctx, c.Token); err != nil {
+	found, err := w.seek(ctx, c.Token, c.Last)
+	if err != nil {
 		return err
+	}
+	if !found {
+		return errCursorGone
+	}
+	return nil
+}
+
+var errCursorGone = tools.Errorf(tools.CodeInvalidCursor, "the position this cursor points to is no longer available; start again without before")
+
+// seek loads from token and walks up to and including last; found is false
+// when the stream or the scan bound ended first.
+func (w *walker) seek(ctx context.Context, token string, last id.EventID) (found bool, err error) {
+	if err := w.load(ctx, token); err != nil {
+		return false, err
 	}
 	for {
 		evt, _, ok, err := w.nextEvent(ctx)
-		if err != nil {
-			return err
+		if err != nil || !ok {
+			return false, err
 		}
-		if !ok {
-			return tools.Errorf(tools.CodeInvalidCursor, "the position this cursor points to is no longer available; start again without before")
-		}
-		if evt.ID == c.Last {
-			return nil
+		if evt.ID == last {
+			return true, nil
 		}
 	}
 }

@@ -1,0 +1,291 @@
+package history_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"testing"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/appservice"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/fakehs"
+	"github.com/zooid-dev/zooid/zooid/history"
+	"github.com/zooid-dev/zooid/zooid/tools"
+)
+
+var (
+	human = id.UserID("@alice:localhost")
+	agent = id.UserID("@agent-a:localhost")
+	base  = time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+)
+
+// room is a fakehs room read through History as agent-a.
+type room struct {
+	hs  *fakehs.Server
+	h   *history.History
+	c   tools.Caller
+	ids []id.EventID
+}
+
+// newRoom imports events into a room of alice and agent-a on a server with
+// the profile; events get one second each from base.
+func newRoom(t *testing.T, p fakehs.Profile, events []fakehs.SeedEvent) *room {
+	t.Helper()
+	push := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("{}")) }))
+	t.Cleanup(push.Close)
+	reg := &appservice.Registration{ID: "zooid", URL: push.URL, AppToken: asToken, ServerToken: "hs", SenderLocalpart: "zooid",
+		Namespaces: appservice.Namespaces{UserIDs: appservice.NamespaceList{{Regex: "@agent-.*:" + regexp.QuoteMeta("localhost"), Exclusive: true}}}}
+	hs := fakehs.New(t, fakehs.WithAppservice(reg), fakehs.WithProfile(p))
+	for i := range events {
+		if events[i].Timestamp.IsZero() {
+			events[i].Timestamp = base.Add(time.Duration(i) * time.Second)
+		}
+	}
+	imp, err := hs.ImportRoom(fakehs.RoomSeed{Creator: human, Name: "ops", Members: []id.UserID{agent}, Events: events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := history.New(history.Options{Client: func(u id.UserID) *mautrix.Client { return asCli(hs, u) }})
+	return &room{hs: hs, h: h, c: tools.Caller{Agent: "agent-a", UserID: agent, Transport: "matrix", Room: imp.RoomID}, ids: imp.EventIDs}
+}
+
+func asCli(hs *fakehs.Server, u id.UserID) *mautrix.Client {
+	cli, _ := mautrix.NewClient(hs.URL(), u, asToken)
+	cli.SetAppServiceUserID = true
+	return cli
+}
+
+func text(body string) fakehs.SeedEvent {
+	return fakehs.SeedEvent{Sender: human, Content: map[string]any{"msgtype": "m.text", "body": body}, ThreadRoot: -1}
+}
+
+func reply(body string, root int) fakehs.SeedEvent {
+	e := text(body)
+	e.ThreadRoot = root
+	return e
+}
+
+func reaction(target int) fakehs.SeedEvent {
+	return fakehs.SeedEvent{Sender: human, Type: "m.reaction", Content: map[string]any{}, ThreadRoot: -1,
+		Relation: &fakehs.SeedRelation{RelType: "m.annotation", Target: target, Key: "👍"}}
+}
+
+func edit(body string, target int) fakehs.SeedEvent {
+	return fakehs.SeedEvent{Sender: human, Content: map[string]any{"msgtype": "m.text", "body": "* " + body,
+		"m.new_content": map[string]any{"msgtype": "m.text", "body": body}}, ThreadRoot: -1,
+		Relation: &fakehs.SeedRelation{RelType: "m.replace", Target: target}}
+}
+
+func bodies[M any](ms []M, get func(M) string) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = get(m)
+	}
+	return out
+}
+
+func msgText(m tools.Message) string          { return m.Text }
+func entryText(m tools.ThreadOverview) string { return m.Text }
+
+// Issue 16.1: a server that filters after the limit answers a page of only
+// reactions with an empty chunk and no end; that is not the start of the room.
+func TestHistoryBehindAPageOfReactions(t *testing.T) {
+	var events []fakehs.SeedEvent
+	for i := range 5 {
+		events = append(events, text(fmt.Sprint("message ", i)))
+	}
+	for range 520 {
+		events = append(events, reaction(4))
+	}
+	r := newRoom(t, fakehs.Degraded, events)
+	ctx := context.Background()
+	page, err := r.h.History(ctx, r.c, 50, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(bodies(page.Messages, msgText)); got != "[message 0 message 1 message 2 message 3 message 4]" || page.HasMore {
+		t.Fatalf("history: %s, has_more %v; want the 5 messages and no more", got, page.HasMore)
+	}
+	threads, err := r.h.RecentThreads(ctx, r.c, 50, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(bodies(threads.Threads, entryText)); got != "[message 4 message 3 message 2 message 1 message 0]" || threads.HasMore {
+		t.Fatalf("recent threads: %s, has_more %v", got, threads.HasMore)
+	}
+	// What the daemon's start-up replay reads.
+	recent, err := history.RecentMessages(ctx, asCli(r.hs, agent), r.c.Room, 500, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recent) != 5 {
+		t.Fatalf("RecentMessages found %d messages, want 5", len(recent))
+	}
+}
+
+// Issue 16.2: without bundled m.replace, the newest edit met in the scan (or
+// asked for) gives the text, also on a later page than the edit's.
+func TestEditsWithoutBundles(t *testing.T) {
+	events := []fakehs.SeedEvent{
+		text("root v1"),      // 0
+		reply("reply v1", 0), // 1
+		text("old v1"),       // 2
+		edit("root v2", 0),   // 3
+		edit("reply v2", 1),  // 4
+		edit("root v3", 0),   // 5
+	}
+	for i := range 30 {
+		events = append(events, text(fmt.Sprint("filler ", i)))
+	}
+	events = append(events, edit("old v2", 2))
+	r := newRoom(t, fakehs.Degraded, events)
+	ctx := context.Background()
+
+	th, err := r.h.ThreadHistory(ctx, r.c, r.ids[0], 50, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(bodies(th.Messages, msgText)); got != "[root v3 reply v2]" {
+		t.Fatalf("thread history: %s, want [root v3 reply v2]", got)
+	}
+	// Page by 10: "old v1" is on the last page, its edit on the first.
+	var all []string
+	before := ""
+	for {
+		p, err := r.h.History(ctx, r.c, 10, before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(bodies(p.Messages, msgText), all...)
+		if !p.HasMore {
+			break
+		}
+		before = p.NextBefore
+	}
+	if len(all) != 33 || all[0] != "root v3" || all[1] != "reply v2" || all[2] != "old v2" {
+		t.Fatalf("history pages begin %q (%d messages), want the edited texts [root v3 reply v2 old v2] of 33", all[:3], len(all))
+	}
+	var entries []string
+	before = ""
+	for {
+		p, err := r.h.RecentThreads(ctx, r.c, 10, before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, bodies(p.Threads, entryText)...)
+		if !p.HasMore {
+			break
+		}
+		before = p.NextBefore
+	}
+	if n := len(entries); n != 32 || entries[n-1] != "root v3" || entries[n-2] != "old v2" {
+		t.Fatalf("recent threads end %q (%d entries), want [... old v2 root v3] of 32", entries[max(0, n-2):], n)
+	}
+}
+
+// Issue 16.3: without aggregations, reply counts come from the scan; the
+// requests a page costs do not grow with the page size.
+func TestReplyCountsCostNoRequestPerEntry(t *testing.T) {
+	var events []fakehs.SeedEvent
+	for i := range 600 {
+		events = append(events, text(fmt.Sprint("entry ", i)))
+		if i%50 == 0 {
+			root := len(events) - 1
+			for j := range 3 {
+				events = append(events, reply(fmt.Sprint("reply ", j), root))
+			}
+		}
+	}
+	// A late reply to the oldest thread: seen on the first page, counted on the last.
+	events = append(events, reply("late", 0))
+	ctx := context.Background()
+	for _, limit := range []int{50, 200} {
+		r := newRoom(t, fakehs.Degraded, events)
+		before, pages := "", 0
+		counts := map[string]int{}
+		maxReqs := 0
+		for {
+			n0 := r.hs.Requests("", "")
+			p, err := r.h.RecentThreads(ctx, r.c, limit, before)
+			if err != nil {
+				t.Fatal(err)
+			}
+			maxReqs = max(maxReqs, r.hs.Requests("", "")-n0)
+			for _, e := range p.Threads {
+				counts[e.Text] = e.ReplyCount
+			}
+			pages++
+			if !p.HasMore {
+				break
+			}
+			before = p.NextBefore
+		}
+		if rel := r.hs.Requests("GET", "/_matrix/client/v1/rooms/*/relations/*/*"); rel != 0 {
+			t.Errorf("limit %d: %d /relations requests", limit, rel)
+		}
+		if maxReqs > 8 {
+			t.Errorf("limit %d: a page cost up to %d requests, want at most 8", limit, maxReqs)
+		}
+		if counts["entry 0"] != 4 || counts["entry 50"] != 3 || counts["entry 1"] != 0 || len(counts) != 600 {
+			t.Errorf("limit %d: counts entry 0 %d (want 4), entry 50 %d (want 3), entry 1 %d; %d entries", limit, counts["entry 0"], counts["entry 50"], counts["entry 1"], len(counts))
+		}
+		t.Logf("limit %d: %d pages, at most %d requests per page", limit, pages, maxReqs)
+	}
+}
+
+// Issue 12: reply_count counts exactly the replies thread history returns; a
+// cancelled task thread (root and a dev.zooid.thread_result) has none.
+func TestReplyCountIsThreadHistory(t *testing.T) {
+	for name, p := range map[string]fakehs.Profile{"synapse": {}, "degraded": fakehs.Degraded} {
+		t.Run(name, func(t *testing.T) {
+			events := []fakehs.SeedEvent{
+				text("audit svc-a"),
+				{Sender: human, Type: "dev.zooid.thread_result", ThreadRoot: 0, Content: map[string]any{
+					"dev.zooid.thread_result": map[string]any{"status": "cancelled"}}},
+				{Sender: human, Type: "dev.zooid.error", ThreadRoot: 0, Content: map[string]any{"code": "agent_crashed"}},
+				{Sender: human, Type: "m.reaction", Content: map[string]any{}, ThreadRoot: -1,
+					Relation: &fakehs.SeedRelation{RelType: "m.annotation", Target: 0, Key: "👍"}},
+			}
+			r := newRoom(t, p, events)
+			ctx := context.Background()
+			th, err := r.h.ThreadHistory(ctx, r.c, r.ids[0], 50, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt, err := r.h.RecentThreads(ctx, r.c, 50, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(th.Messages) != 1 || len(rt.Threads) != 1 || rt.Threads[0].ReplyCount != 0 || rt.Threads[0].LastActivityAt != th.Messages[0].Timestamp {
+				t.Fatalf("thread history has %d messages; recent threads %+v: want the root alone, reply_count 0, last activity the root's", len(th.Messages), rt.Threads)
+			}
+		})
+	}
+}
+
+// On a server that serves history to non-members, the daemon's own check
+// refuses a non-member agent.
+func TestNonMemberRefusedWhereTheServerServes(t *testing.T) {
+	r := newRoom(t, fakehs.Degraded, []fakehs.SeedEvent{text("secret")})
+	outsider, _, err := r.hs.RegisterUser("agent-b", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := asCli(r.hs, outsider).Messages(ctx, r.c.Room, "", "", mautrix.DirectionBackward, nil, 10); err != nil {
+		t.Fatalf("the degraded server refused the outsider itself (%v): the test would prove nothing", err)
+	}
+	c := r.c
+	c.Agent, c.UserID = "agent-b", outsider
+	_, err = r.h.History(ctx, c, 10, "")
+	var te *tools.Error
+	if !errors.As(err, &te) || te.Code != tools.CodeForbidden {
+		t.Fatalf("outsider read: %v, want %s", err, tools.CodeForbidden)
+	}
+}
