@@ -39,7 +39,7 @@ func (s *scanState) observe(evt *event.Event) {
 	if !ok || rc.RelatesTo == nil {
 		return
 	}
-	if rc.RelatesTo.RelType == string(event.RelReplace) && rc.RelatesTo.EventID != "" {
+	if rc.RelatesTo.Type == event.RelReplace && rc.RelatesTo.EventID != "" {
 		s.edits[rc.RelatesTo.EventID] = append(s.edits[rc.RelatesTo.EventID], evt)
 		return
 	}
