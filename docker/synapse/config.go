@@ -7,7 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 	"maunium.net/go/mautrix/appservice"
 )
 
