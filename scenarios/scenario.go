@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/config"
 )
 
 // Event types and relation types a recording speaks of.
@@ -30,7 +32,7 @@ const (
 )
 
 // nameRE is what a member may be called: the step vocabulary's names.
-var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+var nameRE = regexp.MustCompile(config.NamePattern)
 
 // labelRE is what an event label may be; a label is never all digits, so a
 // reference is unambiguously an index or a label.

@@ -36,9 +36,9 @@ func (w *world) config(exe string) *config.Config {
 			cfg.Agents = append(cfg.Agents, w.httpAgentConfig(cfg, exe, a))
 			continue
 		}
-		rooms := make([]string, 0, len(a.rooms))
+		rooms := make([]config.RoomRef, 0, len(a.rooms))
 		for _, r := range a.rooms {
-			rooms = append(rooms, string(n.alias(r)))
+			rooms = append(rooms, config.RoomRef(n.alias(r)))
 		}
 		cfg.Agents = append(cfg.Agents, config.Agent{
 			Name: a.name,

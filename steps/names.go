@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/config"
 )
 
 // names maps the names steps speak in ("ori", "agent-a", "#ops") to Matrix ids.
@@ -21,7 +23,7 @@ type names struct {
 }
 
 // nameRE is what a step may call a user or an agent.
-var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+var nameRE = regexp.MustCompile(config.NamePattern)
 
 func checkName(n string) error {
 	if !nameRE.MatchString(n) {

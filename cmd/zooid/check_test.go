@@ -15,8 +15,8 @@ func TestCheckCommand(t *testing.T) {
   matrix:
     homeserver: http://127.0.0.1:8008
     server_name: example.org
-    as_token: a
-    hs_token: b
+    as_token: as-0123456789abcdef
+    hs_token: hs-0123456789abcdef
 agents:
   agent-a:
     acp: { preset: claude }

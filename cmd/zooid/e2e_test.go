@@ -87,14 +87,16 @@ func TestRunAnswersAMentionPostedOverHTTP(t *testing.T) {
     listen: %s
 agents:
   agent-a:
-    acp: { command: %q, args: %s }
+    # The agent and its bridge are this test binary too; the daemon passes
+    # agents only an allowlisted environment, so the switch is named here.
+    acp: { command: %q, args: %s, env: { %s: "1" } }
     matrix:
       user_id: '@agent-a'
       display_name: Agent A
       rooms: ['#general']
-`, hsAddr, pushAddr, self, args))
-	t.Setenv("E2E_AS_TOKEN", "e2e-as-token")
-	t.Setenv("E2E_HS_TOKEN", "e2e-hs-token")
+`, hsAddr, pushAddr, self, args, execEnv))
+	t.Setenv("E2E_AS_TOKEN", "e2e-as-token-0123456789")
+	t.Setenv("E2E_HS_TOKEN", "e2e-hs-token-0123456789")
 
 	// The registration comes from the config, as an operator would make it.
 	var reg bytes.Buffer

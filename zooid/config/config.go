@@ -1,6 +1,9 @@
 // Package config reads zooid.yaml: it expands ${VAR} from the environment,
-// validates strictly (unknown keys, names, ids, references) and reports every
-// problem at once as "file:line: path: reason".
+// reads secrets from files, validates strictly (unknown keys, names, ids,
+// references, where tokens may appear) and reports every problem at once as
+// "file:line: path: reason". It is the only place a config is judged:
+// `zooid check` and `zooid run` both call Load, and the transports get their
+// options from a Config that passed.
 package config
 
 import (
@@ -13,6 +16,8 @@ import (
 	"time"
 
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/rundir"
 )
 
 // Transport types.
@@ -47,8 +52,8 @@ type Config struct {
 	// IdleTimeout stops an agent process that waited that long for its
 	// thread's next turn (idle_timeout: 30m); zero means the daemon's default.
 	IdleTimeout time.Duration
-	// RunDir holds sockets; default $XDG_RUNTIME_DIR/zooid, else a
-	// per-user directory under the system temp dir.
+	// RunDir holds the agents' sockets; default $XDG_RUNTIME_DIR/zooid.
+	// Empty means the daemon makes a fresh private directory at start.
 	RunDir string
 }
 
@@ -68,8 +73,10 @@ type MatrixTransport struct {
 	// ServerName is the homeserver's server name (the part after ':' in ids);
 	// may be empty when every id in the file is written in full.
 	ServerName string
-	ASToken    string
-	HSToken    string
+	// ASToken and HSToken come from as_token / hs_token (usually ${VAR}) or
+	// as_token_file / hs_token_file; each is at least MinSecretLen long.
+	ASToken string
+	HSToken string
 	// Listen is the appservice push listener, e.g. 127.0.0.1:9000; empty
 	// means no push listener: the daemon uses /sync.
 	Listen string
@@ -85,17 +92,19 @@ type HTTPTransport struct {
 	Port int
 	// Listen is the address to bind; from port it is 127.0.0.1:PORT.
 	Listen string
-	// Token is the bearer token; empty means no authentication.
+	// Token is the bearer token (token or token_file); empty means no
+	// authentication, which the parser allows only on a loopback Listen.
 	Token string
 }
 
 // Agent is one entry under agents.
 type Agent struct {
-	// Name matches ^[a-z][a-z0-9-]{0,31}$.
+	// Name matches NamePattern.
 	Name string
 	ACP  ACP
-	// Dir is the agent's working directory (absolute); default the
-	// directory of the config file.
+	// Dir is the agent's working directory (absolute). Empty means the
+	// agent's own directory under the state dir (see WorkDir), never the
+	// directory of zooid.yaml.
 	Dir string
 	// Exactly one of Matrix and HTTP is set.
 	Matrix *AgentMatrix
@@ -113,8 +122,12 @@ type ACP struct {
 	Command string
 	// Args are appended to the preset's arguments, or follow Command.
 	Args []string
-	// Env is added to the environment the daemon gives the agent.
+	// Env is added to the environment the daemon gives the agent; a value
+	// carrying a token is refused.
 	Env map[string]string
+	// InheritEnv names variables of the daemon's environment the agent gets
+	// on top of the daemon's allowlist (inherit_env), e.g. an API key.
+	InheritEnv []string
 }
 
 // AgentMatrix binds an agent to a Matrix transport.
@@ -124,9 +137,8 @@ type AgentMatrix struct {
 	// UserID is the agent's own Matrix user, normalised with the server name.
 	UserID      id.UserID
 	DisplayName string
-	// Rooms are aliases ("#general:server") and room ids ("!id:server"),
-	// normalised with the server name.
-	Rooms []string
+	// Rooms are aliases and room ids, normalised with the server name.
+	Rooms []RoomRef
 	// Trigger is TriggerMention (default) or TriggerAny.
 	Trigger string
 }
@@ -180,6 +192,29 @@ func (c *Config) Agent(name string) (*Agent, bool) {
 	return nil, false
 }
 
+// WorkDir is where agent a runs: its configured dir, else its own directory
+// under the state dir.
+func (c *Config) WorkDir(a *Agent) string {
+	if a.Dir != "" {
+		return a.Dir
+	}
+	return filepath.Join(c.StateDir, "agents", a.Name)
+}
+
+// Secrets lists every token in the config; none of them may reach an agent.
+func (c *Config) Secrets() []string {
+	var out []string
+	for _, t := range c.Transports {
+		if t.Matrix != nil {
+			out = append(out, t.Matrix.ASToken, t.Matrix.HSToken)
+		}
+		if t.HTTP != nil && t.HTTP.Token != "" {
+			out = append(out, t.HTTP.Token)
+		}
+	}
+	return out
+}
+
 // Transport finds a transport by name.
 func (c *Config) Transport(name string) (*Transport, bool) {
 	for i := range c.Transports {
@@ -223,7 +258,10 @@ func (l ErrorList) Error() string {
 }
 
 // Load reads, expands and validates the file at path, looking variables up
-// in the process environment. It also checks that agent directories exist.
+// in the process environment. It also checks what the daemon will find on
+// disk: configured agent directories must exist, and an existing run dir
+// must be one nobody else can steer (rundir.Check), so that check refuses
+// what run would.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -237,12 +275,20 @@ func Load(path string) (*Config, error) {
 	cfg := p.parse(data)
 	if cfg != nil {
 		for _, a := range cfg.Agents {
+			if a.Dir == "" {
+				continue // the daemon creates the default one
+			}
 			st, err := os.Stat(a.Dir)
 			switch {
 			case err != nil:
 				p.errorAt(p.dirLines[a.Name], "agents."+a.Name+".dir", "working directory: %v", err)
 			case !st.IsDir():
 				p.errorAt(p.dirLines[a.Name], "agents."+a.Name+".dir", "%s is not a directory", a.Dir)
+			}
+		}
+		if cfg.RunDir != "" {
+			if err := rundir.Check(cfg.RunDir); err != nil {
+				p.errorAt(p.runDirLine, "run_dir", "%v", err)
 			}
 		}
 	}

@@ -19,12 +19,18 @@ func env(m map[string]string) func(string) (string, bool) {
 	}
 }
 
-var testEnv = env(map[string]string{"AS": "as-secret", "HS": "hs-secret", "EMPTY": ""})
+const (
+	testAS = "as-secret-0123456789"
+	testHS = "hs-secret-0123456789"
+)
+
+var testEnv = env(map[string]string{"AS": testAS, "HS": testHS, "EMPTY": ""})
 
 func TestExampleLoads(t *testing.T) {
-	t.Setenv("MATRIX_AS_TOKEN", "as-1")
-	t.Setenv("MATRIX_HS_TOKEN", "hs-1")
-	t.Setenv("HOOKS_TOKEN", "bearer-1")
+	t.Setenv("MATRIX_AS_TOKEN", "as-1-0123456789abcdef")
+	t.Setenv("MATRIX_HS_TOKEN", "hs-1-0123456789abcdef")
+	t.Setenv("HOOKS_TOKEN", "bearer-1-0123456789abcdef")
+	t.Setenv("XDG_RUNTIME_DIR", "/run/user/1000")
 	cfg, err := Load("testdata/zooid.yaml")
 	if err != nil {
 		t.Fatalf("example config refused:\n%v", err)
@@ -37,13 +43,13 @@ func TestExampleLoads(t *testing.T) {
 	if mx.Name != "matrix" || mx.Type != TypeMatrix || mx.Matrix == nil || mx.HTTP != nil {
 		t.Fatalf("matrix transport %+v", mx)
 	}
-	want := MatrixTransport{Homeserver: "http://127.0.0.1:8008", ServerName: "example.org", ASToken: "as-1", HSToken: "hs-1",
+	want := MatrixTransport{Homeserver: "http://127.0.0.1:8008", ServerName: "example.org", ASToken: "as-1-0123456789abcdef", HSToken: "hs-1-0123456789abcdef",
 		Listen: "127.0.0.1:9000", ID: "zooid", SenderLocalpart: "zooid"}
 	if *mx.Matrix != want {
 		t.Errorf("matrix = %+v, want %+v", *mx.Matrix, want)
 	}
 	hooks := cfg.Transports[1]
-	if hooks.Type != TypeHTTP || hooks.HTTP.Port != 3000 || hooks.HTTP.Listen != "127.0.0.1:3000" || hooks.HTTP.Token != "bearer-1" {
+	if hooks.Type != TypeHTTP || hooks.HTTP.Port != 3000 || hooks.HTTP.Listen != "127.0.0.1:3000" || hooks.HTTP.Token != "bearer-1-0123456789abcdef" {
 		t.Errorf("hooks = %+v %+v", hooks, hooks.HTTP)
 	}
 
@@ -52,11 +58,14 @@ func TestExampleLoads(t *testing.T) {
 		t.Fatalf("agent-a missing: %+v", cfg.Agents)
 	}
 	if a.Matrix.UserID != id.UserID("@agent-a:example.org") || a.Matrix.Transport != "matrix" || a.Matrix.DisplayName != "Agent A" ||
-		a.Matrix.Trigger != TriggerMention || !slices.Equal(a.Matrix.Rooms, []string{"#general:example.org", "!abc123:example.org"}) {
+		a.Matrix.Trigger != TriggerMention || !slices.Equal(a.Matrix.Rooms, []RoomRef{"#general:example.org", "!abc123:example.org"}) {
 		t.Errorf("agent-a matrix = %+v", a.Matrix)
 	}
-	if a.Permission != PermissionDeny || a.Dir != dir || a.ACP.Preset != "claude" {
+	if a.Permission != PermissionDeny || a.Dir != "" || a.ACP.Preset != "claude" {
 		t.Errorf("agent-a = %+v", a)
+	}
+	if got := cfg.WorkDir(a); got != filepath.Join(dir, ".zooid", "agents", "agent-a") {
+		t.Errorf("agent-a works in %s, want its own directory under the state dir", got)
 	}
 	if cmd, args := a.ACP.Resolve(); cmd != "npx" || !slices.Equal(args, []string{"-y", "@zed-industries/claude-code-acp"}) {
 		t.Errorf("claude resolves to %s %v", cmd, args)
@@ -79,8 +88,8 @@ func TestExampleLoads(t *testing.T) {
 	if cfg.StateDir != filepath.Join(dir, ".zooid") {
 		t.Errorf("state dir %s", cfg.StateDir)
 	}
-	if cfg.RunDir == "" || len(cfg.RunDir) > maxRunDir {
-		t.Errorf("run dir %q", cfg.RunDir)
+	if cfg.RunDir != "/run/user/1000/zooid" {
+		t.Errorf("run dir %q, want $XDG_RUNTIME_DIR/zooid", cfg.RunDir)
 	}
 }
 
@@ -89,7 +98,7 @@ func TestExampleNeedsItsSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Parse(data, "zooid.yaml", env(map[string]string{"MATRIX_AS_TOKEN": "a"}))
+	_, err = Parse(data, "zooid.yaml", env(map[string]string{"MATRIX_AS_TOKEN": testAS}))
 	var list ErrorList
 	if !errors.As(err, &list) || len(list) != 2 {
 		t.Fatalf("want two errors, got %v", err)
@@ -191,8 +200,8 @@ agents:
 		{"short user id needs server_name", `transports:
   matrix:
     homeserver: http://127.0.0.1:8008
-    as_token: a
-    hs_token: b
+    as_token: ${AS}
+    hs_token: ${HS}
 agents:
   a:
     acp: { preset: pi }
@@ -257,18 +266,18 @@ agents:
 		{"missing required", `transports:
   matrix:
     server_name: example.org
-    as_token: x
+    as_token: ${AS}
 agents:
   a:
     acp: { preset: pi }
     matrix: { user_id: '@a', rooms: ['#r'] }
-`, []string{`zooid.yaml:2: transports.matrix.homeserver: is required`, `zooid.yaml:2: transports.matrix.hs_token: is required`}},
+`, []string{`zooid.yaml:2: transports.matrix.homeserver: is required`, `zooid.yaml:2: transports.matrix.hs_token: is required (or hs_token_file)`}},
 		{"bad homeserver", `transports:
   matrix:
     homeserver: 127.0.0.1:8008
     server_name: example.org
-    as_token: a
-    hs_token: b
+    as_token: ${AS}
+    hs_token: ${HS}
 agents:
   a:
     acp: { preset: pi }
@@ -300,7 +309,7 @@ agents:
 `, []string{`zooid.yaml:3: transports.http.port: must be a number 1-65535, got "99999"`}},
 		{"http needs port or listen", `transports:
   http:
-    token: t
+    token: ${HS}
 agents:
   a:
     acp: { preset: pi }
@@ -309,7 +318,7 @@ agents:
 		{"matrix key on http transport", `transports:
   http:
     port: 3000
-    as_token: x
+    as_token: ${AS}
 agents:
   a:
     acp: { preset: pi }
@@ -348,6 +357,86 @@ agents:
     acp: { preset: pi }
     matrix: { user_id: '@zooid', rooms: ['#r'] }
 `, []string{`zooid.yaml:10: agents.a.matrix.user_id: @zooid:example.org is the appservice sender of transport matrix`}},
+		{"two matrix transports", okTransport + `  second:
+    type: matrix
+    homeserver: https://matrix.other.net/
+    as_token: ${AS}-2
+    hs_token: ${HS}-2
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { transport: matrix, user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:7: transports.second: a daemon serves one matrix transport and the first is at line 2: run one daemon per homeserver`}},
+		{"token in an agent's args, command and dir", okTransport + `agents:
+  a:
+    acp: { command: "/bin/agent-${AS}", args: [--verbose, "--token=${AS}"] }
+    dir: /srv/${HS}
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{
+			`zooid.yaml:9: agents.a.acp.command: the command carries the token of transports.matrix.as_token; agents must never see a token (remove it, or give the agent a credential of its own)`,
+			`zooid.yaml:9: agents.a.acp.args[1]: the argument carries the token of transports.matrix.as_token; agents must never see a token (remove it, or give the agent a credential of its own)`,
+			`zooid.yaml:10: agents.a.dir: the directory carries the token of transports.matrix.hs_token; agents must never see a token (remove it, or give the agent a credential of its own)`,
+		}},
+		{"token in an agent's env is refused, not dropped", okTransport + `agents:
+  a:
+    acp:
+      preset: pi
+      env: { MATRIX_TOKEN: "${HS}" }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:11: agents.a.acp.env.MATRIX_TOKEN: the value carries the token of transports.matrix.hs_token; agents must never see a token (remove it, or give the agent a credential of its own)`}},
+		{"inherit_env naming a variable that holds a token", okTransport + `agents:
+  a:
+    acp: { preset: pi, inherit_env: [LANG_X, AS, 9BAD, LANG_X] }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{
+			`zooid.yaml:9: agents.a.acp.inherit_env[1]: $AS carries the token of transports.matrix.as_token; agents must never see a token (remove it, or give the agent a credential of its own)`,
+			`zooid.yaml:9: agents.a.acp.inherit_env[2]: invalid variable name "9BAD"`,
+			`zooid.yaml:9: agents.a.acp.inherit_env[3]: LANG_X is listed twice`,
+		}},
+		{"http without a token off loopback", `transports:
+  hooks:
+    type: http
+    listen: 0.0.0.0:3000
+agents:
+  a:
+    acp: { preset: pi }
+    http: {}
+`, []string{`zooid.yaml:4: transports.hooks.token: is required because 0.0.0.0:3000 is not a loopback address: set token (or token_file), or listen on 127.0.0.1`}},
+		{"http without a token on an empty host", `transports:
+  hooks:
+    type: http
+    listen: ":3000"
+agents:
+  a:
+    acp: { preset: pi }
+    http: {}
+`, []string{`zooid.yaml:4: transports.hooks.token: is required because :3000 is not a loopback address: set token (or token_file), or listen on 127.0.0.1`}},
+		{"short token", `transports:
+  matrix:
+    homeserver: http://127.0.0.1:8008
+    server_name: example.org
+    as_token: x
+    hs_token: ${HS}
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:5: transports.matrix.as_token: is 1 characters long; a token must have at least 16 (generate one with: openssl rand -hex 32)`}},
+		{"token and token_file", `transports:
+  matrix:
+    homeserver: http://127.0.0.1:8008
+    server_name: example.org
+    as_token: ${AS}
+    as_token_file: as.token
+    hs_token_file: /nonexistent/hs.token
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{
+			`zooid.yaml:6: transports.matrix.as_token_file: set as_token or as_token_file, not both`,
+			`zooid.yaml:7: transports.matrix.hs_token_file: reading the token: open /nonexistent/hs.token: no such file or directory`,
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml), "zooid.yaml", testEnv)
@@ -386,39 +475,15 @@ agents:
 				t.Errorf("idle timeout %s, want 2h", c.IdleTimeout)
 			}
 		}},
-		{"two matrix transports with explicit reference", okTransport + `  second:
-    type: matrix
-    homeserver: https://matrix.other.net/
-    server_name: other.net
-    as_token: x
-    hs_token: y
-    id: zooid-2
-    sender_localpart: bot
-agents:
-  a:
-    acp: { command: /usr/bin/agent }
-    matrix: { transport: second, user_id: '@a', rooms: ['#r'] }
-`, func(t *testing.T, c *Config) {
-			a := c.Agents[0]
-			if a.Matrix.Transport != "second" || a.Matrix.UserID != "@a:other.net" || a.Matrix.Rooms[0] != "#r:other.net" {
-				t.Errorf("agent %+v", a.Matrix)
-			}
-			tr, _ := c.Transport("second")
-			if tr.Matrix.Homeserver != "https://matrix.other.net" || tr.Matrix.ID != "zooid-2" || tr.Matrix.SenderLocalpart != "bot" {
-				t.Errorf("transport %+v", tr.Matrix)
-			}
-			if cmd, args := a.ACP.Resolve(); cmd != "/usr/bin/agent" || len(args) != 0 {
-				t.Errorf("resolve %s %v", cmd, args)
-			}
-		}},
 		{"full ids without server_name, http listen, dirs", `transports:
   matrix:
     homeserver: http://127.0.0.1:8008
-    as_token: a
-    hs_token: b
+    as_token: ${AS}
+    hs_token_file: hs.token
   api:
     type: http
     listen: 0.0.0.0:8080
+    token: ${HS}-http
 state_dir: /var/lib/zooid
 run_dir: /run/zooid
 agents:
@@ -432,6 +497,10 @@ agents:
 `, func(t *testing.T, c *Config) {
 			if c.StateDir != "/var/lib/zooid" || c.RunDir != "/run/zooid" {
 				t.Errorf("dirs %s %s", c.StateDir, c.RunDir)
+			}
+			mx, _ := c.Transport("matrix")
+			if mx.Matrix.HSToken != "hs-from-file-0123456789" || mx.Matrix.ServerName != "hs.local" {
+				t.Errorf("matrix %+v: want the token from hs.token and the server of the agents' ids", mx.Matrix)
 			}
 			a, _ := c.Agent("a")
 			if a.Dir != "/srv/work" || a.Matrix.UserID != "@a:hs.local" {
@@ -447,20 +516,25 @@ agents:
 		}},
 		{"anchors and escapes", okTransport + `agents:
   a:
-    acp: &acp { preset: opencode, env: { X: "a$${B}c$$d", Y: "${AS}" } }
+    acp: &acp { preset: opencode, env: { X: "a$${B}c$$d", Y: "${EMPTY}" }, inherit_env: [ANTHROPIC_API_KEY, EMPTY] }
     matrix: { user_id: '@a', rooms: ['#r'] }
   b:
     acp: *acp
     matrix: { user_id: '@b', rooms: ['#r'] }
 `, func(t *testing.T, c *Config) {
 			b, _ := c.Agent("b")
-			if b.ACP.Preset != "opencode" || b.ACP.Env["X"] != "a${B}c$$d" || b.ACP.Env["Y"] != "as-secret" {
+			if b.ACP.Preset != "opencode" || b.ACP.Env["X"] != "a${B}c$$d" || b.ACP.Env["Y"] != "" ||
+				!slices.Equal(b.ACP.InheritEnv, []string{"ANTHROPIC_API_KEY", "EMPTY"}) {
 				t.Errorf("b acp %+v", b.ACP)
 			}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := Parse([]byte(tc.yaml), "zooid.yaml", testEnv)
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "hs.token"), []byte("hs-from-file-0123456789\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, err := Parse([]byte(tc.yaml), filepath.Join(dir, "zooid.yaml"), testEnv)
 			if err != nil {
 				t.Fatalf("refused:\n%v", err)
 			}
@@ -529,8 +603,8 @@ func TestLoadChecksAgentDir(t *testing.T) {
 	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("AS", "x")
-	t.Setenv("HS", "y")
+	t.Setenv("AS", testAS)
+	t.Setenv("HS", testHS)
 	_, err := Load(p)
 	if err == nil || !strings.Contains(err.Error(), p+":10: agents.a.dir: working directory:") {
 		t.Fatalf("err = %v", err)

@@ -3,30 +3,21 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
-	"gopkg.in/yaml.v3"
-	"maunium.net/go/mautrix/id"
+	"go.yaml.in/yaml/v3"
 )
 
-var (
-	agentNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
-	envNameRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	// localpartRE is the Matrix user id localpart grammar.
-	localpartRE = regexp.MustCompile(`^[a-z0-9._=/+-]+$`)
-)
+// This file is the schema-free half of the parser: walking YAML nodes with
+// their line numbers, ${VAR} expansion, and collecting errors in line order.
+// schema.go says which keys exist and what they mean.
 
-// maxRunDir keeps socket paths under the 108-byte sun_path limit with room
-// for a per-agent directory and socket name.
-const maxRunDir = 60
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // field is one key of a mapping with its value.
 type field struct {
@@ -34,11 +25,19 @@ type field struct {
 }
 
 type parser struct {
-	file     string
-	base     string
-	lookup   func(string) (string, bool)
-	errs     ErrorList
+	file   string
+	base   string
+	lookup func(string) (string, bool)
+	errs   ErrorList
+	// dirLines is the line of each agent's dir (or name) for Load's checks.
 	dirLines map[string]int
+	// secrets are the transports' tokens with the key each came from, for
+	// refusing them wherever an agent could read them.
+	secrets []secret
+	// matrixAt is the line of the first matrix transport.
+	matrixAt int
+	// runDirLine is the line of run_dir, if set.
+	runDirLine int
 }
 
 func newParser(file, base string, lookup func(string) (string, bool)) *parser {
@@ -104,7 +103,7 @@ func (p *parser) fields(n *yaml.Node, path string, allowed ...string) map[string
 			p.errorf(k, join(path, k.Value), "duplicate key (first at line %d)", prev.key.Line)
 			continue
 		}
-		if allowed != nil && !contains(allowed, k.Value) {
+		if allowed != nil && !slices.Contains(allowed, k.Value) {
 			msg := fmt.Sprintf("unknown key %q", k.Value)
 			if s := suggest(k.Value, allowed); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
@@ -234,15 +233,6 @@ func expand(s string, lookup func(string) (string, bool)) (string, error) {
 	return b.String(), nil
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // suggest returns the allowed key closest to k when it is a likely typo.
 func suggest(k string, allowed []string) string {
 	best, bestD := "", 3
@@ -272,78 +262,6 @@ func distance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
-}
-
-func (p *parser) parse(data []byte) *Config {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		p.errAtYAML(err)
-		return nil
-	}
-	if len(doc.Content) == 0 {
-		p.errorAt(0, "", "the file is empty")
-		return nil
-	}
-	root := doc.Content[0]
-	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout")
-	cfg := &Config{File: p.file}
-
-	if f, ok := top["transports"]; ok {
-		for _, e := range p.entries(f.val, "transports") {
-			// Kept even when invalid, so agents referring to it don't
-			// pile up follow-on errors.
-			if t, ok := p.transport(e); ok || t.Type != "" {
-				cfg.Transports = append(cfg.Transports, t)
-			}
-		}
-	}
-	if len(cfg.Transports) == 0 && !p.hasErrorUnder("transports") {
-		p.errorf(keyOr(top, "transports", root), "transports", "at least one transport is required")
-	}
-	if f, ok := top["agents"]; ok {
-		userIDs := map[id.UserID]string{}
-		for _, e := range p.entries(f.val, "agents") {
-			if a, ok := p.agent(e, cfg, userIDs); ok {
-				cfg.Agents = append(cfg.Agents, a)
-			}
-		}
-	}
-	if len(cfg.Agents) == 0 && !p.hasErrorUnder("agents") {
-		p.errorf(keyOr(top, "agents", root), "agents", "at least one agent is required")
-	}
-
-	cfg.StateDir = filepath.Join(p.base, ".zooid")
-	if v, ok := p.str(top["state_dir"], "state_dir"); ok && v != "" {
-		cfg.StateDir = p.abs(v)
-	}
-	cfg.TurnTimeout = p.duration(top, "turn_timeout")
-	cfg.IdleTimeout = p.duration(top, "idle_timeout")
-	cfg.RunDir = p.defaultRunDir()
-	if v, ok := p.str(top["run_dir"], "run_dir"); ok && v != "" {
-		cfg.RunDir = p.abs(v)
-		if len(cfg.RunDir) > maxRunDir {
-			p.errorf(top["run_dir"].val, "run_dir", "%s is %d bytes long; unix socket paths need it to be at most %d", cfg.RunDir, len(cfg.RunDir), maxRunDir)
-		}
-	}
-	return cfg
-}
-
-// duration reads an optional top-level duration of at least a second.
-func (p *parser) duration(top map[string]field, key string) time.Duration {
-	v, ok := p.str(top[key], key)
-	if !ok || v == "" {
-		return 0
-	}
-	d, err := time.ParseDuration(v)
-	switch {
-	case err != nil:
-		p.errorf(top[key].val, key, "must be a duration such as 30m or 90s, got %q", v)
-	case d < time.Second:
-		p.errorf(top[key].val, key, "must be at least 1s, got %s", d)
-	default:
-		return d
-	}
-	return 0
 }
 
 // peek finds key in a mapping without recording errors; the section's own
@@ -377,8 +295,6 @@ func (p *parser) hasErrorUnder(path string) bool {
 	return false
 }
 
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
 func (p *parser) errAtYAML(err error) {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
@@ -406,398 +322,4 @@ func (p *parser) abs(path string) string {
 	return filepath.Join(p.base, path)
 }
 
-func (p *parser) defaultRunDir() string {
-	if d, ok := p.lookup("XDG_RUNTIME_DIR"); ok && d != "" && len(d) <= maxRunDir-6 {
-		return filepath.Join(d, "zooid")
-	}
-	tmp := os.TempDir()
-	if len(tmp) > maxRunDir-20 {
-		tmp = "/tmp"
-	}
-	return filepath.Join(tmp, "zooid-"+strconv.Itoa(os.Getuid()))
-}
-
-var matrixKeys = []string{"type", "homeserver", "server_name", "as_token", "hs_token", "listen", "id", "sender_localpart"}
-var httpKeys = []string{"type", "port", "listen", "token"}
-
-func (p *parser) transport(e field) (Transport, bool) {
-	name := e.key.Value
-	path := "transports." + name
-	t := Transport{Name: name}
-	if !agentNameRE.MatchString(name) {
-		p.errorf(e.key, path, "transport name must match ^[a-z][a-z0-9-]{0,31}$")
-	}
-	typ := ""
-	if f, ok := peek(e.val, "type"); ok {
-		typ, _ = p.str(f, path+".type")
-		if typ != TypeMatrix && typ != TypeHTTP {
-			p.errorf(f.val, path+".type", "must be %q or %q, got %q", TypeMatrix, TypeHTTP, typ)
-			return t, false
-		}
-	} else if name == TypeMatrix || name == TypeHTTP {
-		typ = name
-	} else {
-		p.errorf(e.key, path, "type is required (%q or %q) unless the transport is named after its type", TypeMatrix, TypeHTTP)
-		return t, false
-	}
-	t.Type = typ
-	before := len(p.errs)
-	switch typ {
-	case TypeMatrix:
-		t.Matrix = p.matrixTransport(e, path)
-	case TypeHTTP:
-		t.HTTP = p.httpTransport(e, path)
-	}
-	return t, len(p.errs) == before
-}
-
-func (p *parser) required(f map[string]field, at *yaml.Node, path, key string) (string, *yaml.Node) {
-	v, ok := p.str(f[key], join(path, key))
-	if !ok || v == "" {
-		if fk, present := f[key]; present {
-			if ok || isNull(deref(fk.val)) {
-				p.errorf(fk.key, join(path, key), "must not be empty")
-			}
-		} else {
-			p.errorf(at, join(path, key), "is required")
-		}
-		return "", nil
-	}
-	return v, f[key].val
-}
-
-func (p *parser) matrixTransport(e field, path string) *MatrixTransport {
-	f := p.fields(e.val, path, matrixKeys...)
-	m := &MatrixTransport{ID: "zooid", SenderLocalpart: "zooid"}
-	if hs, n := p.required(f, e.key, path, "homeserver"); n != nil {
-		u, err := url.Parse(hs)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			p.errorf(n, path+".homeserver", "must be an http(s) URL, got %q", hs)
-		} else {
-			m.Homeserver = strings.TrimRight(hs, "/")
-		}
-	}
-	if v, ok := p.str(f["server_name"], path+".server_name"); ok && v != "" {
-		if strings.ContainsAny(v, "/@:# ") && !validServerName(v) {
-			p.errorf(f["server_name"].val, path+".server_name", "must be a server name like example.org, got %q", v)
-		} else {
-			m.ServerName = v
-		}
-	}
-	m.ASToken, _ = p.required(f, e.key, path, "as_token")
-	m.HSToken, _ = p.required(f, e.key, path, "hs_token")
-	if m.ASToken != "" && m.ASToken == m.HSToken {
-		p.errorf(f["hs_token"].val, path+".hs_token", "must differ from as_token")
-	}
-	if v, ok := p.str(f["listen"], path+".listen"); ok && v != "" {
-		if err := checkHostPort(v); err != nil {
-			p.errorf(f["listen"].val, path+".listen", "%v", err)
-		}
-		m.Listen = v
-	}
-	if v, ok := p.str(f["id"], path+".id"); ok && v != "" {
-		m.ID = v
-	}
-	if v, ok := p.str(f["sender_localpart"], path+".sender_localpart"); ok && v != "" {
-		if !localpartRE.MatchString(v) {
-			p.errorf(f["sender_localpart"].val, path+".sender_localpart", "%q is not a valid Matrix localpart (a-z 0-9 . _ = - / +)", v)
-		}
-		m.SenderLocalpart = v
-	}
-	return m
-}
-
-func validServerName(s string) bool {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return false
-	}
-	n, err := strconv.Atoi(port)
-	return host != "" && !strings.ContainsAny(host, "/@# ") && err == nil && n > 0 && n < 65536
-}
-
-func checkHostPort(v string) error {
-	_, port, err := net.SplitHostPort(v)
-	if err != nil {
-		return fmt.Errorf("must be host:port, got %q", v)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return fmt.Errorf("port must be a number 0-65535, got %q", port)
-	}
-	return nil
-}
-
-func (p *parser) httpTransport(e field, path string) *HTTPTransport {
-	f := p.fields(e.val, path, httpKeys...)
-	h := &HTTPTransport{}
-	pf, hasPort := f["port"]
-	if hasPort {
-		v, ok := p.str(pf, path+".port")
-		n, err := strconv.Atoi(v)
-		if ok && (err != nil || n < 1 || n > 65535) {
-			p.errorf(pf.val, path+".port", "must be a number 1-65535, got %q", v)
-		}
-		h.Port = n
-	}
-	if v, ok := p.str(f["listen"], path+".listen"); ok && v != "" {
-		if hasPort {
-			p.errorf(f["listen"].key, path+".listen", "set port or listen, not both")
-		} else if err := checkHostPort(v); err != nil {
-			p.errorf(f["listen"].val, path+".listen", "%v", err)
-		}
-		h.Listen = v
-	}
-	switch {
-	case h.Listen == "" && hasPort:
-		h.Listen = net.JoinHostPort("127.0.0.1", strconv.Itoa(h.Port))
-	case h.Listen == "" && !hasPort:
-		p.errorf(e.key, path, "port or listen is required")
-	}
-	h.Token, _ = p.str(f["token"], path+".token")
-	return h
-}
-
-var agentKeys = []string{"acp", "dir", "matrix", "http", "permission"}
-
-func (p *parser) agent(e field, cfg *Config, userIDs map[id.UserID]string) (Agent, bool) {
-	name := e.key.Value
-	path := "agents." + name
-	before := len(p.errs)
-	a := Agent{Name: name, Dir: p.base, Permission: PermissionDeny}
-	if !agentNameRE.MatchString(name) {
-		p.errorf(e.key, path, "agent name must match ^[a-z][a-z0-9-]{0,31}$")
-	}
-	f := p.fields(e.val, path, agentKeys...)
-
-	if af, ok := f["acp"]; ok {
-		a.ACP = p.acp(af, path+".acp")
-	} else {
-		p.errorf(e.key, path+".acp", "is required (a preset or a command)")
-	}
-	if v, ok := p.str(f["dir"], path+".dir"); ok && v != "" {
-		a.Dir = p.abs(v)
-		p.dirLines[name] = f["dir"].val.Line
-	} else {
-		p.dirLines[name] = e.key.Line
-	}
-	if v, ok := p.str(f["permission"], path+".permission"); ok {
-		if v != PermissionDeny && v != PermissionAllow {
-			p.errorf(f["permission"].val, path+".permission", "must be %q or %q, got %q", PermissionDeny, PermissionAllow, v)
-		}
-		a.Permission = v
-	}
-
-	mf, hasMatrix := f["matrix"]
-	hf, hasHTTP := f["http"]
-	switch {
-	case hasMatrix && hasHTTP:
-		p.errorf(hf.key, path, "an agent binds exactly one transport: both matrix and http are set")
-	case !hasMatrix && !hasHTTP:
-		p.errorf(e.key, path, "an agent binds exactly one transport: set matrix or http")
-	case hasMatrix:
-		a.Matrix = p.agentMatrix(mf, path+".matrix", name, cfg, userIDs)
-	case hasHTTP:
-		a.HTTP = p.agentHTTP(hf, path+".http", cfg)
-	}
-	return a, len(p.errs) == before
-}
-
-func (p *parser) acp(af field, path string) ACP {
-	f := p.fields(af.val, path, "preset", "command", "args", "env")
-	var a ACP
-	if v, ok := p.str(f["preset"], path+".preset"); ok && v != "" {
-		if _, known := presets[v]; !known {
-			p.errorf(f["preset"].val, path+".preset", "unknown preset %q (known: %s)", v, strings.Join(PresetNames(), ", "))
-		}
-		a.Preset = v
-	}
-	if v, ok := p.str(f["command"], path+".command"); ok && v != "" {
-		if strings.Contains(v, "/") && !filepath.IsAbs(v) {
-			v = filepath.Join(p.base, v)
-		}
-		a.Command = v
-	}
-	if a.Preset == "" && a.Command == "" && !p.hasErrorUnder(path) {
-		p.errorf(af.key, path, "needs a preset or a command")
-	}
-	a.Args = p.strList(f["args"], path+".args")
-	if ef, ok := f["env"]; ok {
-		a.Env = map[string]string{}
-		for k, v := range p.fields(ef.val, path+".env") {
-			if !envNameRE.MatchString(k) {
-				p.errorf(v.key, path+".env", "invalid variable name %q", k)
-				continue
-			}
-			s, ok := p.str(v, path+".env."+k)
-			if !ok && !isNull(deref(v.val)) {
-				continue
-			}
-			a.Env[k] = s
-		}
-	}
-	return a
-}
-
-// pickTransport resolves an agent's transport reference of the given type.
-func (p *parser) pickTransport(f map[string]field, at *yaml.Node, path, typ string, cfg *Config) *Transport {
-	if v, ok := p.str(f["transport"], path+".transport"); ok && v != "" {
-		t, found := cfg.Transport(v)
-		switch {
-		case !found:
-			p.errorf(f["transport"].val, path+".transport", "no transport named %q", v)
-			return nil
-		case t.Type != typ:
-			p.errorf(f["transport"].val, path+".transport", "transport %q is of type %s, not %s", v, t.Type, typ)
-			return nil
-		}
-		return t
-	}
-	var of []*Transport
-	for i := range cfg.Transports {
-		if cfg.Transports[i].Type == typ {
-			of = append(of, &cfg.Transports[i])
-		}
-	}
-	switch len(of) {
-	case 0:
-		if !p.hasErrorUnder("transports") {
-			p.errorf(at, path, "no %s transport is configured", typ)
-		}
-		return nil
-	case 1:
-		return of[0]
-	default:
-		p.errorf(at, path+".transport", "is required: there are %d %s transports", len(of), typ)
-		return nil
-	}
-}
-
-func (p *parser) agentMatrix(mf field, path, name string, cfg *Config, userIDs map[id.UserID]string) *AgentMatrix {
-	f := p.fields(mf.val, path, "transport", "user_id", "display_name", "rooms", "trigger")
-	m := &AgentMatrix{Trigger: TriggerMention, DisplayName: name}
-	t := p.pickTransport(f, mf.key, path, TypeMatrix, cfg)
-	server := ""
-	if t != nil {
-		m.Transport = t.Name
-		server = t.Matrix.ServerName
-	}
-	// Without a transport the server part is unknown; that error is enough.
-	lenient := t == nil
-
-	if raw, n := p.required(f, mf.key, path, "user_id"); n != nil {
-		uid, err := normaliseUserID(raw, server)
-		switch {
-		case err != nil && lenient && errors.Is(err, errNoServer):
-		case err != nil:
-			p.errorf(n, path+".user_id", "%v", err)
-		default:
-			if other, dup := userIDs[uid]; dup {
-				p.errorf(n, path+".user_id", "%s is already used by agent %s", uid, other)
-			}
-			userIDs[uid] = name
-			if t != nil && uid.Localpart() == t.Matrix.SenderLocalpart {
-				p.errorf(n, path+".user_id", "%s is the appservice sender of transport %s", uid, t.Name)
-			}
-			m.UserID = uid
-		}
-	}
-	if v, ok := p.str(f["display_name"], path+".display_name"); ok && v != "" {
-		m.DisplayName = v
-	}
-	rf, ok := f["rooms"]
-	rooms := p.strList(rf, path+".rooms")
-	if !ok || (len(rooms) == 0 && !p.hasErrorUnder(path+".rooms")) {
-		p.errorf(keyOr(f, "rooms", mf.key), path+".rooms", "at least one room is required")
-	}
-	seen := map[string]bool{}
-	items := []*yaml.Node{}
-	if n := deref(rf.val); n != nil && n.Kind == yaml.SequenceNode {
-		items = n.Content
-	}
-	for i, r := range rooms {
-		at := rf.val
-		if i < len(items) {
-			at = items[i]
-		}
-		room, err := normaliseRoom(r, server)
-		if err != nil {
-			if lenient && errors.Is(err, errNoServer) {
-				continue
-			}
-			p.errorf(at, fmt.Sprintf("%s.rooms[%d]", path, i), "%v", err)
-			continue
-		}
-		if seen[room] {
-			p.errorf(at, fmt.Sprintf("%s.rooms[%d]", path, i), "%s is listed twice", room)
-			continue
-		}
-		seen[room] = true
-		m.Rooms = append(m.Rooms, room)
-	}
-	if v, ok := p.str(f["trigger"], path+".trigger"); ok {
-		if v != TriggerMention && v != TriggerAny {
-			p.errorf(f["trigger"].val, path+".trigger", "must be %q or %q, got %q", TriggerMention, TriggerAny, v)
-		}
-		m.Trigger = v
-	}
-	return m
-}
-
-// errNoServer is a short-form id with no server_name to complete it.
-var errNoServer = errors.New("has no server part and the transport has no server_name")
-
-func normaliseUserID(raw, server string) (id.UserID, error) {
-	if !strings.HasPrefix(raw, "@") {
-		return "", fmt.Errorf("must start with @, got %q", raw)
-	}
-	if !strings.Contains(raw, ":") {
-		if server == "" {
-			return "", fmt.Errorf("%q %w", raw, errNoServer)
-		}
-		raw += ":" + server
-	}
-	uid := id.UserID(raw)
-	local, hs, err := uid.Parse()
-	if err != nil || hs == "" {
-		return "", fmt.Errorf("%q is not a Matrix user id", raw)
-	}
-	if !localpartRE.MatchString(local) {
-		return "", fmt.Errorf("%q: localpart must use only a-z 0-9 . _ = - / +", raw)
-	}
-	if server != "" && hs != server {
-		return "", fmt.Errorf("%s is not on the transport's server %s", raw, server)
-	}
-	return uid, nil
-}
-
-func normaliseRoom(raw, server string) (string, error) {
-	switch {
-	case strings.HasPrefix(raw, "!"):
-		if len(raw) < 2 {
-			return "", fmt.Errorf("%q is not a room id", raw)
-		}
-		return raw, nil
-	case strings.HasPrefix(raw, "#"):
-		local, _, _ := strings.Cut(raw[1:], ":")
-		if local == "" {
-			return "", fmt.Errorf("%q is not a room alias", raw)
-		}
-		if !strings.Contains(raw, ":") {
-			if server == "" {
-				return "", fmt.Errorf("%q %w", raw, errNoServer)
-			}
-			raw += ":" + server
-		}
-		return raw, nil
-	}
-	return "", fmt.Errorf("must be a room alias (#name) or room id (!id), got %q", raw)
-}
-
-func (p *parser) agentHTTP(hf field, path string, cfg *Config) *AgentHTTP {
-	f := p.fields(hf.val, path, "transport")
-	h := &AgentHTTP{}
-	if t := p.pickTransport(f, hf.key, path, TypeHTTP, cfg); t != nil {
-		h.Transport = t.Name
-	}
-	return h
-}
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)

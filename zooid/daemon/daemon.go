@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -89,7 +88,9 @@ type agentRuntime struct {
 	workDir string
 }
 
-// New validates the wiring of cfg; nothing is started until Start.
+// New prepares a daemon for cfg, which config.Load has validated (the daemon
+// judges no config itself, so check and run refuse the same ones); nothing is
+// started until Start.
 func New(opts Options) (*Daemon, error) {
 	if opts.Config == nil {
 		return nil, errors.New("daemon: no config")
@@ -109,16 +110,6 @@ func New(opts Options) (*Daemon, error) {
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
 	}
-	var matrixNames []string
-	for _, t := range opts.Config.Transports {
-		if t.Type == "matrix" {
-			matrixNames = append(matrixNames, t.Name)
-		}
-	}
-	if len(matrixNames) > 1 {
-		// Silently serving only one would leave the other's agents deaf.
-		return nil, fmt.Errorf("daemon: one matrix transport per daemon is supported, the config has %d (%s): run one daemon per homeserver", len(matrixNames), strings.Join(matrixNames, ", "))
-	}
 	d := &Daemon{
 		opts:   opts,
 		log:    opts.Logger,
@@ -126,9 +117,6 @@ func New(opts Options) (*Daemon, error) {
 		byUser: make(map[id.UserID]*agentRuntime),
 
 		replayed: make(chan struct{}),
-	}
-	if err := refuseSecretsInArgv(opts.Config); err != nil {
-		return nil, err
 	}
 	for _, a := range opts.Config.Agents {
 		rt := &agentRuntime{cfg: a}
@@ -210,18 +198,16 @@ func (d *Daemon) agentName(user id.UserID) (string, bool) {
 	return rt.cfg.Name, true
 }
 
-// workDir is where the agent's process runs: its configured dir, else a
-// private directory under the state dir so agents never share a cwd by accident.
+// workDir is where the agent's process runs: its configured dir, else its
+// own directory under the state dir (0700), so agents never share a cwd by
+// accident and never start in the directory holding zooid.yaml.
 func (d *Daemon) workDir(a config.Agent) (string, error) {
-	dir := a.Dir
-	if dir == "" {
-		dir = filepath.Join(d.opts.Config.StateDir, "agents", a.Name)
-	}
+	dir := d.opts.Config.WorkDir(&a)
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", fmt.Errorf("agent %s: working dir %q: %w", a.Name, dir, err)
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
+	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return "", fmt.Errorf("agent %s: creating working dir: %w", a.Name, err)
 	}
 	return abs, nil

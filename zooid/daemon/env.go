@@ -2,53 +2,71 @@ package daemon
 
 import (
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/zooid-dev/zooid/zooid/config"
 )
 
-// secrets lists every token in the config: none of them may reach an agent.
-func (d *Daemon) secrets() []string { return configSecrets(d.opts.Config) }
+// AllowedEnv names the variables of the daemon's environment every agent
+// gets: enough to find programs, a home, a user name, a locale, a terminal,
+// a temp dir and a time zone. Nothing else passes unless the agent's config
+// names it in inherit_env: the operator's shell may hold a human's access
+// token or a cloud credential, and agents must not pick those up by accident.
+var AllowedEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "COLORTERM", "TMPDIR", "TZ"}
 
-func configSecrets(cfg *config.Config) []string {
-	var out []string
-	for _, t := range cfg.Transports {
-		if t.Matrix != nil {
-			out = append(out, t.Matrix.ASToken, t.Matrix.HSToken)
-		}
-		if t.HTTP != nil {
-			out = append(out, t.HTTP.Token)
-		}
-	}
-	return out
+// allowedPrefixes are variable families passed like AllowedEnv (the locale
+// categories LC_ALL, LC_CTYPE, ...).
+var allowedPrefixes = []string{"LC_"}
+
+// secrets lists every token in the config: none of them may reach an agent.
+func (d *Daemon) secrets() []string { return d.opts.Config.Secrets() }
+
+// agentEnv is the environment an agent process starts with: the allowlisted
+// variables of the daemon's environment and those acp.InheritEnv names, then
+// acp.Env. The config refuses a token in acp.Env or in an inherited
+// variable; the by-value scrub here is a second line for a variable that
+// changed since (secrets are at least config.MinSecretLen long, so it can't
+// match by accident).
+func agentEnv(secrets []string, acp config.ACP) []string {
+	return buildEnv(os.Environ(), secrets, acp)
 }
 
-// agentEnv is the environment an agent process starts with: the daemon's own
-// (agents need PATH, HOME and their API keys) minus every variable carrying a
-// Zooid secret, plus the agent's configured variables. Secrets are matched by
-// value, because the operator may have named their variables anything.
-func agentEnv(secrets []string, extra map[string]string) []string {
+func buildEnv(daemonEnv, secrets []string, acp config.ACP) []string {
 	var env []string
-	for _, kv := range os.Environ() {
-		if carriesSecret(kv, secrets) {
+	for _, kv := range daemonEnv {
+		name, _, _ := strings.Cut(kv, "=")
+		if _, override := acp.Env[name]; override || !allowed(name, acp.InheritEnv) || carriesSecret(kv, secrets) {
 			continue
 		}
 		env = append(env, kv)
 	}
-	keys := make([]string, 0, len(extra))
-	for k := range extra {
+	keys := make([]string, 0, len(acp.Env))
+	for k := range acp.Env {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		kv := k + "=" + extra[k]
+		kv := k + "=" + acp.Env[k]
 		if carriesSecret(kv, secrets) {
 			continue
 		}
 		env = append(env, kv)
 	}
 	return env
+}
+
+func allowed(name string, inherit []string) bool {
+	if slices.Contains(AllowedEnv, name) || slices.Contains(inherit, name) {
+		return true
+	}
+	for _, p := range allowedPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func carriesSecret(kv string, secrets []string) bool {

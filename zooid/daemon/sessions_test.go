@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -138,25 +137,6 @@ func TestCloseStopsEveryLoop(t *testing.T) {
 		t.Fatalf("ended %d sessions, want 5", len(rec.ended))
 	}
 	m.enqueue(sessionKey{agent: "late"}, turnRequest{text: "x"}) // must not start a loop after close
-}
-
-func TestAgentEnvDropsEverySecret(t *testing.T) {
-	t.Setenv("MATRIX_AS_TOKEN", "as-secret-123")
-	t.Setenv("SOMETHING_ELSE", "prefix-hs-secret-456-suffix")
-	t.Setenv("ANTHROPIC_API_KEY", "agent-needs-this")
-	env := agentEnv([]string{"as-secret-123", "hs-secret-456", ""}, map[string]string{"LEAK": "hs-secret-456", "MODE": "fast"})
-	for _, kv := range env {
-		for _, s := range []string{"as-secret-123", "hs-secret-456"} {
-			if strings.Contains(kv, s) {
-				t.Fatalf("agent env carries a secret: %q", kv)
-			}
-		}
-	}
-	for _, want := range []string{"ANTHROPIC_API_KEY=agent-needs-this", "MODE=fast"} {
-		if !slices.Contains(env, want) {
-			t.Fatalf("agent env lacks %q", want)
-		}
-	}
 }
 
 func TestAnIdleSessionLetsItsAgentGoAndKeepsItsQueue(t *testing.T) {

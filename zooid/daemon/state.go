@@ -7,8 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-
-	"github.com/zooid-dev/zooid/zooid/config"
 )
 
 // cursorKey is the key that signs history cursors, kept in the state dir so a
@@ -30,19 +28,4 @@ func cursorKey(stateDir string) ([]byte, error) {
 		return nil, fmt.Errorf("saving cursor key: %w", err)
 	}
 	return key, nil
-}
-
-// refuseSecretsInArgv refuses a config that would put a token on an agent's
-// command line or in its working directory path, where the agent can read it.
-func refuseSecretsInArgv(cfg *config.Config) error {
-	secrets := configSecrets(cfg)
-	for _, a := range cfg.Agents {
-		command, args := a.ACP.Resolve()
-		for _, part := range append([]string{command, a.Dir}, args...) {
-			if carriesSecret("="+part, secrets) {
-				return fmt.Errorf("daemon: agent %s: a transport token appears in its command, args or dir; agents must never see tokens", a.Name)
-			}
-		}
-	}
-	return nil
 }

@@ -170,7 +170,7 @@ func (d *Daemon) openAgent(ctx, live context.Context, rt *agentRuntime, s *sessi
 	spec := acpagent.Spec{
 		Command: command,
 		Args:    args,
-		Env:     agentEnv(d.secrets(), rt.cfg.ACP.Env),
+		Env:     agentEnv(d.secrets(), rt.cfg.ACP),
 		Dir:     rt.workDir,
 	}
 	st := &agentSession{}

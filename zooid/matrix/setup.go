@@ -9,6 +9,8 @@ import (
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/config"
 )
 
 // setup registers the agents' users, sets their display names and joins their rooms.
@@ -29,8 +31,8 @@ func (t *Transport) setup(ctx context.Context) error {
 		}
 	}
 	// Rooms in first-mention order, each with the agents bound to it in config order.
-	var order []string
-	members := map[string][]id.UserID{}
+	var order []config.RoomRef
+	members := map[config.RoomRef][]id.UserID{}
 	for _, a := range t.opts.Agents {
 		for _, r := range a.Rooms {
 			if _, ok := members[r]; !ok {
@@ -57,7 +59,7 @@ func (t *Transport) setup(ctx context.Context) error {
 		}
 		t.roomsMu.Lock()
 		t.rooms[r] = roomID
-		t.rooms[string(roomID)] = roomID
+		t.rooms[config.RoomRef(roomID)] = roomID
 		t.bound[roomID] = true
 		t.roomsMu.Unlock()
 		t.log.Info("room ready", "room", r, "room_id", roomID, "agents", len(members[r]))
@@ -84,21 +86,21 @@ func (t *Transport) register(ctx context.Context, a Agent) error {
 
 // joinRoom joins every member to room. An alias that doesn't resolve is created by the first
 // member (if the alias is on our server), who then invites the others.
-func (t *Transport) joinRoom(ctx context.Context, room string, users []id.UserID, joined map[id.UserID]map[id.RoomID]bool) (id.RoomID, error) {
-	if strings.HasPrefix(room, "!") {
+func (t *Transport) joinRoom(ctx context.Context, room config.RoomRef, users []id.UserID, joined map[id.UserID]map[id.RoomID]bool) (id.RoomID, error) {
+	if rid, ok := room.RoomID(); ok {
 		for _, u := range users {
-			if joined[u][id.RoomID(room)] {
+			if joined[u][rid] {
 				continue
 			}
-			if _, err := t.Client(u).JoinRoom(ctx, room, nil); err != nil {
+			if _, err := t.Client(u).JoinRoom(ctx, string(rid), nil); err != nil {
 				return "", fmt.Errorf("joining %s as %s: %w", room, u, err)
 			}
 		}
-		return id.RoomID(room), nil
+		return rid, nil
 	}
-	alias := id.RoomAlias(room)
+	alias, _ := room.Alias()
 	first := t.Client(users[0])
-	roomID, err := t.resolveOrCreate(ctx, first, alias, users)
+	roomID, err := t.resolveOrCreate(ctx, first, room, users)
 	if err != nil {
 		return "", err
 	}
@@ -114,14 +116,15 @@ func (t *Transport) joinRoom(ctx context.Context, room string, users []id.UserID
 	return roomID, nil
 }
 
-func (t *Transport) resolveOrCreate(ctx context.Context, cli *mautrix.Client, alias id.RoomAlias, users []id.UserID) (id.RoomID, error) {
-	resp, err := cli.ResolveAlias(ctx, alias)
+func (t *Transport) resolveOrCreate(ctx context.Context, cli *mautrix.Client, room config.RoomRef, users []id.UserID) (id.RoomID, error) {
+	roomID, err := room.Resolve(ctx, cli)
 	if err == nil {
-		return resp.RoomID, nil
+		return roomID, nil
 	}
 	if !errors.Is(err, mautrix.MNotFound) {
-		return "", fmt.Errorf("resolving %s: %w", alias, err)
+		return "", err
 	}
+	alias, _ := room.Alias()
 	local, server, ok := strings.Cut(strings.TrimPrefix(string(alias), "#"), ":")
 	if !ok || local == "" {
 		return "", fmt.Errorf("room alias %q is malformed", alias)

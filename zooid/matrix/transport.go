@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"regexp"
-	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +19,8 @@ import (
 	"maunium.net/go/mautrix/appservice"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/config"
 )
 
 // Agent is one agent's Matrix identity and the rooms it is bound to.
@@ -27,11 +28,12 @@ type Agent struct {
 	Name        string
 	UserID      id.UserID
 	DisplayName string
-	// Rooms are "#alias:server" or "!id:server" strings as written in zooid.yaml.
-	Rooms []string
+	// Rooms are the agent's rooms as zooid.yaml names them.
+	Rooms []config.RoomRef
 }
 
-// Options configures a Transport.
+// Options configures a Transport. The daemon builds them from a config.Config
+// that passed validation; New checks only what it needs to run at all.
 type Options struct {
 	Homeserver string
 	ServerName string
@@ -62,7 +64,7 @@ type Transport struct {
 	clients   map[id.UserID]*mautrix.Client
 
 	roomsMu sync.RWMutex
-	rooms   map[string]id.RoomID // configured string → resolved id
+	rooms   map[config.RoomRef]id.RoomID // configured room → resolved id
 	bound   map[id.RoomID]bool
 
 	wake   chan struct{} // nudges the dispatcher after new inbox records
@@ -104,7 +106,7 @@ func New(opts Options) (*Transport, error) {
 		log:           log.With("component", "matrix"),
 		store:         st,
 		clients:       map[id.UserID]*mautrix.Client{},
-		rooms:         map[string]id.RoomID{},
+		rooms:         map[config.RoomRef]id.RoomID{},
 		bound:         map[id.RoomID]bool{},
 		wake:          make(chan struct{}, 1),
 		ready:         make(chan struct{}),
@@ -143,49 +145,17 @@ func New(opts Options) (*Transport, error) {
 	return t, nil
 }
 
+// validate refuses options the transport can't run with. Whether a config is
+// acceptable is config's to say (zooid check and run share it); this only
+// guards against a caller that skipped it.
 func validate(o *Options) error {
-	var problems []string
-	if o.Homeserver == "" {
-		problems = append(problems, "homeserver is empty")
-	}
-	if o.ASToken == "" {
-		problems = append(problems, "as_token is empty")
-	}
-	if o.Listen != "" && o.HSToken == "" {
-		problems = append(problems, "hs_token is empty but a push listener is configured")
-	}
-	if o.StateDir == "" {
-		problems = append(problems, "state dir is empty")
-	}
-	if len(o.Agents) == 0 {
-		problems = append(problems, "no agents")
-	}
-	names := map[string]bool{}
-	users := map[id.UserID]bool{}
-	for i, a := range o.Agents {
-		if _, _, err := a.UserID.Parse(); err != nil {
-			problems = append(problems, fmt.Sprintf("agent %d (%q): user id %q: %v", i, a.Name, a.UserID, err))
-		}
-		if names[a.Name] {
-			problems = append(problems, fmt.Sprintf("agent %q listed twice", a.Name))
-		}
-		if users[a.UserID] {
-			problems = append(problems, fmt.Sprintf("user id %s used by two agents", a.UserID))
-		}
-		names[a.Name], users[a.UserID] = true, true
-		for _, r := range a.Rooms {
-			if !strings.HasPrefix(r, "#") && !strings.HasPrefix(r, "!") || !strings.Contains(r, ":") {
-				problems = append(problems, fmt.Sprintf("agent %q: room %q is neither #alias:server nor !id:server", a.Name, r))
-			}
-		}
-	}
-	if o.ServerName == "" && len(o.Agents) > 0 {
-		if _, hs, err := o.Agents[0].UserID.Parse(); err == nil {
-			o.ServerName = hs
-		}
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("matrix transport options: %s", strings.Join(problems, "; "))
+	switch {
+	case o.Homeserver == "" || o.ASToken == "":
+		return errors.New("matrix transport options: homeserver and as_token are required")
+	case o.Listen != "" && o.HSToken == "":
+		return errors.New("matrix transport options: a push listener needs hs_token")
+	case o.StateDir == "":
+		return errors.New("matrix transport options: state dir is empty")
 	}
 	return nil
 }
@@ -223,7 +193,7 @@ func (t *Transport) Client(user id.UserID) *mautrix.Client {
 
 // RoomID maps a configured room ("#alias:server" or "!id:server") to its resolved id; it is
 // known once Start has joined the rooms.
-func (t *Transport) RoomID(room string) (id.RoomID, bool) {
+func (t *Transport) RoomID(room config.RoomRef) (id.RoomID, bool) {
 	t.roomsMu.RLock()
 	defer t.roomsMu.RUnlock()
 	r, ok := t.rooms[room]
@@ -373,15 +343,16 @@ func Registration(opts Options, url string) *appservice.Registration {
 			Exclusive: true,
 		})
 	}
-	seen := map[string]bool{}
+	seen := map[id.RoomAlias]bool{}
 	for _, a := range opts.Agents {
 		for _, room := range a.Rooms {
-			if !strings.HasPrefix(room, "#") || seen[room] {
+			alias, ok := room.Alias()
+			if !ok || seen[alias] {
 				continue
 			}
-			seen[room] = true
+			seen[alias] = true
 			reg.Namespaces.RoomAliases = append(reg.Namespaces.RoomAliases, appservice.Namespace{
-				Regex: "^" + regexp.QuoteMeta(room) + "$",
+				Regex: "^" + regexp.QuoteMeta(string(alias)) + "$",
 			})
 		}
 	}

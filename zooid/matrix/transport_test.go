@@ -22,6 +22,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/fakehs"
+	"github.com/zooid-dev/zooid/zooid/config"
 )
 
 const (
@@ -68,8 +69,8 @@ func newEnv(t *testing.T, push bool) *env {
 		StateDir:   t.TempDir(),
 		Logger:     testLogger(t),
 		Agents: []Agent{
-			{Name: "agent-a", UserID: userA, DisplayName: "Agent A", Rooms: []string{"#general:localhost"}},
-			{Name: "agent-b", UserID: userB, DisplayName: "Agent B", Rooms: []string{"#general:localhost", "#side:localhost"}},
+			{Name: "agent-a", UserID: userA, DisplayName: "Agent A", Rooms: []config.RoomRef{"#general:localhost"}},
+			{Name: "agent-b", UserID: userB, DisplayName: "Agent B", Rooms: []config.RoomRef{"#general:localhost", "#side:localhost"}},
 		},
 	}
 	url := ""
@@ -592,7 +593,7 @@ func TestInboxSurvivesRestart(t *testing.T) {
 	}
 	opts := e.opts
 	opts.Agents = slices.Clone(opts.Agents)
-	opts.Agents[0].Rooms = []string{string(room.RoomID)}
+	opts.Agents[0].Rooms = []config.RoomRef{config.RoomRef(room.RoomID)}
 	tr, err = New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -685,18 +686,15 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		mod  func(*Options)
 		want string
 	}{
-		{"no homeserver", func(o *Options) { o.Homeserver = "" }, "homeserver is empty"},
-		{"no as token", func(o *Options) { o.ASToken = "" }, "as_token is empty"},
-		{"push without hs token", func(o *Options) { o.HSToken = "" }, "hs_token is empty"},
-		{"bad user id", func(o *Options) { o.Agents[0].UserID = "agent-a" }, "user id"},
-		{"bad room", func(o *Options) { o.Agents[0].Rooms = []string{"general"} }, "neither #alias:server nor !id:server"},
-		{"duplicate agent", func(o *Options) { o.Agents = append(o.Agents, o.Agents[0]) }, "listed twice"},
-		{"no agents", func(o *Options) { o.Agents = nil }, "no agents"},
+		{"no homeserver", func(o *Options) { o.Homeserver = "" }, "homeserver and as_token are required"},
+		{"no as token", func(o *Options) { o.ASToken = "" }, "homeserver and as_token are required"},
+		{"push without hs token", func(o *Options) { o.HSToken = "" }, "a push listener needs hs_token"},
+		{"no state dir", func(o *Options) { o.StateDir = "" }, "state dir is empty"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			o := Options{Homeserver: "http://127.0.0.1:1", ASToken: "a", HSToken: "h", Listen: "127.0.0.1:0", StateDir: t.TempDir(),
-				Agents: []Agent{{Name: "agent-a", UserID: userA, Rooms: []string{"#g:localhost"}}}}
+				Agents: []Agent{{Name: "agent-a", UserID: userA, Rooms: []config.RoomRef{"#g:localhost"}}}}
 			c.mod(&o)
 			_, err := New(o)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -708,8 +706,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 
 func TestRegistration(t *testing.T) {
 	reg := Registration(Options{ASToken: "a", HSToken: "h", Agents: []Agent{
-		{UserID: userA, Rooms: []string{"#ops:localhost", "!id:localhost"}},
-		{UserID: "@x.y:localhost", Rooms: []string{"#ops:localhost", "#dev.team:localhost"}},
+		{UserID: userA, Rooms: []config.RoomRef{"#ops:localhost", "!id:localhost"}},
+		{UserID: "@x.y:localhost", Rooms: []config.RoomRef{"#ops:localhost", "#dev.team:localhost"}},
 	}}, "http://127.0.0.1:9")
 	if reg.AppToken != "a" || reg.ServerToken != "h" || reg.URL != "http://127.0.0.1:9" || reg.ID == "" || reg.SenderLocalpart == "" {
 		t.Fatalf("registration %+v", reg)

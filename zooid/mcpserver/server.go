@@ -16,7 +16,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,12 +25,17 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/zooid-dev/zooid/zooid/bridge"
+	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/rundir"
 	"github.com/zooid-dev/zooid/zooid/tools"
 )
 
 // Options configure a Server.
 type Options struct {
-	// RunDir holds the sockets; it is created with mode 0700.
+	// RunDir holds the sockets. A missing one is created 0700; an existing
+	// one must be a real directory of this user that group and others can't
+	// write (see rundir.Prepare). Empty means a fresh private directory,
+	// removed on Close.
 	RunDir string
 	// Rooms and Tasks are the tool backends; a nil backend makes its tools
 	// answer "unavailable".
@@ -53,6 +57,8 @@ type Server struct {
 	log    *slog.Logger
 	mcp    *server.MCPServer
 	bridge []string
+	// madeDir says New made RunDir itself, so Close removes it.
+	madeDir bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -77,20 +83,13 @@ type binding struct {
 	conns  map[*conn]struct{}
 }
 
-var agentName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
-
 // New creates the run directory and the MCP server; it listens on nothing yet.
 func New(opts Options) (*Server, error) {
-	if opts.RunDir == "" {
-		return nil, errors.New("mcpserver: RunDir is required")
+	dir, made, err := rundir.Prepare(opts.RunDir)
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: %w", err)
 	}
-	if err := os.MkdirAll(opts.RunDir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating run dir %s: %w", opts.RunDir, err)
-	}
-	// MkdirAll leaves an existing directory's mode alone; the sockets rely on it.
-	if err := os.Chmod(opts.RunDir, 0o700); err != nil {
-		return nil, fmt.Errorf("securing run dir %s: %w", opts.RunDir, err)
-	}
+	opts.RunDir = dir
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
@@ -99,6 +98,9 @@ func New(opts Options) (*Server, error) {
 	if len(bridgeCmd) == 0 {
 		exe, err := os.Executable()
 		if err != nil {
+			if made {
+				_ = os.Remove(dir)
+			}
 			return nil, fmt.Errorf("finding own executable for the bridge: %w", err)
 		}
 		bridgeCmd = []string{exe, "mcp"}
@@ -108,6 +110,7 @@ func New(opts Options) (*Server, error) {
 		version = "dev"
 	}
 	s := &Server{
+		madeDir:   made,
 		opts:      opts,
 		log:       log,
 		bridge:    append([]string(nil), bridgeCmd...),
@@ -136,7 +139,7 @@ func New(opts Options) (*Server, error) {
 // ListenAgent opens the agent's socket (mode 0600) in RunDir and serves it until
 // Close. It returns the socket path to mount or pass to the bridge.
 func (s *Server) ListenAgent(agent string) (string, error) {
-	if !agentName.MatchString(agent) {
+	if !config.ValidName(agent) {
 		return "", fmt.Errorf("listening for agent %q: not a valid agent name", agent)
 	}
 	path := filepath.Join(s.opts.RunDir, agent+".sock")
@@ -284,6 +287,11 @@ func (s *Server) Close() error {
 		c.close()
 	}
 	s.wg.Wait()
+	if s.madeDir {
+		if err := os.Remove(s.opts.RunDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing run dir: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
