@@ -626,3 +626,34 @@ agents:
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestLoadRefusesARunDirOthersCanSteer(t *testing.T) {
+	dir := t.TempDir()
+	shared := filepath.Join(dir, "shared")
+	if err := os.Mkdir(shared, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "zooid.yaml")
+	data := okTransport + `run_dir: shared
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`
+	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AS", testAS)
+	t.Setenv("HS", testHS)
+	_, err := Load(p)
+	want := p + ":7: run_dir: run dir " + shared + " is writable by group or others (mode 1777)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+	if st, _ := os.Stat(shared); st.Mode().Perm() != 0o777 {
+		t.Fatalf("check changed the run dir's mode to %v", st.Mode())
+	}
+}

@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -47,5 +49,24 @@ func TestAgentProcessGetsNoVariableOutsideTheAllowlist(t *testing.T) {
 		if !slices.Contains(lines, want) {
 			t.Fatalf("agent process lacks %s:\n%s", want, out)
 		}
+	}
+}
+
+func TestDefaultWorkDirIsTheAgentsOwnUnderTheStateDir(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	d := &Daemon{opts: Options{Config: &config.Config{StateDir: state}}}
+	dir, err := d.workDir(config.Agent{Name: "agent-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(state, "agents", "agent-a"); dir != want {
+		t.Fatalf("work dir %s, want %s", dir, want)
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o700 {
+		t.Fatalf("work dir mode %v, want 0700", st.Mode())
 	}
 }
