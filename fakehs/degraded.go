@@ -61,7 +61,19 @@ func ProfileByName(name string) (Profile, error) {
 func WithProfile(p Profile) Option { return func(c *config) { c.profile = p } }
 
 // Profile is the profile the server runs with.
-func (s *Server) Profile() Profile { return s.cfg.profile }
+func (s *Server) Profile() Profile {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.cfg.profile
+}
+
+// SetProfile changes the profile of a running server; requests after it
+// see the new behaviour. Events sent before keep the visibility they had.
+func (s *Server) SetProfile(p Profile) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.profile = p
+}
 
 // visibleUpto caps a read at the last event of rm that is already visible:
 // with a visibility delay, the newest events stay hidden for a moment.

@@ -52,6 +52,9 @@ func (s *Server) handleRelations(r *http.Request, c *caller) (any, error) {
 // reply's stream position); threadOrder is kept sorted so a page starts
 // with a binary search and never scans the room.
 func (s *Server) handleThreads(r *http.Request, c *caller) (any, error) {
+	if s.cfg.profile.NoThreads {
+		return nil, mErr(http.StatusNotFound, "M_UNRECOGNIZED", "Unrecognized request")
+	}
 	rm, upto, err := s.readableRoom(r, c)
 	if err != nil {
 		return nil, err

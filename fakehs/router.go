@@ -70,9 +70,7 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc(get+v1+"/rooms/{roomId}/relations/{eventId}", s.read(s.handleRelations))
 	mux.HandleFunc(get+v1+"/rooms/{roomId}/relations/{eventId}/{relType}", s.read(s.handleRelations))
 	mux.HandleFunc(get+v1+"/rooms/{roomId}/relations/{eventId}/{relType}/{eventType}", s.read(s.handleRelations))
-	if !s.cfg.profile.NoThreads {
-		mux.HandleFunc(get+v1+"/rooms/{roomId}/threads", s.read(s.handleThreads))
-	}
+	mux.HandleFunc(get+v1+"/rooms/{roomId}/threads", s.read(s.handleThreads))
 
 	// Accepted and dropped: ephemeral data the daemon may send but no test reads here.
 	mux.HandleFunc(put+v3+"/rooms/{roomId}/typing/{userId}", s.read(s.handleTyping))
