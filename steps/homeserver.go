@@ -33,6 +33,10 @@ type homeserver interface {
 	// injectFault programs a misbehaviour; only fakehs can, so scenarios that
 	// use it are tagged @fake-only.
 	injectFault(f fakehs.Fault) (*fakehs.FaultHandle, error)
+	// degrade changes the server's fakehs.Profile; only fakehs can.
+	degrade(change func(*fakehs.Profile)) error
+	// requests counts the requests the server received (fakehs.Server.Requests); only fakehs can.
+	requests(method, pattern string) (int, error)
 }
 
 // roomSeed is a room to create with a ready-made history.
@@ -182,6 +186,17 @@ func (f fakeHS) registerHuman(_ context.Context, localpart, displayName string) 
 		return "", "", fmt.Errorf("registering %s on fakehs: %w", localpart, err)
 	}
 	return uid, tok, nil
+}
+
+func (f fakeHS) degrade(change func(*fakehs.Profile)) error {
+	p := f.srv.Profile()
+	change(&p)
+	f.srv.SetProfile(p)
+	return nil
+}
+
+func (f fakeHS) requests(method, pattern string) (int, error) {
+	return f.srv.Requests(method, pattern), nil
 }
 
 func (f fakeHS) injectFault(fault fakehs.Fault) (*fakehs.FaultHandle, error) {
@@ -383,6 +398,14 @@ func setDisplayName(ctx context.Context, baseURL string, uid id.UserID, tok, dis
 
 func (synapseHS) importRoom(roomSeed) (id.RoomID, []id.EventID, bool, error) {
 	return "", nil, false, nil
+}
+
+func (synapseHS) degrade(func(*fakehs.Profile)) error {
+	return errors.New("only the fake homeserver changes its profile; tag the scenario " + FakeOnlyTag)
+}
+
+func (synapseHS) requests(string, string) (int, error) {
+	return 0, errors.New("only the fake homeserver counts requests; tag the scenario " + FakeOnlyTag)
 }
 
 func (synapseHS) injectFault(fakehs.Fault) (*fakehs.FaultHandle, error) {

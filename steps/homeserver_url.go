@@ -216,6 +216,14 @@ func (urlHS) importRoom(roomSeed) (id.RoomID, []id.EventID, bool, error) {
 	return "", nil, false, nil
 }
 
+func (urlHS) degrade(func(*fakehs.Profile)) error {
+	return errors.New("only the fake homeserver changes its profile; tag the scenario " + FakeOnlyTag)
+}
+
+func (urlHS) requests(string, string) (int, error) {
+	return 0, errors.New("only the fake homeserver counts requests; tag the scenario " + FakeOnlyTag)
+}
+
 func (urlHS) injectFault(fakehs.Fault) (*fakehs.FaultHandle, error) {
 	return nil, errors.New("only the fake homeserver injects faults; tag the scenario " + FakeOnlyTag)
 }

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
+
 	"github.com/zooid-dev/zooid/fakehs"
 )
 
@@ -61,6 +64,26 @@ func setupSteps(w *world) []stepDef {
 			example: `the homeserver answers the next 2 PUT /_matrix/client/v3/rooms/*/send/*/* from agent-a with 429 M_LIMIT_EXCEEDED`,
 			doc:     "Programs a fault on the fake homeserver (path.Match pattern, * is one segment), optionally only for one user's requests; @fake-only.",
 			fn:      w.stepFault},
+		{area: "setup", pattern: `^the homeserver (has no /threads endpoint|bundles no aggregations|ignores relation filters|filters events after the page limit|serves history to non-members|shows new events (\d+) ms after their send)$`,
+			example: `the homeserver filters events after the page limit`,
+			doc:     "Turns on one way of doing less than Synapse on the fake homeserver (fakehs.Profile), for the rest of the scenario; fake-degraded runs have them all; @fake-only.",
+			fn:      w.stepDegrade},
+		{area: "setup", pattern: `^the homeserver was asked no (GET|PUT|POST) (/\S+)$`,
+			example: `the homeserver was asked no GET /_matrix/client/v1/rooms/*/relations/*/*`,
+			doc:     "No request so far matched (path.Match pattern, * is one segment); @fake-only. Checked after a tool result, the count is final.",
+			fn:      w.stepNotAsked},
+		{area: "setup", pattern: `^([a-z0-9-]+) reacts (\d+) times to the last message of "(#[a-z0-9-]+)"$`,
+			example: `ori reacts 600 times to the last message of "#ops"`,
+			doc:     "A human sends that many m.reaction events (distinct keys) to the room's newest message (the scenario starts).",
+			fn:      w.stepReactions},
+		{area: "setup", pattern: `^([a-z0-9-]+) removes ([a-z0-9-]+) from "(#[a-z0-9-]+)"$`,
+			example: `ori removes agent-b from "#ops"`,
+			doc:     "A human kicks an agent out of a room (the daemon runs; the agent stays bound in zooid.yaml).",
+			fn:      w.stepRemoves},
+		{area: "setup", pattern: `^the homeserver itself serves the history of "(#[a-z0-9-]+)" to ([a-z0-9-]+)$`,
+			example: `the homeserver itself serves the history of "#ops" to agent-b`,
+			doc:     "Reads /messages of the room as the agent's own Matrix user, bypassing the daemon: the server answers, so a refusal by a tool comes from the daemon's own check.",
+			fn:      w.stepServerServes},
 		{area: "setup", pattern: `^the homeserver's last fault fired (once|twice|\d+ times)$`,
 			example: `the homeserver's last fault fired twice`,
 			doc:     "Waits until the most recently programmed fault has applied to that many requests, and checks it applied to no more. Every programmed fault is also checked when the scenario passes: a \"the next N\" fault must have fired N times, an \"every\" fault at least once.",
@@ -144,6 +167,109 @@ func (w *world) stepBusyRoom(ctx context.Context, name, total, threads, senders 
 		return fmt.Errorf("sender %q of %s is neither a declared user nor an agent (declare them first)", s, name)
 	}
 	r.busy = &busySpec{total: t, threads: th, senders: ss}
+	return nil
+}
+
+func (w *world) stepDegrade(ctx context.Context, what, delayMS string) error {
+	if err := w.ensureHomeserver(ctx); err != nil {
+		return err
+	}
+	return w.lease.hs.degrade(func(p *fakehs.Profile) {
+		switch what {
+		case "has no /threads endpoint":
+			p.NoThreads = true
+		case "bundles no aggregations":
+			p.NoBundles = true
+		case "ignores relation filters":
+			p.IgnoreRelationFilters = true
+		case "filters events after the page limit":
+			p.FilterAfterLimit = true
+		case "serves history to non-members":
+			p.NonMembersRead = true
+		default:
+			ms, _ := strconv.Atoi(delayMS)
+			p.VisibilityDelay = time.Duration(ms) * time.Millisecond
+		}
+	})
+}
+
+func (w *world) stepRemoves(ctx context.Context, who, agent, roomName string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	h, err := w.human(who)
+	if err != nil {
+		return err
+	}
+	r, err := w.room(ctx, roomName)
+	if err != nil {
+		return err
+	}
+	if _, err := h.cli.KickUser(ctx, r.id, &mautrix.ReqKickUser{UserID: w.names().agent(agent), Reason: "test"}); err != nil {
+		return fmt.Errorf("%s removing %s from %s: %w", who, agent, roomName, err)
+	}
+	return nil
+}
+
+func (w *world) stepServerServes(ctx context.Context, roomName, agent string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	r, err := w.room(ctx, roomName)
+	if err != nil {
+		return err
+	}
+	cli, err := mautrix.NewClient(w.lease.hs.baseURL(), w.names().agent(agent), w.lease.reg.AppToken)
+	if err != nil {
+		return err
+	}
+	cli.SetAppServiceUserID = true
+	resp, err := cli.Messages(ctx, r.id, "", "", mautrix.DirectionBackward, nil, 5)
+	if err != nil {
+		return fmt.Errorf("the homeserver refused %s's read of %s itself: %w", agent, roomName, err)
+	}
+	if len(resp.Chunk) == 0 {
+		return fmt.Errorf("the homeserver served %s an empty page of %s", agent, roomName)
+	}
+	return nil
+}
+
+func (w *world) stepNotAsked(ctx context.Context, method, pattern string) error {
+	if err := w.ensureHomeserver(ctx); err != nil {
+		return err
+	}
+	n, err := w.lease.hs.requests(method, pattern)
+	if err != nil {
+		return err
+	}
+	if n != 0 {
+		return fmt.Errorf("the homeserver was asked %s %s %d times", method, pattern, n)
+	}
+	return nil
+}
+
+func (w *world) stepReactions(ctx context.Context, who string, n int, roomName string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	h, err := w.human(who)
+	if err != nil {
+		return err
+	}
+	r, err := w.room(ctx, roomName)
+	if err != nil {
+		return err
+	}
+	resp, err := h.cli.Messages(ctx, r.id, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 1)
+	if err != nil || len(resp.Chunk) == 0 {
+		return fmt.Errorf("finding the last message of %s: %v", roomName, err)
+	}
+	target := resp.Chunk[0].ID
+	for i := range n {
+		if _, err := h.cli.SendReaction(ctx, r.id, target, fmt.Sprintf("r%d", i)); err != nil {
+			return fmt.Errorf("reaction %d to %s: %w", i, target, err)
+		}
+	}
 	return nil
 }
 
