@@ -17,6 +17,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/docker/synapse"
+	"github.com/zooid-dev/zooid/fakehs"
 )
 
 // urlEnvVars is every variable the URL backend reads.
@@ -65,6 +66,39 @@ func TestRunRefusesURLWithoutRegistration(t *testing.T) {
 		if !strings.Contains(out.String(), k) {
 			t.Errorf("output does not name %s:\n%s", k, out.String())
 		}
+	}
+}
+
+// TestURLPingWithoutEndpoint: a server without /appservice/{id}/ping (fakehs
+// has none) is no sign the registration's url is wrong; the run starts.
+func TestURLPingWithoutEndpoint(t *testing.T) {
+	push, err := freeListen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := names{serverName: "localhost", agentPrefix: "zp-"}
+	reg := registration(n, push)
+	hs := fakehs.New(t, fakehs.WithAppservice(reg))
+	ping, err := mautrix.NewClient(hs.URL(), "", reg.AppToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ping.AppservicePing(context.Background(), reg.ID, "probe"); !noEndpoint(err) {
+		t.Fatalf("fakehs answered the ping with %v; the test needs a server without the endpoint", err)
+	}
+	env := map[string]string{
+		ASTokenEnv: reg.AppToken, HSTokenEnv: reg.ServerToken, ASPushAddrEnv: push,
+		ASUserPrefixEnv: n.agentPrefix, ASSenderLocalpartEnv: reg.SenderLocalpart, ASIDEnv: reg.ID, ServerNameEnv: "",
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	b, err := startURL(context.Background(), hs.URL(), os.Getenv)
+	if err != nil {
+		t.Fatalf("a URL run on a server without the ping endpoint: %v", err)
+	}
+	if err := b.close(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -34,6 +34,11 @@ type Target struct {
 	// AppService, when set, is an appservice registered with the homeserver whose pushes the
 	// suite receives by listening on PushAddr itself.
 	AppService *AppService
+	// VisibilityWait, when set, is how long an event the suite sends may take to become
+	// readable: the spec does not promise that /messages, /event or /relations show an event
+	// as soon as its send returns, so each send then waits until GET /event shows it to the
+	// sender before the test reads on. Real gaps then stand apart from lag.
+	VisibilityWait time.Duration
 }
 
 // AppService describes the appservice registration the homeserver under test was given.
@@ -181,7 +186,27 @@ func (s *suite) send(t testing.TB, c *Client, room id.RoomID, evType event.Type,
 	if resp.EventID == "" {
 		t.Fatalf("%s sending %s to %s: empty event id", c.UserID, evType.Type, room)
 	}
+	if s.target.VisibilityWait > 0 {
+		s.awaitVisible(t, c, room, resp.EventID)
+	}
 	return resp.EventID
+}
+
+// awaitVisible waits until c can read evt with GET /event, at most target.VisibilityWait.
+func (s *suite) awaitVisible(t testing.TB, c *Client, room id.RoomID, evt id.EventID) {
+	t.Helper()
+	path := CS("v3", "rooms", string(room), "event", string(evt))
+	deadline := time.Now().Add(s.target.VisibilityWait)
+	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
+		res := c.Do(t, "GET", path, nil)
+		if res.StatusCode == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s sent %s to %s but could not read it within %s: %s", c.UserID, evt, room, s.target.VisibilityWait, res)
+		}
+		time.Sleep(delay)
+	}
 }
 
 func (s *suite) sendText(t testing.TB, c *Client, room id.RoomID, body string) id.EventID {

@@ -2,9 +2,11 @@ package conformance
 
 import (
 	"net"
+	"net/http"
 	"os"
 	"regexp"
 	"testing"
+	"time"
 
 	"maunium.net/go/mautrix/appservice"
 
@@ -77,7 +79,8 @@ func urlTarget(t *testing.T, baseURL string) Target {
 	if serverName == "" {
 		serverName = "localhost"
 	}
-	target := Target{Name: baseURL, BaseURL: baseURL, ServerName: serverName}
+	// A server known by URL may show new events a moment after their send returns.
+	target := Target{Name: baseURL, BaseURL: baseURL, ServerName: serverName, VisibilityWait: 10 * time.Second}
 	asToken, hsToken := os.Getenv("ZOOID_TEST_AS_TOKEN"), os.Getenv("ZOOID_TEST_HS_TOKEN")
 	pushAddr, prefix := os.Getenv("ZOOID_TEST_AS_PUSH_ADDR"), os.Getenv("ZOOID_TEST_AS_USER_PREFIX")
 	if asToken != "" && hsToken != "" && pushAddr != "" && prefix != "" {
@@ -91,4 +94,26 @@ func urlTarget(t *testing.T, baseURL string) Target {
 		t.Logf("no appservice for %s: the AppService tests will be skipped", baseURL)
 	}
 	return target
+}
+
+// TestSendWaitsForVisibility: against a server that shows events a moment
+// after their send, a target with VisibilityWait reads its own send at once,
+// and one without would not (the delay is real).
+func TestSendWaitsForVisibility(t *testing.T) {
+	hs := fakehs.New(t, fakehs.WithProfile(fakehs.Profile{VisibilityDelay: 300 * time.Millisecond}))
+	for _, wait := range []time.Duration{0, 5 * time.Second} {
+		s := &suite{target: Target{Name: "delayed", BaseURL: hs.URL(), ServerName: hs.ServerName(), VisibilityWait: wait}, runID: randomID(4), http: &http.Client{}}
+		alice := s.registerUser(t, "alice")
+		room := s.createRoom(t, alice, nil)
+		time.Sleep(300 * time.Millisecond) // the room's own events
+		evt := s.sendText(t, alice, room, "hello")
+		got := alice.Do(t, "GET", CS("v3", "rooms", string(room), "event", string(evt)), nil).StatusCode
+		if wait > 0 && got != http.StatusOK {
+			t.Fatalf("with VisibilityWait the send returned before the event was readable (%d)", got)
+		}
+		if wait == 0 && got != http.StatusNotFound {
+			t.Fatalf("without VisibilityWait the event was readable at once (%d): the delay is not in force", got)
+		}
+		s.http.CloseIdleConnections()
+	}
 }
