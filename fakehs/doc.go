@@ -57,6 +57,12 @@
 //     not leak; a known path with the wrong method is 405 M_UNRECOGNIZED.
 //   - Default limits: /messages 10, /relations 5, /threads 5, sync timeline 10.
 //
+// WithProfile(Degraded) (or any Profile) makes the server do less than
+// Synapse, for testing clients against such servers: no /threads, no
+// bundled aggregations, relation filters ignored, event filters applied
+// after the page limit, history served to non-members, new events readable
+// a moment after their send returns. Requests counts the requests served.
+//
 // Simplifications a test could notice: no federation, no E2EE, no media,
 // no push rules, no receipts/typing/presence in /sync (those endpoints
 // accept and drop), no lazy-loading members, history_visibility is always
