@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -97,6 +98,10 @@ agents:
 `, hsAddr, pushAddr, self, args, execEnv))
 	t.Setenv("E2E_AS_TOKEN", "e2e-as-token-0123456789")
 	t.Setenv("E2E_HS_TOKEN", "e2e-hs-token-0123456789")
+	// A human's token in the operator's shell, and an unlisted variable: the daemon
+	// process inherits both, its agent must get neither.
+	t.Setenv("OPERATOR_ACCESS_TOKEN", "syt_b3JpZ2luYWw_human_token")
+	t.Setenv("E2E_UNLISTED", "daemon-only")
 
 	// The registration comes from the config, as an operator would make it.
 	var reg bytes.Buffer
@@ -153,6 +158,25 @@ agents:
 	prompts := ctl.Prompts("agent-a")
 	if len(prompts) != 1 || prompts[0].Text != "is svc-a healthy?" {
 		t.Fatalf("agent-a was prompted with %+v, want one prompt with its mention stripped", prompts)
+	}
+
+	// The agent process ran in its own directory under the state dir, with an
+	// allowlisted environment.
+	sessions := ctl.Sessions("agent-a")
+	if len(sessions) != 1 {
+		t.Fatalf("agent-a had %d sessions, want 1", len(sessions))
+	}
+	if want := filepath.Join(dir, ".zooid", "agents", "agent-a"); sessions[0].Cwd != want {
+		t.Errorf("agent-a ran in %s, want its own directory %s", sessions[0].Cwd, want)
+	}
+	for _, kv := range sessions[0].Env {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "OPERATOR_ACCESS_TOKEN" || name == "E2E_UNLISTED" || name == "E2E_AS_TOKEN" || name == "E2E_HS_TOKEN" {
+			t.Errorf("agent-a's environment carries the daemon's %s", kv)
+		}
+	}
+	if !slices.Contains(sessions[0].Env, execEnv+"=1") {
+		t.Errorf("agent-a's environment lacks its configured env %s=1: %q", execEnv, sessions[0].Env)
 	}
 }
 

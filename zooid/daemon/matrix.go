@@ -30,30 +30,6 @@ func matrixTransportOf(cfg *config.Config) *config.MatrixTransport {
 	return nil
 }
 
-// matrixOptions maps zooid.yaml onto the Matrix transport's options.
-func matrixOptions(cfg *config.Config, mt *config.MatrixTransport) matrix.Options {
-	opts := matrix.Options{
-		Homeserver: mt.Homeserver,
-		ServerName: mt.ServerName,
-		ASToken:    mt.ASToken,
-		HSToken:    mt.HSToken,
-		Listen:     mt.Listen,
-		StateDir:   filepath.Join(cfg.StateDir, "matrix"),
-	}
-	for _, a := range cfg.Agents {
-		if a.Matrix == nil {
-			continue
-		}
-		opts.Agents = append(opts.Agents, matrix.Agent{
-			Name:        a.Name,
-			UserID:      a.Matrix.UserID,
-			DisplayName: a.Matrix.DisplayName,
-			Rooms:       a.Matrix.Rooms,
-		})
-	}
-	return opts
-}
-
 // Registration is the appservice registration the homeserver needs for cfg,
 // pushing to url (the daemon's matrix listen address as the homeserver reaches it).
 func Registration(cfg *config.Config, url string) (*appservice.Registration, error) {
@@ -61,7 +37,7 @@ func Registration(cfg *config.Config, url string) (*appservice.Registration, err
 	if mt == nil {
 		return nil, errors.New("the config has no matrix transport")
 	}
-	reg := matrix.Registration(matrixOptions(cfg, mt), url)
+	reg := matrix.Registration(matrix.OptionsFromConfig(cfg, mt), url)
 	if mt.ID != "" {
 		reg.ID = mt.ID
 	}
@@ -74,7 +50,7 @@ func Registration(cfg *config.Config, url string) (*appservice.Registration, err
 // startMatrix brings up the Matrix side: transport, task journal, MCP sockets.
 func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) error {
 	cfg := d.opts.Config
-	mopts := matrixOptions(cfg, mt)
+	mopts := matrix.OptionsFromConfig(cfg, mt)
 	mopts.Logger = d.log.With("component", "matrix")
 	tr, err := matrix.New(mopts)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"sync"
 	"time"
@@ -46,6 +47,39 @@ type Options struct {
 	StateDir string
 	Agents   []Agent
 	Logger   *slog.Logger
+}
+
+// OptionsFromConfig gives the options for mt, a matrix transport of cfg, which
+// config.Load has validated: its homeserver and tokens, the agents bound to
+// it, and <state_dir>/matrix for the transport's state. Logger is the
+// caller's to set.
+func OptionsFromConfig(cfg *config.Config, mt *config.MatrixTransport) Options {
+	name := ""
+	for _, t := range cfg.Transports {
+		if t.Matrix == mt {
+			name = t.Name
+		}
+	}
+	opts := Options{
+		Homeserver: mt.Homeserver,
+		ServerName: mt.ServerName,
+		ASToken:    mt.ASToken,
+		HSToken:    mt.HSToken,
+		Listen:     mt.Listen,
+		StateDir:   filepath.Join(cfg.StateDir, "matrix"),
+	}
+	for _, a := range cfg.Agents {
+		if a.Matrix == nil || (a.Matrix.Transport != "" && a.Matrix.Transport != name) {
+			continue
+		}
+		opts.Agents = append(opts.Agents, Agent{
+			Name:        a.Name,
+			UserID:      a.Matrix.UserID,
+			DisplayName: a.Matrix.DisplayName,
+			Rooms:       a.Matrix.Rooms,
+		})
+	}
+	return opts
 }
 
 // Handler receives each event once, in order per room.

@@ -754,3 +754,34 @@ func TestManyMessagesInOrder(t *testing.T) {
 	}
 	rec.waitBodies(t, general, want...)
 }
+
+func TestOptionsFromConfig(t *testing.T) {
+	cfg, err := config.Parse([]byte(`transports:
+  matrix:
+    homeserver: http://127.0.0.1:8008
+    server_name: example.org
+    as_token: as-0123456789abcdef
+    hs_token: hs-0123456789abcdef
+    listen: 127.0.0.1:9000
+  hooks: { type: http, port: 3000 }
+state_dir: /var/lib/zooid
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', display_name: A, rooms: ['#r', '!x:example.org'] }
+  web:
+    acp: { preset: pi }
+    http: {}
+`), "zooid.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, _ := cfg.Transport("matrix")
+	got := OptionsFromConfig(cfg, tr.Matrix)
+	want := Options{Homeserver: "http://127.0.0.1:8008", ServerName: "example.org", ASToken: "as-0123456789abcdef", HSToken: "hs-0123456789abcdef",
+		Listen: "127.0.0.1:9000", StateDir: "/var/lib/zooid/matrix",
+		Agents: []Agent{{Name: "a", UserID: "@a:example.org", DisplayName: "A", Rooms: []config.RoomRef{"#r:example.org", "!x:example.org"}}}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("options\n got %+v\nwant %+v", got, want)
+	}
+}
