@@ -1,0 +1,217 @@
+package trace_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/trace"
+)
+
+// run writes one small room's trace as a daemon would, with every
+// run-dependent id derived from suffix, and lets edit change records first.
+func run(t *testing.T, suffix string, edit func([]trace.Record) []trace.Record) string {
+	t.Helper()
+	dir := t.TempDir()
+	w, err := trace.Open(trace.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	room := id.RoomID("!room" + suffix + ":hs" + suffix)
+	alice := id.UserID("@alice:hs" + suffix)
+	agentA := id.UserID("@agent-a:hs" + suffix)
+	root := id.EventID("$root0000" + suffix)
+	reply := id.EventID("$reply000" + suffix)
+	post := id.EventID("$post0000" + suffix)
+	sess := "agent-a|" + string(room) + "|" + string(root)
+	recs := []trace.Record{
+		{Kind: trace.KindStart, Start: &trace.Start{Alias: "#general", Agents: []string{"agent-a"}}},
+		{Kind: trace.KindEvent, Event: &trace.Event{ID: root, Sender: alice, Type: "m.room.message", MsgType: "m.text", Text: "@agent-a:hs" + suffix + " hi",
+			Woke: []trace.Wake{{Agent: "agent-a", Thread: root, Session: sess, Why: trace.WhyMention}}}},
+		{Kind: trace.KindPrompt, Session: sess, Prompt: &trace.Prompt{Agent: "agent-a", Turn: string(root), Trigger: root, Fresh: true,
+			Text: "[zooid] room #general (" + string(room) + "), thread " + string(root) + "\n\nhi"}},
+		{Kind: trace.KindTool, Session: sess, Tool: &trace.ToolCall{Agent: "agent-a", Tool: "zooid_get_recent_threads", Args: `{"limit":5}`,
+			Result: `{"threads":[{"id":"` + string(root) + `","timestamp":"2026-12-0` + suffix[:1] + `T00:00:00Z"}],"next_before":"cur` + suffix + `","has_more":true}`}},
+		{Kind: trace.KindPost, Post: &trace.Post{ID: post, Sender: agentA, Type: "m.room.message", MsgType: "m.notice", Thread: root, Text: "hello", TxnID: "zooid.aaaaaaaaaaaaaaaaaaaaaaa" + suffix[:1]}},
+		{Kind: trace.KindTurnEnd, Session: sess, TurnEnd: &trace.TurnEnd{Agent: "agent-a", Turn: string(root), Stop: "end_turn"}},
+		{Kind: trace.KindEvent, Event: &trace.Event{ID: post, Sender: agentA, Type: "m.room.message", MsgType: "m.notice", Thread: root, Text: "hello", Nobody: trace.WhyAgentPost}},
+		{Kind: trace.KindEvent, Event: &trace.Event{ID: reply, Sender: alice, Type: "m.room.message", MsgType: "m.text", Thread: root, Text: "thanks",
+			Woke: []trace.Wake{{Agent: "agent-a", Thread: root, Session: sess, Why: trace.WhyAddressee}}}},
+	}
+	for i := range recs {
+		recs[i].Room = room
+	}
+	if edit != nil {
+		recs = edit(recs)
+	}
+	for _, r := range recs {
+		w.Record(r)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func read(t *testing.T, dir string) *trace.Trace {
+	t.Helper()
+	tr, err := trace.Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func TestCompareEqualRunsOnDifferentServers(t *testing.T) {
+	want, got := read(t, run(t, "1", nil)), read(t, run(t, "2", nil))
+	if d := trace.Compare(want, got); len(d) != 0 {
+		t.Fatalf("want no diff between runs that differ only in ids, got:\n%s", d)
+	}
+}
+
+func TestCompareNamesAnEditedRoutingDecision(t *testing.T) {
+	want := read(t, run(t, "1", nil))
+	got := read(t, run(t, "2", func(rs []trace.Record) []trace.Record {
+		rs[7].Event.Woke, rs[7].Event.Nobody = nil, trace.WhyNotNotified
+		return rs
+	}))
+	d := trace.Compare(want, got)
+	if len(d) != 1 {
+		t.Fatalf("want exactly one difference, got %d:\n%s", len(d), d)
+	}
+	s := d.String()
+	for _, part := range []string{"#general, routing", "event $reply0001 from @alice:hs1", `"thanks"`, "want woke agent-a (addressee, thread $root00001)", "got woke nobody (nobody_addressed)"} {
+		if !strings.Contains(s, part) {
+			t.Errorf("diff does not say %q:\n%s", part, s)
+		}
+	}
+}
+
+func TestCompareNamesAMissingPost(t *testing.T) {
+	want := read(t, run(t, "1", nil))
+	got := read(t, run(t, "2", func(rs []trace.Record) []trace.Record {
+		return append(rs[:4:4], rs[5:]...)
+	}))
+	d := trace.Compare(want, got)
+	if len(d) != 1 {
+		t.Fatalf("want exactly one difference, got %d:\n%s", len(d), d)
+	}
+	want1 := `#general, posts by @agent-a:hs1 in thread $root00001: missing: post $post00001 by @agent-a:hs1 (m.room.message m.notice) "hello"`
+	if d[0].String() != want1 {
+		t.Fatalf("diff:\n got %s\nwant %s", d[0], want1)
+	}
+}
+
+func TestCompareRefusesToMapOneIDToTwo(t *testing.T) {
+	// got's reply wakes agent-a in a thread other than the root's: the root
+	// is already paired, so the thread cannot be.
+	want := read(t, run(t, "1", nil))
+	got := read(t, run(t, "2", func(rs []trace.Record) []trace.Record {
+		rs[7].Event.Woke = []trace.Wake{{Agent: "agent-a", Thread: "$other0002", Session: "x", Why: trace.WhyAddressee}}
+		return rs
+	}))
+	d := trace.Compare(want, got)
+	if len(d) != 1 || !strings.Contains(d[0].What, "thread $other0002") {
+		t.Fatalf("want one difference naming the other thread, got:\n%s", d)
+	}
+}
+
+func TestCompareToolResultDiffers(t *testing.T) {
+	want := read(t, run(t, "1", nil))
+	got := read(t, run(t, "2", func(rs []trace.Record) []trace.Record {
+		rs[3].Tool.Result = `{"threads":[],"has_more":false}`
+		return rs
+	}))
+	d := trace.Compare(want, got)
+	if len(d) != 1 || !strings.Contains(d[0].String(), "session agent-a in thread $root00001") || !strings.Contains(d[0].What, `result {"threads":[],"has_more":false}`) {
+		t.Fatalf("want one difference naming the tool result, got:\n%s", d)
+	}
+}
+
+func TestWriterBoundsTextAndKeepsSize(t *testing.T) {
+	dir := t.TempDir()
+	w, err := trace.Open(trace.Options{Dir: dir, MaxTextSize: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Record(trace.Record{Room: "!r:x", Kind: trace.KindTool, Tool: &trace.ToolCall{Agent: "a", Tool: "t", Args: "{}", Result: strings.Repeat("é", 20)}})
+	w.Close()
+	tr := read(t, dir)
+	got := tr.Rooms[0].Records[0].Tool
+	if got.Result != strings.Repeat("é", 5) || got.ResultSize != 40 || got.ArgsSize != 0 {
+		t.Fatalf("bounded result = %q (size %d, args size %d), want 5 runes and size 40", got.Result, got.ResultSize, got.ArgsSize)
+	}
+}
+
+func TestWriterRotatesAndContinuesAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	open := func() *trace.Writer {
+		w, err := trace.Open(trace.Options{Dir: dir, MaxFileSize: 400})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	w := open()
+	for i := 0; i < 10; i++ {
+		w.Record(trace.Record{Room: "!r:x", Kind: trace.KindPrompt, Prompt: &trace.Prompt{Agent: "a", Text: strings.Repeat("x", 100)}})
+	}
+	w.Close()
+	w = open()
+	if !w.Existed("!r:x") {
+		t.Fatal("a reopened trace does not know the room had records")
+	}
+	w.Record(trace.Record{Room: "!r:x", Kind: trace.KindStart, Start: &trace.Start{Restart: true}})
+	w.Close()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if len(files) < 3 {
+		t.Fatalf("want the room rotated into at least 3 files of 400 bytes, got %v", files)
+	}
+	for _, f := range files {
+		st, _ := os.Stat(f)
+		if st.Size() > 400 {
+			t.Errorf("%s is %d bytes, over the 400-byte limit", f, st.Size())
+		}
+	}
+	recs := read(t, dir).Rooms[0].Records
+	if len(recs) != 11 {
+		t.Fatalf("read %d records, want 11", len(recs))
+	}
+	for i, r := range recs {
+		if r.Seq != uint64(i+1) {
+			t.Fatalf("record %d has seq %d: order lost across rotation or restart", i, r.Seq)
+		}
+	}
+}
+
+func TestWriterScrubsSecrets(t *testing.T) {
+	dir := t.TempDir()
+	w, _ := trace.Open(trace.Options{Dir: dir, Secrets: []string{"syt_secret_token"}})
+	w.Record(trace.Record{Room: "!r:x", Kind: trace.KindPost, Post: &trace.Post{Sender: "@a:x", Text: "leaked syt_secret_token here"}})
+	w.Close()
+	if got := read(t, dir).Rooms[0].Records[0].Post.Text; got != "leaked [redacted] here" {
+		t.Fatalf("post text = %q, want the secret redacted", got)
+	}
+}
+
+func TestReadRefusesNewerVersionAndBrokenLines(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "!r:x.000001.jsonl")
+	os.WriteFile(path, []byte(`{"format":"zooid-trace","version":99,"room":"!r:x","segment":1}`+"\n"), 0o600)
+	if _, err := trace.Read(dir); err == nil || !strings.Contains(err.Error(), ":1: trace format version 99") {
+		t.Fatalf("Read of a version-99 file: %v", err)
+	}
+	os.WriteFile(path, []byte(`{"format":"zooid-trace","version":1,"room":"!r:x","segment":1}`+"\nnot json\n{\"seq\":2}\n"), 0o600)
+	if _, err := trace.Read(dir); err == nil || !strings.Contains(err.Error(), ":2: ") {
+		t.Fatalf("Read of a file broken on line 2: %v", err)
+	}
+	// A torn last line is what a crash mid-write leaves: the rest is kept.
+	os.WriteFile(path, []byte(`{"format":"zooid-trace","version":1,"room":"!r:x","segment":1}`+"\n{\"seq\":1,\"kind\":\"start\"}\n{\"seq\":2,\"ki"), 0o600)
+	tr, err := trace.Read(dir)
+	if err != nil || len(tr.Rooms[0].Records) != 1 {
+		t.Fatalf("Read of a torn file: %v, %+v", err, tr)
+	}
+}
