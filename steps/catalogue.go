@@ -27,6 +27,7 @@ var areas = []struct{ key, title, intro string }{
 	{"posts", "What was posted", "Read back through the client-server API as a human member of the room, so they hold on any homeserver."},
 	{"tools", "Calling tools", "A call is driven through the real chain: a human mention in the agent's current thread wakes it, its turn calls the tool through the bridge."},
 	{"results", "Tool results", "Checks on the most recent call (or paging walk) of any agent."},
+	{"trace", "The daemon's trace", "Read back from the trace directory (zooid/trace) of the scenario's daemon; each check waits until the record it names is written."},
 }
 
 // definitions lists every step bound to w; with a nil world it serves the
@@ -44,6 +45,7 @@ func definitions(w *world) []stepDef {
 	all = append(all, scenarioSteps(w)...)
 	all = append(all, processSteps(w)...)
 	all = append(all, httpSteps(w)...)
+	all = append(all, traceSteps(w)...)
 	return all
 }
 

@@ -30,6 +30,9 @@ func (w *world) config(exe string) *config.Config {
 		RunDir:      filepath.Join(w.dir, "run"),
 		IdleTimeout: w.idleTimeout,
 	}
+	if w.traceDir != "" {
+		cfg.Trace = &config.Trace{Dir: w.traceDir}
+	}
 	for _, an := range w.agentSeq {
 		a := w.agents[an]
 		if a.http {

@@ -18,6 +18,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	path := fs.String("config", "zooid.yaml", "path to zooid.yaml")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	traceDir := fs.String("trace", "", "write the flight recorder's trace to this directory (overrides zooid.yaml's trace.dir)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -35,6 +36,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "zooid run: %v\n", err)
 		return 1
+	}
+	if *traceDir != "" {
+		if cfg.Trace == nil {
+			cfg.Trace = &config.Trace{}
+		}
+		cfg.Trace.Dir = *traceDir
 	}
 	d, err := daemon.New(daemon.Options{Config: cfg, Logger: logger})
 	if err != nil {

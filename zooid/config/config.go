@@ -55,6 +55,8 @@ type Config struct {
 	// RunDir holds the agents' sockets; default $XDG_RUNTIME_DIR/zooid.
 	// Empty means the daemon makes a fresh private directory at start.
 	RunDir string
+	// Trace, when set, turns on the flight recorder (trace: {dir, max_file_size}).
+	Trace *Trace
 }
 
 // Transport is one entry under transports.

@@ -137,6 +137,18 @@ agents:
     acp: { preset: pi }
     matrix: { user_id: '@a', rooms: ['#r'] }
 `, []string{`zooid.yaml:7: turn_timeout: must be a duration such as 30m or 90s, got "soon"`}},
+		{"trace without dir", okTransport + `trace: { max_file_size: 1MiB }
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:7: trace: dir is required: the directory the trace is written to`}},
+		{"trace with a bad size", okTransport + `trace: { dir: ./t, max_file_size: 2 }
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:7: trace.max_file_size: must be at least 4KiB, got 2`}},
 		{"turn timeout too short", okTransport + `turn_timeout: 10ms
 agents:
   a:
@@ -473,6 +485,18 @@ agents:
 			}
 			if c.IdleTimeout != 2*time.Hour {
 				t.Errorf("idle timeout %s, want 2h", c.IdleTimeout)
+			}
+		}},
+		{"trace", okTransport + `trace:
+  dir: ./trace
+  max_file_size: 8MiB
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, func(t *testing.T, c *Config) {
+			if c.Trace == nil || !filepath.IsAbs(c.Trace.Dir) || filepath.Base(c.Trace.Dir) != "trace" || c.Trace.MaxFileSize != 8<<20 {
+				t.Errorf("trace = %+v, want dir …/trace and 8MiB", c.Trace)
 			}
 		}},
 		{"full ids without server_name, http listen, dirs", `transports:

@@ -34,7 +34,7 @@ func (p *parser) parse(data []byte) *Config {
 		return nil
 	}
 	root := doc.Content[0]
-	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout")
+	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout", "trace")
 	cfg := &Config{File: p.file}
 
 	if f, ok := top["transports"]; ok {
@@ -68,6 +68,7 @@ func (p *parser) parse(data []byte) *Config {
 	}
 	cfg.TurnTimeout = p.duration(top, "turn_timeout")
 	cfg.IdleTimeout = p.duration(top, "idle_timeout")
+	cfg.Trace = p.trace(top)
 	cfg.RunDir = p.defaultRunDir()
 	if v, ok := p.str(top["run_dir"], "run_dir"); ok && v != "" {
 		cfg.RunDir = p.abs(v)

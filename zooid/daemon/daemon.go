@@ -23,6 +23,7 @@ import (
 	"github.com/zooid-dev/zooid/zooid/router"
 	"github.com/zooid-dev/zooid/zooid/tasks"
 	"github.com/zooid-dev/zooid/zooid/tools"
+	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
 // DefaultTurnTimeout bounds one agent turn; a turn that runs longer is treated
@@ -65,8 +66,12 @@ type Daemon struct {
 	mcp        *mcpserver.Server
 	sessions   *sessions
 
-	tasks      *tasks.Manager
-	http       []*httpapi.Server
+	tasks *tasks.Manager
+	http  []*httpapi.Server
+	// trace is the flight recorder (trace.Off unless the config turns it
+	// on); traceW is the writer the daemon owns when it is on.
+	trace      trace.Recorder
+	traceW     *trace.Writer
 	stopIntake context.CancelFunc
 
 	// replayed is closed once thread memory is rebuilt from history; events
@@ -117,6 +122,7 @@ func New(opts Options) (*Daemon, error) {
 		byUser: make(map[id.UserID]*agentRuntime),
 
 		replayed: make(chan struct{}),
+		trace:    trace.Off,
 	}
 	for _, a := range opts.Config.Agents {
 		rt := &agentRuntime{cfg: a}
@@ -135,6 +141,9 @@ func New(opts Options) (*Daemon, error) {
 func (d *Daemon) Start(ctx context.Context) error {
 	if err := os.MkdirAll(d.opts.Config.StateDir, 0o700); err != nil {
 		return fmt.Errorf("creating state dir: %w", err)
+	}
+	if err := d.openTrace(); err != nil {
+		return err
 	}
 	d.sessions = newSessions(d.runTurn, d.endSession).withIdle(d.opts.IdleTimeout, d.idleSession)
 	if err := d.startHTTP(); err != nil {
@@ -183,6 +192,9 @@ func (d *Daemon) Close() error {
 		}
 		if d.tasks != nil {
 			errs = append(errs, d.tasks.Close())
+		}
+		if d.traceW != nil {
+			errs = append(errs, d.traceW.Close())
 		}
 		d.closeErr = errors.Join(errs...)
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/zooid-dev/zooid/zooid/history"
 	"github.com/zooid-dev/zooid/zooid/router"
 	"github.com/zooid-dev/zooid/zooid/tasks"
+	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
 // handleEvent is the transport's callback for every event of a bound room, in
@@ -23,9 +24,11 @@ func (d *Daemon) handleEvent(ctx context.Context, ev *event.Event) {
 	r := d.routerOnce()
 	msg, ok := router.MessageFromEvent(ev)
 	if !ok {
+		d.trace.Record(d.traceEvent(ev, router.Message{}, nil, trace.WhyNotMessage))
 		return
 	}
 	if msg.IsReset {
+		d.trace.Record(d.traceEvent(ev, msg, nil, trace.WhyReset))
 		// /clear ends every session of the thread, not only those the router
 		// woke: handoff callees and task-result wakes open sessions too.
 		r.Reset(msg.Room, msg.ThreadRoot)
@@ -46,7 +49,9 @@ func (d *Daemon) handleEvent(ctx context.Context, ev *event.Event) {
 			task = &t
 		}
 	}
-	for _, w := range r.Route(msg) {
+	wakes := r.Route(msg)
+	d.trace.Record(d.traceEvent(ev, msg, wakes, ""))
+	for _, w := range wakes {
 		key := sessionKey{agent: w.Agent, room: w.Room, thread: w.ThreadRoot}
 		text := w.Text
 		if task != nil && task.Agent == w.Agent && w.ThreadRoot == ev.ID {

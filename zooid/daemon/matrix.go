@@ -52,6 +52,7 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 	cfg := d.opts.Config
 	mopts := matrix.OptionsFromConfig(cfg, mt)
 	mopts.Logger = d.log.With("component", "matrix")
+	mopts.Trace = d.trace
 	tr, err := matrix.New(mopts)
 	if err != nil {
 		return fmt.Errorf("creating matrix transport: %w", err)
@@ -75,6 +76,7 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		Agents:   d.taskAgents,
 		Wake:     d.wakeCaller,
 		Logger:   d.log.With("component", "tasks"),
+		Trace:    d.trace,
 	})
 	if err != nil {
 		return fmt.Errorf("opening task journal: %w", err)
@@ -86,6 +88,7 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		Tasks:         tm,
 		Logger:        d.log.With("component", "mcp"),
 		BridgeCommand: d.opts.BridgeCommand,
+		Trace:         d.trace,
 	})
 	if err != nil {
 		return fmt.Errorf("starting mcp server: %w", err)
@@ -116,6 +119,7 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 	select {
 	case <-tr.Ready():
 		d.replayThreadMemory(ctx)
+		d.traceStarts()
 		d.replayDone()
 		// Tasks a previous run left open are closed and reported now that the
 		// daemon can post and wake.

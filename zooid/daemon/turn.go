@@ -16,6 +16,7 @@ import (
 	"github.com/zooid-dev/zooid/zooid/acpagent"
 	"github.com/zooid-dev/zooid/zooid/tools"
 	"github.com/zooid-dev/zooid/zooid/zevent"
+	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
 // agentSession is a session's live agent: its process, ACP session and the
@@ -64,11 +65,13 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 		select {
 		case <-st.conn.Done():
 			// The process died between turns: start afresh rather than fail the turn.
+			d.trace.Record(traceAgent(s.key, trace.AgentCrashed, st.conn.Err()))
 			d.closeAgent(st)
 			st, s.state = nil, nil
 		default:
 		}
 	}
+	fresh := st == nil
 	if st == nil {
 		// An agent that never finishes starting (waiting on a login, a TTY)
 		// must not hold the thread forever.
@@ -81,6 +84,8 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 				return
 			}
 			d.log.Error("starting agent", "agent", rt.cfg.Name, "err", err)
+			d.trace.Record(traceAgent(s.key, trace.AgentStartFailed, err))
+			defer d.trace.Record(traceTurnEnd(s.key, req, "", err))
 			post.err = err
 			post.failure(ctx, "start_failed", fmt.Sprintf("%s could not be started: %v", rt.cfg.Name, err))
 			return
@@ -106,6 +111,7 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 	turnCtx, cancel := context.WithTimeout(ctx, d.opts.TurnTimeout)
 	defer cancel()
 	var buf strings.Builder
+	d.trace.Record(tracePrompt(s.key, req, fresh))
 	stop, err := st.acp.Prompt(turnCtx, req.text, func(u acpagent.Update) {
 		switch {
 		case u.Text != "":
@@ -122,6 +128,7 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 	if err != nil && ctx.Err() != nil {
 		post.stop, post.err = acp.StopReasonCancelled, nil
 	}
+	defer d.trace.Record(traceTurnEnd(s.key, req, string(post.stop), post.err))
 
 	switch {
 	case err == nil:
@@ -131,14 +138,17 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 		d.retire(s, st)
 	case errors.Is(err, acpagent.ErrCrashed):
 		d.log.Warn("agent crashed mid-turn", "agent", rt.cfg.Name, "err", err)
+		d.trace.Record(traceAgent(s.key, trace.AgentCrashed, st.conn.Err()))
 		post.failure(ctx, "agent_crashed", fmt.Sprintf("%s stopped unexpectedly (%v). The next message starts a fresh session.", rt.cfg.Name, st.conn.Err()))
 		d.retire(s, st)
 	case errors.Is(turnCtx.Err(), context.DeadlineExceeded):
 		d.log.Warn("agent turn timed out", "agent", rt.cfg.Name, "timeout", d.opts.TurnTimeout)
+		d.trace.Record(traceAgent(s.key, trace.AgentTimedOut, err))
 		post.failure(ctx, "agent_timeout", fmt.Sprintf("%s did not finish its turn within %s and was stopped. The next message starts a fresh session.", rt.cfg.Name, d.opts.TurnTimeout))
 		d.retire(s, st)
 	default:
 		d.log.Warn("agent turn failed", "agent", rt.cfg.Name, "err", err)
+		d.trace.Record(traceAgent(s.key, trace.AgentFailed, err))
 		post.failure(ctx, "agent_error", fmt.Sprintf("%s failed: %v. The next message starts a fresh session.", rt.cfg.Name, err))
 		d.retire(s, st)
 	}

@@ -20,12 +20,13 @@ import (
 // retry_after_ms (bounded) and retries; 5xx and connection failures back off and retry with
 // the same txn id; any other 4xx fails at once with the Matrix errcode in the error. An
 // empty txnID gets a random one, shared by the retries of this call.
-func (t *Transport) Send(ctx context.Context, as id.UserID, room id.RoomID, evType event.Type, content any, txnID string) (id.EventID, error) {
+func (t *Transport) Send(ctx context.Context, as id.UserID, room id.RoomID, evType event.Type, content any, txnID string) (evID id.EventID, err error) {
 	if txnID == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
 		txnID = "zooid-" + hex.EncodeToString(b[:])
 	}
+	defer func() { t.trace.Record(tracePost(t.trace, as, room, evType, content, txnID, evID, err)) }()
 	cli := t.Client(as)
 	if cli == nil {
 		return "", fmt.Errorf("sending %s to %s: no client for %s", evType.Type, room, as)

@@ -22,6 +22,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
 // Agent is one agent's Matrix identity and the rooms it is bound to.
@@ -47,6 +48,8 @@ type Options struct {
 	StateDir string
 	Agents   []Agent
 	Logger   *slog.Logger
+	// Trace records every post (trace.KindPost); nil records nothing.
+	Trace trace.Recorder
 }
 
 // OptionsFromConfig gives the options for mt, a matrix transport of cfg, which
@@ -89,6 +92,7 @@ type Handler func(ctx context.Context, ev *event.Event)
 type Transport struct {
 	opts  Options
 	log   *slog.Logger
+	trace trace.Recorder
 	store *store
 
 	listener net.Listener
@@ -138,6 +142,7 @@ func New(opts Options) (*Transport, error) {
 	t := &Transport{
 		opts:          opts,
 		log:           log.With("component", "matrix"),
+		trace:         trace.Or(opts.Trace),
 		store:         st,
 		clients:       map[id.UserID]*mautrix.Client{},
 		rooms:         map[config.RoomRef]id.RoomID{},

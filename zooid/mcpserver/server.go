@@ -28,6 +28,7 @@ import (
 	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/rundir"
 	"github.com/zooid-dev/zooid/zooid/tools"
+	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
 // Options configure a Server.
@@ -48,6 +49,9 @@ type Options struct {
 	BridgeCommand []string
 	// Version is reported to MCP clients; default "dev".
 	Version string
+	// Trace records every tool call with its arguments and result; nil
+	// records nothing.
+	Trace trace.Recorder
 }
 
 // Server is the daemon's MCP server: per-agent sockets, session bindings and
@@ -109,6 +113,7 @@ func New(opts Options) (*Server, error) {
 	if version == "" {
 		version = "dev"
 	}
+	opts.Trace = trace.Or(opts.Trace)
 	s := &Server{
 		madeDir:   made,
 		opts:      opts,
@@ -549,6 +554,7 @@ func (s *Server) handler(name string) server.ToolHandlerFunc {
 				lvl = slog.LevelWarn
 			}
 			s.log.Log(ctx, lvl, "tool call failed", "tool", name, "agent", caller.Agent, "code", terr.Code, "err", errOr(cause, terr))
+			s.opts.Trace.Record(traceTool(caller, name, args, "", terr.Error()))
 			return mcp.NewToolResultError(terr.Error()), nil
 		}
 		text, err := json.Marshal(res)
@@ -557,6 +563,7 @@ func (s *Server) handler(name string) server.ToolHandlerFunc {
 			return mcp.NewToolResultError("unavailable: the result could not be encoded"), nil
 		}
 		s.log.Debug("tool call", "tool", name, "agent", caller.Agent, "took", time.Since(start))
+		s.opts.Trace.Record(traceTool(caller, name, args, string(text), ""))
 		// Structured content must be a JSON object; every result record is one.
 		var structured map[string]any
 		if err := json.Unmarshal(text, &structured); err != nil {
@@ -571,4 +578,10 @@ func errOr(a error, b error) error {
 		return a
 	}
 	return b
+}
+
+// traceTool is the trace record of one tool call, in the caller's session.
+func traceTool(c tools.Caller, name string, args []byte, result, errText string) trace.Record {
+	return trace.Record{Kind: trace.KindTool, Room: c.Room, Session: c.SessionKey,
+		Tool: &trace.ToolCall{Agent: c.Agent, Tool: name, Args: string(args), Result: result, Error: errText}}
 }

@@ -41,7 +41,17 @@ type Wake struct {
 	Text    string
 	EventID id.EventID
 	Sender  id.UserID
+	// Why names the rule that woke the agent (one of the Why* constants).
+	Why string
 }
+
+// Why an agent woke: the rule of §2 or §5 that applied.
+const (
+	WhyMention      = "mention"
+	WhyTriggerAny   = "trigger_any"
+	WhyAddressee    = "addressee"
+	WhyTaskAssignee = "task_assignee"
+)
 
 // ThreadInfo is what the router remembers of one thread.
 type ThreadInfo struct {
@@ -239,7 +249,7 @@ func (r *Router) wakeTaskRoot(m Message) []Wake {
 	}
 	a := r.byName[th.addressees[0]]
 	th.addSession(a.Name)
-	return []Wake{r.wake(a, m, m.EventID)}
+	return []Wake{r.wake(a, m, m.EventID, WhyTaskAssignee)}
 }
 
 func (r *Router) routeTopLevel(m Message) []Wake {
@@ -252,8 +262,11 @@ func (r *Router) routeTopLevel(m Message) []Wake {
 		if !a.rooms[m.Room] {
 			continue
 		}
-		if slices.Contains(mentioned, a.Name) || a.Trigger == Any {
-			wakes = append(wakes, r.wake(a, m, m.EventID))
+		switch {
+		case slices.Contains(mentioned, a.Name):
+			wakes = append(wakes, r.wake(a, m, m.EventID, WhyMention))
+		case a.Trigger == Any:
+			wakes = append(wakes, r.wake(a, m, m.EventID, WhyTriggerAny))
 		}
 	}
 	if len(wakes) == 0 {
@@ -272,17 +285,19 @@ func (r *Router) routeThreadReply(m Message) []Wake {
 	th := r.thread(m.Room, m.ThreadRoot, false)
 	mentioned := r.mentioned(m)
 	var targets []string
+	why := WhyAddressee
 	switch {
 	case len(mentioned) > 0:
 		// A human mention switches who the thread is talking to.
-		targets = mentioned
+		targets, why = mentioned, WhyMention
 	case th != nil && th.task:
 		if th.assignee != "" && r.byName[th.assignee] != nil && r.byName[th.assignee].rooms[m.Room] {
-			targets = []string{th.assignee}
+			targets, why = []string{th.assignee}, WhyTaskAssignee
 		}
 	case th != nil:
 		targets = th.addressees
 	}
+	chosen := len(targets)
 	if th == nil || !th.task {
 		for _, a := range r.agents {
 			if a.Trigger == Any && a.rooms[m.Room] && !slices.Contains(targets, a.Name) {
@@ -305,7 +320,11 @@ func (r *Router) routeThreadReply(m Message) []Wake {
 			continue
 		}
 		th.addSession(a.Name)
-		wakes = append(wakes, r.wake(a, m, m.ThreadRoot))
+		w := why
+		if !slices.Contains(targets[:chosen], a.Name) {
+			w = WhyTriggerAny
+		}
+		wakes = append(wakes, r.wake(a, m, m.ThreadRoot, w))
 	}
 	return wakes
 }
@@ -344,7 +363,7 @@ func (r *Router) mentioned(m Message) []string {
 	return out
 }
 
-func (r *Router) wake(a *agentInfo, m Message, root id.EventID) Wake {
+func (r *Router) wake(a *agentInfo, m Message, root id.EventID, why string) Wake {
 	return Wake{
 		Agent:      a.Name,
 		Room:       m.Room,
@@ -352,6 +371,7 @@ func (r *Router) wake(a *agentInfo, m Message, root id.EventID) Wake {
 		Text:       a.matcher.strip(m.Body),
 		EventID:    m.EventID,
 		Sender:     m.Sender,
+		Why:        why,
 	}
 }
 

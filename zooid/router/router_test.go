@@ -166,12 +166,12 @@ func TestRoute(t *testing.T) {
 func TestWakeFields(t *testing.T) {
 	r := New(testAgents())
 	ws := r.Route(Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-a hi", Mentions: mentions(userA)})
-	want := []Wake{{Agent: "agent-a", Room: roomMain, ThreadRoot: "$1", Text: "hi", EventID: "$1", Sender: alice}}
+	want := []Wake{{Agent: "agent-a", Room: roomMain, ThreadRoot: "$1", Text: "hi", EventID: "$1", Sender: alice, Why: WhyMention}}
 	if !slices.Equal(ws, want) {
 		t.Fatalf("wakes = %+v, want %+v", ws, want)
 	}
 	ws = r.Route(Message{Room: roomMain, EventID: "$2", Sender: alice, Body: "more", ThreadRoot: "$1"})
-	want = []Wake{{Agent: "agent-a", Room: roomMain, ThreadRoot: "$1", Text: "more", EventID: "$2", Sender: alice}}
+	want = []Wake{{Agent: "agent-a", Room: roomMain, ThreadRoot: "$1", Text: "more", EventID: "$2", Sender: alice, Why: WhyAddressee}}
 	if !slices.Equal(ws, want) {
 		t.Fatalf("wakes = %+v, want %+v", ws, want)
 	}
@@ -355,5 +355,30 @@ func BenchmarkRoute(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		r.Route(msgs[i%len(msgs)])
+	}
+}
+
+func TestWakeSaysWhy(t *testing.T) {
+	r := New(testAgents())
+	whys := func(ws []Wake) []string {
+		var out []string
+		for _, w := range ws {
+			out = append(out, w.Agent+":"+w.Why)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		m    Message
+		want []string
+	}{
+		{Message{Room: roomOther, EventID: "$o1", Sender: alice, Body: "anyone?"}, []string{"agent-c:" + WhyTriggerAny}},
+		{Message{Room: roomMain, EventID: "$t1", Sender: userA, Body: "do it", IsTaskRoot: true, TaskAssignee: "agent-b"}, []string{"agent-b:" + WhyTaskAssignee}},
+		{Message{Room: roomMain, EventID: "$t2", Sender: alice, Body: "and?", ThreadRoot: "$t1"}, []string{"agent-b:" + WhyTaskAssignee}},
+		{Message{Room: roomMain, EventID: "$m1", Sender: alice, Body: "@agent-b x", Mentions: mentions(userB)}, []string{"agent-b:" + WhyMention}},
+		{Message{Room: roomMain, EventID: "$m2", Sender: alice, Body: "y", ThreadRoot: "$m1"}, []string{"agent-b:" + WhyAddressee}},
+	} {
+		if got := whys(r.Route(c.m)); !slices.Equal(got, c.want) {
+			t.Errorf("%s %q woke %v, want %v", c.m.EventID, c.m.Body, got, c.want)
+		}
 	}
 }

@@ -41,6 +41,7 @@ func (m *Manager) Start(ctx context.Context, c tools.Caller, req tools.StartRequ
 	if err != nil {
 		return tools.StartResult{}, err
 	}
+	m.traceAdmission(c, admitted, results)
 	var wg sync.WaitGroup
 	for i, t := range admitted {
 		if t == nil {
@@ -53,6 +54,7 @@ func (m *Manager) Start(ctx context.Context, c tools.Caller, req tools.StartRequ
 		}()
 	}
 	wg.Wait()
+	m.traceStarted(c, admitted, results)
 	return tools.StartResult{Results: results, Notify: notify, Delivery: delivery(notify, results)}, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/tools"
+	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
 // DefaultMaxOpenPerRoom is the behaviour §5 capacity: open tasks per room.
@@ -43,6 +44,9 @@ type Options struct {
 	PostTimeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Trace records each task step (admitted, refused, started, failed,
+	// closed, reported); nil records nothing.
+	Trace trace.Recorder
 }
 
 // Manager runs task threads. It implements tools.Tasks. All methods are safe for
@@ -86,6 +90,7 @@ func Open(opts Options) (*Manager, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	opts.Trace = trace.Or(opts.Trace)
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -270,6 +275,7 @@ func (m *Manager) closeLocked(t *Task, r *Result, now time.Time) {
 	t.Result = r
 	t.Handoffs = nil
 	t.Closed = now
+	m.opts.Trace.Record(traceStep(*t, trace.StepClosed, ""))
 }
 
 // update applies f to the task under the lock and persists it; on a journal error the

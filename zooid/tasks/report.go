@@ -11,6 +11,7 @@ import (
 
 	"github.com/zooid-dev/zooid/zooid/tools"
 	"github.com/zooid-dev/zooid/zooid/zevent"
+	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
 // report delivers a closed task's result, each step at most once per success: the
@@ -107,6 +108,7 @@ func (m *Manager) deliver(ctx context.Context, attempt string) {
 		return
 	}
 	log.Info("task reported", "agent", snap.Agent, "caller", snap.Parent.Agent, "notify", snap.Notify)
+	m.opts.Trace.Record(traceStep(snap, trace.StepReported, ""))
 }
 
 // wake hands the caller its result as a new turn and says whether the wake is

@@ -1,0 +1,240 @@
+package steps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/zooid-dev/zooid/zooid/trace"
+)
+
+// traceSteps turn on the daemon's flight recorder and read back what it wrote.
+func traceSteps(w *world) []stepDef {
+	return []stepDef{
+		{area: "setup", pattern: `^the daemon keeps a trace$`,
+			example: `the daemon keeps a trace`,
+			doc:     "Sets zooid.yaml trace.dir to a directory of the scenario: the daemon records per room what it saw and did.",
+			fn:      w.stepKeepsTrace},
+		{area: "trace", pattern: `^the trace of "(#[a-z0-9-]+)" shows "([^"]*)" waking (nobody|[a-z0-9-]+(?:(?:, | and )[a-z0-9-]+)*) \(([a-z_]+)\)$`,
+			example: `the trace of "#ops" shows "can someone audit svc-a" waking agent-a (mention)`,
+			doc:     "The routing decision on the message containing the text: exactly these agents woke, for that reason, each in the session of the message's thread (or nobody, and why).",
+			fn:      w.stepTraceWoke},
+		{area: "trace", pattern: `^the trace of "(#[a-z0-9-]+)" records ([a-z0-9-]+) calling ([a-z_]+) and its result$`,
+			example: `the trace of "#ops" records agent-a calling zooid_get_recent_threads and its result`,
+			doc:     "A tool call of the agent, in one of its sessions, with its arguments and a non-empty result.",
+			fn:      w.stepTraceTool},
+		{area: "trace", pattern: `^the trace of "(#[a-z0-9-]+)" records ([a-z0-9-]+)'s task (admitted|refused|started|closed|reported)(?: ([a-z_]+))?$`,
+			example: `the trace of "#ops" records coder's task closed complete`,
+			doc:     "A task step of the agent's task (with the status, for closed), in the trace of the room.",
+			fn:      w.stepTraceTask},
+		{area: "trace", pattern: `^the trace of "(#[a-z0-9-]+)" records ([a-z0-9-]+) posting "([^"]*)"$`,
+			example: `the trace of "#ops" records agent-a posting "on it"`,
+			doc:     "A post by the agent whose text contains the given text, with the event id it got.",
+			fn:      w.stepTracePost},
+		{area: "trace", pattern: `^no secret appears in the trace$`,
+			example: `no secret appears in the trace`,
+			doc:     "No trace file holds the appservice tokens, a user's access token, or a session binding id of any agent.",
+			fn:      w.stepTraceNoSecrets},
+	}
+}
+
+func (w *world) stepKeepsTrace() error {
+	if w.started {
+		return fmt.Errorf("turn the trace on before the first action starts the daemon")
+	}
+	w.traceDir = filepath.Join(w.dir, "trace")
+	return nil
+}
+
+// traceRecords waits until the room's trace holds a record match accepts.
+func (w *world) traceRecord(ctx context.Context, roomName, what string, match func(trace.Record) (bool, error)) (trace.Record, error) {
+	if w.traceDir == "" {
+		return trace.Record{}, errors.New("the daemon keeps no trace; add: the daemon keeps a trace")
+	}
+	if err := w.start(ctx); err != nil {
+		return trace.Record{}, err
+	}
+	r, err := w.room(ctx, roomName)
+	if err != nil {
+		return trace.Record{}, err
+	}
+	var found trace.Record
+	var matchErr error
+	err = w.eventually(ctx, what, func() (bool, string, error) {
+		tr, err := trace.Read(w.traceDir)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		room, ok := tr.Room(r.id)
+		if !ok {
+			return false, "no trace of " + roomName + " yet", nil
+		}
+		for _, rec := range room.Records {
+			ok, err := match(rec)
+			if err != nil {
+				// A record of the right kind that says something else: keep
+				// waiting in case a later one matches, report it if none does.
+				matchErr = err
+				continue
+			}
+			if ok {
+				found = rec
+				return true, "", nil
+			}
+		}
+		if matchErr != nil {
+			return false, matchErr.Error(), nil
+		}
+		return false, fmt.Sprintf("%d records, none matching", len(room.Records)), nil
+	})
+	return found, err
+}
+
+func (w *world) stepTraceWoke(ctx context.Context, roomName, text, agents, why string) error {
+	var want []string
+	if agents != "nobody" {
+		want = splitNames(agents)
+	}
+	_, err := w.traceRecord(ctx, roomName, fmt.Sprintf("the trace's decision on %q", text), func(r trace.Record) (bool, error) {
+		e := r.Event
+		if e == nil || !strings.Contains(e.Text, text) {
+			return false, nil
+		}
+		var got []string
+		thread := e.Thread
+		if thread == "" {
+			thread = e.ID
+		}
+		for _, wk := range e.Woke {
+			got = append(got, wk.Agent)
+			if wk.Why != why {
+				return false, fmt.Errorf("%s woke for %q, want %q", wk.Agent, wk.Why, why)
+			}
+			if wk.Thread != thread || !strings.HasSuffix(wk.Session, "|"+string(thread)) {
+				return false, fmt.Errorf("%s woke in thread %s (session %s), want the message's thread %s", wk.Agent, wk.Thread, wk.Session, thread)
+			}
+		}
+		if !slices.Equal(got, want) {
+			return false, fmt.Errorf("event %s woke %v (nobody: %q), want %v", e.ID, got, e.Nobody, want)
+		}
+		if len(want) == 0 && e.Nobody != why {
+			return false, fmt.Errorf("event %s woke nobody because %q, want %q", e.ID, e.Nobody, why)
+		}
+		return true, nil
+	})
+	return err
+}
+
+// splitNames reads "a", "a and b", "a, b and c".
+func splitNames(s string) []string {
+	var out []string
+	for _, part := range strings.Split(strings.ReplaceAll(s, " and ", ", "), ", ") {
+		out = append(out, strings.TrimSpace(part))
+	}
+	return out
+}
+
+func (w *world) stepTraceTool(ctx context.Context, roomName, agent, tool string) error {
+	_, err := w.traceRecord(ctx, roomName, fmt.Sprintf("%s's call of %s in the trace", agent, tool), func(r trace.Record) (bool, error) {
+		t := r.Tool
+		if t == nil || t.Agent != agent || t.Tool != tool {
+			return false, nil
+		}
+		if !strings.HasPrefix(r.Session, agent+"|") || t.Args == "" || t.Result == "" || t.Error != "" {
+			return false, fmt.Errorf("the call is recorded as session %q, args %q, result %q, error %q", r.Session, t.Args, t.Result, t.Error)
+		}
+		return true, nil
+	})
+	return err
+}
+
+func (w *world) stepTraceTask(ctx context.Context, roomName, agent, step, status string) error {
+	_, err := w.traceRecord(ctx, roomName, fmt.Sprintf("%s's task %s in the trace", agent, step), func(r trace.Record) (bool, error) {
+		t := r.Task
+		if t == nil || t.Agent != agent || t.Step != step {
+			return false, nil
+		}
+		if status != "" && t.Status != status {
+			return false, fmt.Errorf("%s's task %s with status %q (reason %q), want %q", agent, step, t.Status, t.Reason, status)
+		}
+		if step != trace.StepRefused && step != trace.StepAdmitted && t.Thread == "" {
+			return false, fmt.Errorf("%s's task %s names no thread", agent, step)
+		}
+		return true, nil
+	})
+	return err
+}
+
+func (w *world) stepTracePost(ctx context.Context, roomName, agent, text string) error {
+	user, err := w.userID(agent)
+	if err != nil {
+		return err
+	}
+	_, err = w.traceRecord(ctx, roomName, fmt.Sprintf("%s's post %q in the trace", agent, text), func(r trace.Record) (bool, error) {
+		p := r.Post
+		if p == nil || p.Sender != user || !strings.Contains(p.Text, text) {
+			return false, nil
+		}
+		if p.ID == "" || p.TxnID == "" || p.Error != "" {
+			return false, fmt.Errorf("the post is recorded with id %q, txn %q, error %q", p.ID, p.TxnID, p.Error)
+		}
+		return true, nil
+	})
+	return err
+}
+
+func (w *world) stepTraceNoSecrets(ctx context.Context) error {
+	if w.traceDir == "" {
+		return errors.New("the daemon keeps no trace; add: the daemon keeps a trace")
+	}
+	secrets := map[string]string{}
+	bindings := 0
+	for _, s := range w.secrets() {
+		secrets[s] = "a token"
+	}
+	for _, an := range w.agentSeq {
+		for _, s := range w.ctl.Sessions(an) {
+			for _, m := range s.McpServers {
+				if m.Stdio == nil {
+					continue
+				}
+				if i := slices.Index(m.Stdio.Args, "--binding"); i >= 0 && i+1 < len(m.Stdio.Args) {
+					secrets[m.Stdio.Args[i+1]] = an + "'s binding id"
+					bindings++
+				}
+			}
+		}
+	}
+	files := 0
+	err := filepath.WalkDir(w.traceDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		files++
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for s, what := range secrets {
+			if len(s) >= 8 && strings.Contains(string(b), s) {
+				return fmt.Errorf("%s (%s…) appears in %s", what, s[:6], path)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if files == 0 {
+		return fmt.Errorf("the trace directory %s holds no file", w.traceDir)
+	}
+	if bindings == 0 {
+		return errors.New("no session binding id was seen to look for")
+	}
+	return nil
+}
