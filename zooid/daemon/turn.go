@@ -15,8 +15,8 @@ import (
 
 	"github.com/zooid-dev/zooid/zooid/acpagent"
 	"github.com/zooid-dev/zooid/zooid/tools"
-	"github.com/zooid-dev/zooid/zooid/zevent"
 	"github.com/zooid-dev/zooid/zooid/trace"
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // agentSession is a session's live agent: its process, ACP session and the

@@ -10,8 +10,8 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/tools"
-	"github.com/zooid-dev/zooid/zooid/zevent"
 	"github.com/zooid-dev/zooid/zooid/trace"
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // report delivers a closed task's result, each step at most once per success: the
