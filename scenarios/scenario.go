@@ -38,16 +38,46 @@ var nameRE = regexp.MustCompile(config.NamePattern)
 // reference is unambiguously an index or a label.
 var labelRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,63}$`)
 
+// Version is the newest recording format this package reads and the one
+// Write produces. Version 1 (no "version" field) had members as bare names
+// and no other relations than thread, reply_to, edits and reacts_to.
+const Version = 2
+
+// Member roles.
+const (
+	RoleHuman = "human"
+	RoleAgent = "agent"
+)
+
 // Recording is a loaded, validated room scenario.
 type Recording struct {
 	// Path is the file it came from, for messages.
 	Path string
+	// Version is the format version the file was written in (1 or 2).
+	Version int
 	// Name is the room's display name; may be empty.
 	Name string
+	// Room is how steps named the recorded room ("#ops"); may be empty.
+	Room string
 	// Members are the room's members by short name, senders included.
 	Members []string
+	// Agents are the members that were agents, by name; the others are humans.
+	Agents map[string]Agent
 	// Events are the room's events, oldest first.
 	Events []Event
+	// LeftOut counts what the recorder could not keep, by reason
+	// ("encrypted", "redacted", "outside_window", "no_body"), so a gap is never silent.
+	LeftOut map[string]int
+	// Trace is the daemon's flight-recorder lines for the room, verbatim
+	// (one JSON object each), when the recording carries one.
+	Trace []json.RawMessage
+}
+
+// Agent is a member that was an agent: the rooms it was bound to (as steps
+// name rooms, "#ops") and what woke it.
+type Agent struct {
+	Rooms   []string
+	Trigger string
 }
 
 // Event is one recorded event with its relations resolved to indexes into
@@ -69,13 +99,55 @@ type Event struct {
 	// ReactsTo is the event this one annotates (m.annotation) with Key.
 	ReactsTo int
 	Key      string
+	// Other is any other relation (m.reference, or a rel_type this package
+	// does not know), kept verbatim; nil when absent.
+	Other *Relation
+}
+
+// Relation is a relation kept verbatim: its rel_type, the event it points
+// at (an index) and every other field of m.relates_to as recorded.
+type Relation struct {
+	RelType string
+	Target  int
+	Fields  map[string]any
 }
 
 // fileFormat is the JSON on disk.
 type fileFormat struct {
-	Name    string      `json:"name,omitempty"`
-	Members []string    `json:"members"`
-	Events  []fileEvent `json:"events"`
+	Version int               `json:"version,omitempty"`
+	Name    string            `json:"name,omitempty"`
+	Room    string            `json:"room,omitempty"`
+	Members []fileMember      `json:"members"`
+	LeftOut map[string]int    `json:"left_out,omitempty"`
+	Events  []fileEvent       `json:"events"`
+	Trace   []json.RawMessage `json:"trace,omitempty"`
+}
+
+// fileMember is a bare name (a human, as version 1 wrote it) or an object
+// with a role.
+type fileMember struct {
+	Name    string   `json:"name"`
+	Role    string   `json:"role"`
+	Rooms   []string `json:"rooms,omitempty"`
+	Trigger string   `json:"trigger,omitempty"`
+}
+
+// UnmarshalJSON accepts "ori" or {"name": "agent-a", "role": "agent", ...}.
+func (m *fileMember) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		m.Role = RoleHuman
+		return json.Unmarshal(b, &m.Name)
+	}
+	type plain fileMember
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var p plain
+	if err := dec.Decode(&p); err != nil {
+		return fmt.Errorf("a member is a name or {\"name\", \"role\", \"rooms\", \"trigger\"}: %w", err)
+	}
+	*m = fileMember(p)
+	return nil
 }
 
 type fileEvent struct {
@@ -89,6 +161,7 @@ type fileEvent struct {
 	Edits    *Ref           `json:"edits,omitempty"`
 	ReactsTo *Ref           `json:"reacts_to,omitempty"`
 	Key      string         `json:"key,omitempty"`
+	Relates  map[string]any `json:"relates,omitempty"`
 }
 
 // Ref names an earlier event by index (a JSON number) or label (a string).
@@ -130,34 +203,204 @@ func Load(path string) (*Recording, error) {
 	return Parse(f, path)
 }
 
-// Parse reads and validates a recording; path names it in errors.
-func Parse(in io.Reader, path string) (*Recording, error) {
-	dec := json.NewDecoder(in)
-	dec.DisallowUnknownFields()
+// lineAt is the 1-based line of byte offset off in data.
+func lineAt(data []byte, off int64) int {
+	if off > int64(len(data)) {
+		off = int64(len(data))
+	}
+	return bytes.Count(data[:off], []byte("\n")) + 1
+}
+
+// nextValue is the offset of the first byte of the next JSON value at or
+// after off: whitespace and a separating comma skipped.
+func nextValue(data []byte, off int64) int64 {
+	for off < int64(len(data)) {
+		switch data[off] {
+		case ' ', '\t', '\r', '\n', ',', ':':
+			off++
+			continue
+		}
+		break
+	}
+	return off
+}
+
+// lineError is an error at a line of the file.
+type lineError struct {
+	line int
+	err  error
+}
+
+func (e *lineError) Error() string { return fmt.Sprintf("%d: %v", e.line, e.err) }
+func (e *lineError) Unwrap() error { return e.err }
+
+// decodeFile reads the file's JSON strictly, keeping the line each event
+// starts on, so errors can point at it.
+func decodeFile(data []byte) (fileFormat, []int, error) {
 	var ff fileFormat
-	if err := dec.Decode(&ff); err != nil {
-		return nil, fmt.Errorf("%s: not a recording: %w", path, err)
+	// A syntax error first, with its exact line; then the version, before
+	// fields a newer version may have added are refused as unknown.
+	var probe struct {
+		Version json.RawMessage `json:"version"`
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("%s: trailing data after the recording", path)
+	if err := json.Unmarshal(data, &probe); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return ff, nil, &lineError{lineAt(data, se.Offset), fmt.Errorf("not a recording: %w", err)}
+		}
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return ff, nil, &lineError{lineAt(data, te.Offset), fmt.Errorf("not a recording: %w", err)}
+		}
+		return ff, nil, &lineError{1, fmt.Errorf("not a recording: %w", err)}
 	}
-	rec := &Recording{Path: path, Name: ff.Name}
+	if len(probe.Version) > 0 {
+		v, err := strconv.Atoi(string(probe.Version))
+		line := lineAt(data, int64(bytes.Index(data, []byte(`"version"`))))
+		if err != nil || v < 1 {
+			return ff, nil, &lineError{line, fmt.Errorf("version %s: want a whole number from 1 to %d", probe.Version, Version)}
+		}
+		if v > Version {
+			return ff, nil, &lineError{line, fmt.Errorf("version %d is newer than this zooid reads (up to %d); use a newer zooid", v, Version)}
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var lines []int
+	expect := func(want json.Delim) error {
+		off := nextValue(data, dec.InputOffset())
+		tok, err := dec.Token()
+		if err != nil {
+			return &lineError{lineAt(data, off), err}
+		}
+		if d, ok := tok.(json.Delim); !ok || d != want {
+			return &lineError{lineAt(data, off), fmt.Errorf("want %q, got %v", want, tok)}
+		}
+		return nil
+	}
+	if err := expect('{'); err != nil {
+		return ff, nil, err
+	}
+	for dec.More() {
+		keyOff := nextValue(data, dec.InputOffset())
+		tok, err := dec.Token()
+		if err != nil {
+			return ff, nil, &lineError{lineAt(data, keyOff), err}
+		}
+		key, _ := tok.(string)
+		valOff := nextValue(data, dec.InputOffset())
+		var into any
+		switch key {
+		case "version":
+			into = &ff.Version
+		case "name":
+			into = &ff.Name
+		case "room":
+			into = &ff.Room
+		case "members":
+			into = &ff.Members
+		case "left_out":
+			into = &ff.LeftOut
+		case "trace":
+			into = &ff.Trace
+		case "events":
+			if err := expect('['); err != nil {
+				return ff, nil, err
+			}
+			for dec.More() {
+				off := nextValue(data, dec.InputOffset())
+				var fe fileEvent
+				if err := dec.Decode(&fe); err != nil {
+					return ff, nil, &lineError{lineAt(data, off), fmt.Errorf("event %d: %w", len(ff.Events), err)}
+				}
+				ff.Events = append(ff.Events, fe)
+				lines = append(lines, lineAt(data, off))
+			}
+			if err := expect(']'); err != nil {
+				return ff, nil, err
+			}
+			continue
+		default:
+			return ff, nil, &lineError{lineAt(data, keyOff), fmt.Errorf("unknown field %q (known: version, name, room, members, left_out, events, trace)", key)}
+		}
+		if err := dec.Decode(into); err != nil {
+			return ff, nil, &lineError{lineAt(data, valOff), fmt.Errorf("%s: %w", key, err)}
+		}
+	}
+	if err := expect('}'); err != nil {
+		return ff, nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return ff, nil, &lineError{lineAt(data, nextValue(data, dec.InputOffset())), errors.New("trailing data after the recording")}
+	}
+	return ff, lines, nil
+}
+
+// roomRE is how steps name a room.
+var roomRE = regexp.MustCompile(`^#[a-z0-9-]+$`)
+
+// Parse reads and validates a recording; path names it in errors, which
+// read "path:line: reason".
+func Parse(in io.Reader, path string) (*Recording, error) {
+	data, err := io.ReadAll(in)
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading: %w", path, err)
+	}
+	ff, lines, err := decodeFile(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s:%w", path, err)
+	}
+	membersLine := lineAt(data, int64(bytes.Index(data, []byte(`"members"`))))
+	rec := &Recording{Path: path, Version: max(ff.Version, 1), Name: ff.Name, Room: ff.Room,
+		Agents: map[string]Agent{}, LeftOut: ff.LeftOut, Trace: ff.Trace}
+	if rec.Room != "" && !roomRE.MatchString(rec.Room) {
+		return nil, fmt.Errorf("%s:%d: room %q is not a room name like \"#ops\"", path, lineAt(data, int64(bytes.Index(data, []byte(`"room"`)))), rec.Room)
+	}
 	members := map[string]bool{}
-	for i, m := range ff.Members {
+	for i, fm := range ff.Members {
+		m := fm.Name
 		if !nameRE.MatchString(m) {
-			return nil, fmt.Errorf("%s: member %d %q is not a name like \"ori\" or \"agent-a\" (want %s)", path, i, m, nameRE)
+			return nil, fmt.Errorf("%s:%d: member %d %q is not a name like \"ori\" or \"agent-a\" (want %s)", path, membersLine, i, m, nameRE)
 		}
 		if members[m] {
-			return nil, fmt.Errorf("%s: member %q is listed twice", path, m)
+			return nil, fmt.Errorf("%s:%d: member %q is listed twice", path, membersLine, m)
+		}
+		switch fm.Role {
+		case RoleHuman:
+			if len(fm.Rooms) > 0 || fm.Trigger != "" {
+				return nil, fmt.Errorf("%s:%d: member %q: a human has no rooms or trigger", path, membersLine, m)
+			}
+		case RoleAgent:
+			a := Agent{Rooms: fm.Rooms, Trigger: fm.Trigger}
+			if a.Trigger == "" {
+				a.Trigger = "mention"
+			}
+			if a.Trigger != "mention" && a.Trigger != "any" {
+				return nil, fmt.Errorf("%s:%d: member %q: trigger %q, want mention or any", path, membersLine, m, fm.Trigger)
+			}
+			for _, r := range a.Rooms {
+				if !roomRE.MatchString(r) {
+					return nil, fmt.Errorf("%s:%d: member %q: room %q is not a room name like \"#ops\"", path, membersLine, m, r)
+				}
+			}
+			rec.Agents[m] = a
+		default:
+			return nil, fmt.Errorf("%s:%d: member %q: role %q, want %s or %s", path, membersLine, m, fm.Role, RoleHuman, RoleAgent)
 		}
 		members[m] = true
 		rec.Members = append(rec.Members, m)
+	}
+	for i, t := range rec.Trace {
+		var obj map[string]any
+		if err := json.Unmarshal(t, &obj); err != nil {
+			return nil, fmt.Errorf("%s:%d: trace line %d is not a JSON object: %w", path, lineAt(data, int64(bytes.Index(data, []byte(`"trace"`)))), i, err)
+		}
 	}
 	labels := map[string]int{}
 	for i, fe := range ff.Events {
 		e, err := rec.event(i, fe, members, labels)
 		if err != nil {
-			return nil, fmt.Errorf("%s: event %d: %w", path, i, err)
+			return nil, fmt.Errorf("%s:%d: event %d: %w", path, lines[i], i, err)
 		}
 		if e.Label != "" {
 			labels[e.Label] = i
@@ -228,15 +471,24 @@ func (rec *Recording) event(i int, fe fileEvent, members map[string]bool, labels
 	if e.ReactsTo, err = resolve("reacts_to", fe.ReactsTo); err != nil {
 		return e, err
 	}
+	if fe.Relates != nil {
+		if e.Other, err = otherRelation(fe.Relates, resolve); err != nil {
+			return e, err
+		}
+	}
 	// m.relates_to holds one rel_type; only m.in_reply_to rides along with a thread.
 	n := 0
-	for _, j := range []int{e.Thread, e.Edits, e.ReactsTo} {
+	other := -1
+	if e.Other != nil {
+		other = e.Other.Target
+	}
+	for _, j := range []int{e.Thread, e.Edits, e.ReactsTo, other} {
 		if j >= 0 {
 			n++
 		}
 	}
 	if n > 1 || (e.ReplyTo >= 0 && (e.Edits >= 0 || e.ReactsTo >= 0)) {
-		return e, errors.New("an event has one relation: thread (optionally with reply_to), reply_to, edits or reacts_to")
+		return e, errors.New("an event has one relation: thread (optionally with reply_to), reply_to, edits, reacts_to or relates")
 	}
 	if e.Thread >= 0 {
 		root := rec.Events[e.Thread]
@@ -276,12 +528,47 @@ func (rec *Recording) event(i int, fe fileEvent, members map[string]bool, labels
 	return e, nil
 }
 
+// otherRelation reads a "relates" object: rel_type, event_id (an index or
+// label of an earlier event) and any other fields, kept as they are.
+func otherRelation(m map[string]any, resolve func(string, *Ref) (int, error)) (*Relation, error) {
+	rt, _ := m["rel_type"].(string)
+	switch rt {
+	case "":
+		return nil, errors.New("relates needs a rel_type")
+	case RelThread, RelReplace, RelAnnotate:
+		return nil, fmt.Errorf("relates: write %s as thread, edits or reacts_to", rt)
+	}
+	var ref Ref
+	switch v := m["event_id"].(type) {
+	case float64:
+		if v != float64(int(v)) {
+			return nil, fmt.Errorf("relates: event_id %v is not an index", v)
+		}
+		ref.Index = int(v)
+	case string:
+		ref.Index, ref.Label = -1, v
+	default:
+		return nil, errors.New("relates needs an event_id: the index or label of an earlier event")
+	}
+	j, err := resolve("relates "+rt, &ref)
+	if err != nil {
+		return nil, err
+	}
+	r := &Relation{RelType: rt, Target: j, Fields: map[string]any{}}
+	for k, v := range m {
+		if k != "rel_type" && k != "event_id" {
+			r.Fields[k] = v
+		}
+	}
+	return r, nil
+}
+
 // Importable says whether every relation can be given to a bulk importer
 // (fakehs.ImportRoom) by index: thread roots, edits and reactions can, a
 // reply's m.in_reply_to can't, so a recording with replies must be sent.
 func (rec *Recording) Importable() bool {
 	for _, e := range rec.Events {
-		if e.ReplyTo >= 0 {
+		if e.ReplyTo >= 0 || (e.Other != nil && len(e.Other.Fields) > 0) {
 			return false
 		}
 	}
@@ -297,6 +584,8 @@ func (rec *Recording) Relation(i int) (relType string, target int, key string) {
 		return RelReplace, e.Edits, ""
 	case e.ReactsTo >= 0:
 		return RelAnnotate, e.ReactsTo, e.Key
+	case e.Other != nil:
+		return e.Other.RelType, e.Other.Target, ""
 	}
 	return "", -1, ""
 }
@@ -359,6 +648,14 @@ func (rec *Recording) Content(i int, user func(name string) id.UserID, ids []id.
 		rel["rel_type"], rel["event_id"] = RelReplace, string(ids[e.Edits])
 	case e.ReactsTo >= 0:
 		rel["rel_type"], rel["event_id"], rel["key"] = RelAnnotate, string(ids[e.ReactsTo]), e.Key
+	case e.Other != nil:
+		for k, v := range e.Other.Fields {
+			rel[k] = v
+		}
+		rel["rel_type"], rel["event_id"] = e.Other.RelType, string(ids[e.Other.Target])
+		if e.ReplyTo >= 0 {
+			rel["m.in_reply_to"] = map[string]any{"event_id": string(ids[e.ReplyTo])}
+		}
 	}
 	if len(rel) > 0 {
 		c["m.relates_to"] = rel
@@ -465,10 +762,17 @@ func (rec *Recording) Find(label string) (int, error) {
 	return -1, fmt.Errorf("%s has no event labelled %q", rec.Path, label)
 }
 
-// Write renders rec in the file format, references by label where the
-// target has one, else by index.
+// Write renders rec in the file format of this Version, references by
+// label where the target has one, else by index.
 func (rec *Recording) Write(out io.Writer) error {
-	ff := fileFormat{Name: rec.Name, Members: rec.Members, Events: []fileEvent{}}
+	ff := fileFormat{Version: Version, Name: rec.Name, Room: rec.Room, LeftOut: rec.LeftOut, Trace: rec.Trace, Events: []fileEvent{}}
+	for _, m := range rec.Members {
+		fm := fileMember{Name: m, Role: RoleHuman}
+		if a, ok := rec.Agents[m]; ok {
+			fm = fileMember{Name: m, Role: RoleAgent, Rooms: a.Rooms, Trigger: a.Trigger}
+		}
+		ff.Members = append(ff.Members, fm)
+	}
 	ref := func(j int) *Ref {
 		if j < 0 {
 			return nil
@@ -479,8 +783,23 @@ func (rec *Recording) Write(out io.Writer) error {
 		fe := fileEvent{Label: e.Label, Sender: e.Sender, TS: e.Timestamp.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
 			Content: e.Content, Thread: ref(e.Thread), ReplyTo: ref(e.ReplyTo), Edits: ref(e.Edits),
 			ReactsTo: ref(e.ReactsTo), Key: e.Key}
+		if len(fe.Content) == 0 {
+			fe.Content = nil
+		}
 		if e.Type != TypeMessage && !(e.Type == TypeReaction && e.ReactsTo >= 0) {
 			fe.Type = e.Type
+		}
+		if o := e.Other; o != nil {
+			fe.Relates = map[string]any{}
+			for k, v := range o.Fields {
+				fe.Relates[k] = v
+			}
+			fe.Relates["rel_type"] = o.RelType
+			if l := rec.Events[o.Target].Label; l != "" {
+				fe.Relates["event_id"] = l
+			} else {
+				fe.Relates["event_id"] = o.Target
+			}
 		}
 		ff.Events = append(ff.Events, fe)
 	}

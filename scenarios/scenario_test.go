@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -143,7 +144,7 @@ func TestBadInputNamesFileAndEvent(t *testing.T) {
 		{"duplicate label", ev(`{"label": "root", "sender": "ori", "ts": "2026-03-02T09:00:02Z", "content": {"body": "x"}}`), `event 2: label "root" is already event 0's`},
 		{"numeric label", ev(`{"label": "12", "sender": "ori", "ts": "2026-03-02T09:00:02Z", "content": {"body": "x"}}`), `event 2: label "12"`},
 		{"bad member", `{"members": ["Ori"], "events": []}`, `member 0 "Ori" is not a name`},
-		{"unknown field", `{"members": [], "events": [], "room": "#ops"}`, `unknown field "room"`},
+		{"unknown field", `{"members": [], "events": [], "rooms": "#ops"}`, `unknown field "rooms"`},
 		{"not json", `{"members": [`, "not a recording"},
 	}
 	for _, tc := range cases {
@@ -152,8 +153,8 @@ func TestBadInputNamesFileAndEvent(t *testing.T) {
 			if err == nil {
 				t.Fatalf("accepted; want an error containing %q", tc.want)
 			}
-			if !strings.HasPrefix(err.Error(), "scenarios/bad.json: ") || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %q: want the file name and %q", err, tc.want)
+			if !regexp.MustCompile(`^scenarios/bad\.json:\d+: `).MatchString(err.Error()) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q: want the file name, line and %q", err, tc.want)
 			}
 		})
 	}
@@ -175,11 +176,14 @@ func TestWriteRoundTrips(t *testing.T) {
 		if err := rec.Write(&b); err != nil {
 			t.Fatal(err)
 		}
-		again, err := Parse(&b, p+" (rewritten)")
+		again, err := Parse(bytes.NewReader(b.Bytes()), p+" (rewritten)")
 		if err != nil {
 			t.Fatalf("%v\n%s", err, b.String())
 		}
-		again.Path = rec.Path
+		again.Path, again.Version = rec.Path, rec.Version
+		if !strings.Contains(b.String(), `"version": 2`) {
+			t.Errorf("%s: written without the version", p)
+		}
 		if !reflect.DeepEqual(normal(t, rec), normal(t, again)) {
 			t.Errorf("%s changed on a write and load:\n%s", p, b.String())
 		}
@@ -213,5 +217,82 @@ func TestTextAsMapsMembersOnly(t *testing.T) {
 	}
 	if got := mapIDs("@agent-a ping, cc @zed and @ori:elsewhere", user, map[string]bool{"ori": true, "agent-a": true}); got != "@x-agent-a:example.org ping, cc @zed and @ori:elsewhere" {
 		t.Errorf("mapIDs = %q", got)
+	}
+}
+
+// TestVersionsAndLines: a file without a version is version 1 and loads; a
+// newer one, a bad one and broken JSON are refused with the line and reason.
+func TestVersionsAndLines(t *testing.T) {
+	cases := []struct{ name, file, want string }{
+		{"newer", "{\n  \"version\": 3,\n  \"members\": [], \"events\": []}", "x.json:2: version 3 is newer than this zooid reads (up to 2)"},
+		{"not a number", "{\"members\": [],\n\"version\": \"two\", \"events\": []}", "x.json:2: version \"two\": want a whole number from 1 to 2"},
+		{"syntax", "{\"members\": [],\n\"events\": [\n{\"sender\": \"ori\",,}]}", "x.json:3: not a recording: invalid character ','"},
+		{"wrong type in an event", "{\"version\": 2, \"members\": [\"ori\"],\n\"events\": [\n{\"sender\": \"ori\", \"ts\": \"2026-03-02T09:00:00Z\", \"content\": {\"body\": \"a\"}},\n{\"sender\": 7}]}", "x.json:4: event 1: json: cannot unmarshal number"},
+		{"bad event on its line", "{\"members\": [\"ori\"],\n\"events\": [\n{\"sender\": \"ori\", \"ts\": \"2026-03-02T09:00:00Z\", \"content\": {\"body\": \"a\"}},\n\n  {\"sender\": \"zed\", \"ts\": \"2026-03-02T09:00:00Z\"}]}", "x.json:5: event 1: sender \"zed\" is not a member"},
+		{"bad role", "{\"version\": 2,\n\"members\": [{\"name\": \"ori\", \"role\": \"bot\"}], \"events\": []}", "x.json:2: member \"ori\": role \"bot\", want human or agent"},
+		{"bad trigger", "{\"version\": 2,\n\"members\": [{\"name\": \"a\", \"role\": \"agent\", \"trigger\": \"all\"}], \"events\": []}", "x.json:2: member \"a\": trigger \"all\", want mention or any"},
+		{"trace not objects", "{\"version\": 2, \"members\": [],\n\"trace\": [1], \"events\": []}", "x.json:2: trace line 0 is not a JSON object"},
+		{"relates to a later event", "{\"version\": 2, \"members\": [\"ori\"], \"events\": [\n{\"sender\": \"ori\", \"ts\": \"2026-03-02T09:00:00Z\", \"type\": \"m.poll.response\", \"relates\": {\"rel_type\": \"m.reference\", \"event_id\": 0}}]}", "x.json:2: event 0: relates m.reference 0: must be an earlier event"},
+		{"relates as thread", "{\"version\": 2, \"members\": [\"ori\"], \"events\": [\n{\"sender\": \"ori\", \"ts\": \"2026-03-02T09:00:00Z\", \"content\": {\"body\": \"a\"}},\n{\"sender\": \"ori\", \"ts\": \"2026-03-02T09:00:00Z\", \"content\": {\"body\": \"a\"}, \"relates\": {\"rel_type\": \"m.thread\", \"event_id\": 0}}]}", "x.json:3: event 1: relates: write m.thread as thread"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(tc.file), "x.json")
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("error %v, want it to start %q", err, tc.want)
+			}
+		})
+	}
+	v1, err := Load("deploy-review.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v1.Version != 1 || len(v1.Agents) != 0 {
+		t.Errorf("a file without a version loads as version %d with agents %v; want 1 and none", v1.Version, v1.Agents)
+	}
+}
+
+// TestVersion2KeepsRolesRelationsAndTrace: what version 2 adds survives a
+// write and load, and other relations reach the homeserver verbatim.
+func TestVersion2KeepsRolesRelationsAndTrace(t *testing.T) {
+	src := `{"version": 2, "name": "r", "room": "#ops",
+	  "members": [{"name": "ori", "role": "human"}, "mia", {"name": "agent-a", "role": "agent", "rooms": ["#ops", "#dev"], "trigger": "any"}],
+	  "left_out": {"encrypted": 2},
+	  "events": [
+	    {"label": "poll", "sender": "ori", "ts": "2026-03-02T09:00:00Z", "type": "org.matrix.msc3381.poll.start", "content": {"org.matrix.msc3381.poll.start": {"question": {"body": "lunch?"}}}},
+	    {"sender": "mia", "ts": "2026-03-02T09:00:01Z", "type": "org.matrix.msc3381.poll.response", "relates": {"rel_type": "m.reference", "event_id": "poll"}, "content": {"org.matrix.msc3381.poll.response": {"answers": ["a"]}}},
+	    {"sender": "mia", "ts": "2026-03-02T09:00:02Z", "relates": {"rel_type": "com.example.custom", "event_id": 0, "extra": [1, "two"]}, "content": {"msgtype": "m.text", "body": "x"}}
+	  ],
+	  "trace": [{"kind": "inbound", "event": 0}]}`
+	rec, err := Parse(strings.NewReader(src), "v2.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := rec.Agents["agent-a"]; !reflect.DeepEqual(a.Rooms, []string{"#ops", "#dev"}) || a.Trigger != "any" || len(rec.Agents) != 1 {
+		t.Errorf("agents %+v", rec.Agents)
+	}
+	if rec.Room != "#ops" || rec.LeftOut["encrypted"] != 2 || len(rec.Trace) != 1 {
+		t.Errorf("room %q, left out %v, trace %d lines", rec.Room, rec.LeftOut, len(rec.Trace))
+	}
+	ids := []id.EventID{"$0", "$1", "$2"}
+	if got := rec.Content(1, user, ids)["m.relates_to"]; !reflect.DeepEqual(got, map[string]any{"rel_type": "m.reference", "event_id": "$0"}) {
+		t.Errorf("reference relation %#v", got)
+	}
+	if got := rec.Content(2, user, ids)["m.relates_to"]; !reflect.DeepEqual(got, map[string]any{"rel_type": "com.example.custom", "event_id": "$0", "extra": []any{1.0, "two"}}) {
+		t.Errorf("unknown relation %#v", got)
+	}
+	if rec.Importable() {
+		t.Error("a relation with extra fields can't go through an importer by index")
+	}
+	var b bytes.Buffer
+	if err := rec.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse(bytes.NewReader(b.Bytes()), "v2.json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+	if !reflect.DeepEqual(normal(t, rec), normal(t, again)) {
+		t.Errorf("changed on a write and load:\n%s", b.String())
 	}
 }

@@ -25,7 +25,7 @@ var subcommands = map[string]subcommand{
 	"fakehs":       {"run the fake Matrix homeserver standalone", cmdFakehs},
 	"fake-agent":   {"a scripted ACP agent driven by a test controller", cmdFakeAgent},
 	"sim":          {"run the Gherkin feature suite against a homeserver", cmdSim},
-	"record":       {"record a room as a replayable scenario: zooid record --homeserver URL --token TOKEN --room '#ops:server' > scenarios/x.json", cmdRecord},
+	"record":       {"record a room as a replayable scenario: ZOOID_RECORD_TOKEN=... zooid record --homeserver URL --room '#ops:server' > scenarios/x.json", cmdRecord},
 }
 
 func main() {
