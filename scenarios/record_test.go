@@ -22,4 +22,3 @@ func TestRecordShortNamesAndPrefixes(t *testing.T) {
 		t.Errorf("want a collision error, got %v", err)
 	}
 }
-
