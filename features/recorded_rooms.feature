@@ -20,15 +20,15 @@ Feature: Reading a room replayed from a recorded incident
 
   Scenario: the alarm thread reads back root first, agents' notices included
     Given agent-a is answering a mention in "#ops"
-    When agent-a reads the recorded thread "alarm" of "#ops"
+    When agent-a reads the recorded thread "svc-a-p99-latency" of "#ops"
     Then the result has 5 messages
-    And the messages are the recorded thread "alarm" of "#ops", root first
+    And the messages are the recorded thread "svc-a-p99-latency" of "#ops", root first
     And the result includes {"messages": [{"sender": "@agent-a", "is_agent": true, "agent_name": "agent-a", "text": "Confirmed: pool_max went from 64 to 16 in config/svc-a.yaml line 41."}]}
 
   Scenario: an edited thread reply shows its new text and the edit is no message of its own
     Given agent-b is answering a mention in "#ops"
-    When agent-b reads the recorded thread "postmortem" of "#ops"
-    Then the messages are the recorded thread "postmortem" of "#ops", root first
+    When agent-b reads the recorded thread "postmortem-doc-for" of "#ops"
+    Then the messages are the recorded thread "postmortem-doc-for" of "#ops", root first
     And the result includes {"messages": [{"text": "Draft timeline: 09:02 alarm, 09:06 cause found, 09:08 rollback, 09:14 healthy."}]}
 
   Scenario: the full history is the recording in order, reactions and edits left out
@@ -45,3 +45,13 @@ Feature: Reading a room replayed from a recorded incident
     When agent-a reads the recorded thread "plan" of "#dev"
     Then the messages are the recorded thread "plan" of "#dev", root first
     And the result has 4 messages
+
+  Scenario: the replayed room records back as the recording it came from, read as an agent's appservice user
+    When "#ops" is recorded as agent-a
+    Then the recording is the recorded scenario "svc-a-incident" again
+
+  Scenario: a recording with rich replies records back with its replies
+    Given agent "agent-a" is bound to "#dev"
+    And "#dev" is replayed from the recorded scenario "deploy-review"
+    When "#dev" is recorded as agent-a
+    Then the recording is the recorded scenario "deploy-review" again

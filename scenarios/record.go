@@ -33,6 +33,9 @@ type RecordOptions struct {
 	Limit int
 	// Strip are prefixes cut from localparts to get names ("zs-").
 	Strip []string
+	// Names, when set, names these users outright (a test harness that
+	// knows its own name mapping); others are named from their localpart.
+	Names map[id.UserID]string
 	// Agents are the users that were agents, with their rooms (full aliases
 	// or ids, as zooid.yaml has them) and trigger; everyone else is a human.
 	Agents map[id.UserID]Agent
@@ -118,9 +121,20 @@ func Record(ctx context.Context, o RecordOptions) (*Recording, []string, error) 
 		}
 	}
 	slices.Sort(users)
-	names, err := shortNames(users, o.Strip)
+	var rest []id.UserID
+	for _, u := range users {
+		if _, ok := o.Names[u]; !ok {
+			rest = append(rest, u)
+		}
+	}
+	names, err := shortNames(rest, o.Strip)
 	if err != nil {
 		return nil, nil, err
+	}
+	for _, u := range users {
+		if n, ok := o.Names[u]; ok {
+			names[u] = n
+		}
 	}
 	rec := &Recording{Path: o.Room, Version: Version, Agents: map[string]Agent{}, Trace: trace}
 	if strings.HasPrefix(o.Room, "#") {

@@ -35,11 +35,11 @@ func TestIncidentRecordingShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	alarm, _ := rec.Find("alarm")
+	alarm, _ := rec.Find("svc-a-p99-latency")
 	if got := rec.Replies(alarm); !reflect.DeepEqual(got, []int{1, 2, 3, 4}) {
 		t.Errorf("alarm thread replies = %v", got)
 	}
-	status, _ := rec.Find("status")
+	status := 10
 	if got := rec.Text(status); got != "status page updated: svc-a degraded 09:02–09:14, mitigated by rollback" {
 		t.Errorf("edited status shows %q", got)
 	}
@@ -52,7 +52,7 @@ func TestIncidentRecordingShape(t *testing.T) {
 	if !rec.Importable() {
 		t.Error("the incident has no rich replies, so it should import")
 	}
-	if rel, target, key := rec.Relation(7); rel != RelAnnotate || key != "✅" || rec.Events[target].Label != "cause" {
+	if rel, target, key := rec.Relation(7); rel != RelAnnotate || key != "✅" || target != 4 {
 		t.Errorf("relation of the reaction = %s %d %s", rel, target, key)
 	}
 	if rec.Events[7].Type != TypeReaction {

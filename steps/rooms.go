@@ -69,7 +69,7 @@ func (w *world) createRoom(ctx context.Context, r *room) error {
 	if r.busy != nil {
 		return w.seedRoom(ctx, r, creator)
 	}
-	if r.replay != nil {
+	if r.replay != nil && !r.replay.play {
 		return w.replayRoom(ctx, r, creator)
 	}
 	resp, err := creator.cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{

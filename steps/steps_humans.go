@@ -75,7 +75,8 @@ func (w *world) stepRepliesIn(ctx context.Context, who, rootText, text string) e
 	return err
 }
 
-// threadOf finds the harness post whose text contains s and returns its thread root post.
+// threadOf finds the harness post whose text contains s and returns its
+// thread root post; failing that, a recorded thread root containing s.
 func (w *world) threadOf(s string) (*post, error) {
 	for i := len(w.posts) - 1; i >= 0; i-- {
 		p := w.posts[i]
@@ -83,7 +84,10 @@ func (w *world) threadOf(s string) (*post, error) {
 			return p, nil
 		}
 	}
-	var seen []string
+	rp, seen := w.recordedThreadOf(s)
+	if rp != nil {
+		return rp, nil
+	}
 	for _, p := range w.posts {
 		if p.root == p.id {
 			seen = append(seen, strconv.Quote(p.text))

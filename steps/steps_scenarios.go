@@ -1,11 +1,16 @@
 package steps
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
+	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/fakehs"
@@ -14,10 +19,30 @@ import (
 
 func scenarioSteps(w *world) []stepDef {
 	return []stepDef{
-		{area: "setup", pattern: `^"(#[a-z0-9-]+)" is replayed from the recorded scenario "([a-z0-9-]+)"$`,
+		{area: "setup", pattern: `^"(#[a-z0-9-]+)" is replayed from the recorded scenario "([^"]+)"$`,
 			example: `"#ops" is replayed from the recorded scenario "svc-a-incident"`,
-			doc:     "Gives a room the history of scenarios/<name>.json (see scenarios/README.md): imported on fakehs, sent on a real server. Members the scenario has not declared become humans; declare agents first.",
+			doc:     "Gives a room the history of scenarios/<name>.json, or of a recording file by path (see scenarios/README.md): imported on fakehs, sent on a real server, before the daemon starts, so it is only read. The recording's agents are configured in the room with their trigger; other members the scenario has not declared become humans.",
 			fn:      w.stepReplayed},
+		{area: "setup", pattern: `^"(#[a-z0-9-]+)" is played from the recording "([^"]+)"$`,
+			example: `"#ops" is played from the recording "svc-a-incident"`,
+			doc:     "Declares a room that will live through a recording (a name in scenarios/ or a path): its agents configured with their rooms and trigger, its humans declared, the room empty until the recording is played into the running daemon.",
+			fn:      w.stepPlayedFrom},
+		{area: "humans", pattern: `^the recording of "(#[a-z0-9-]+)" is played(?: up to "([^"]+)")?$`,
+			example: `the recording of "#ops" is played up to "rollback"`,
+			doc:     "Sends the recorded events (the rest, or up to and including the labelled one) in recorded order, each as its recorded sender (agents through the appservice), so the daemon is pushed them as a homeserver pushes live events.",
+			fn:      w.stepPlay},
+		{area: "setup", pattern: `^"(#[a-z0-9-]+)" is recorded as ([a-z0-9-]+)$`,
+			example: `"#ops" is recorded as agent-a`,
+			doc:     "Runs the recorder of `zooid record` on the room as that agent's appservice user (?user_id=), the scenario's agents named as agents; the next step checks the recording.",
+			fn:      w.stepRecord},
+		{area: "results", pattern: `^the recording is the recorded scenario "([^"]+)" again$`,
+			example: `the recording is the recorded scenario "svc-a-incident" again`,
+			doc:     "The last recording has the scenario's members (and the scenario's other humans, whom the harness joins to every room) and roles and its events in order: senders, types, relations, content (mentions mapped back to names) and edited text. Timestamps are compared only where the history was imported (fakehs, no rich replies), which keeps the recorded ones.",
+			fn:      w.stepRecordingIs},
+		{area: "humans", pattern: `^([a-z0-9-]+) replies in the recorded thread "([^"]+)" of "(#[a-z0-9-]+)": "([^"]*)"$`,
+			example: `ori replies in the recorded thread "postmortem" of "#ops": "who owns the fix?"`,
+			doc:     "Posts a reply in the replayed or played thread whose root has that label; that thread becomes current.",
+			fn:      w.stepRepliesInRecorded},
 		{area: "tools", pattern: `^([a-z0-9-]+) reads the recorded thread "([^"]+)" of "(#[a-z0-9-]+)"$`,
 			example: `agent-a reads the recorded thread "alarm" of "#ops"`,
 			doc:     "Calls zooid_get_thread_history on the replayed thread whose root has that label in the recording.",
@@ -46,15 +71,29 @@ func ScenariosDir() (string, error) {
 	return filepath.Join(root, "scenarios"), nil
 }
 
-func (w *world) stepReplayed(ctx context.Context, roomName, name string) error {
-	if w.started {
-		return fmt.Errorf("a replayed room must be declared before the first action")
+// loadRecording reads a recording by name (scenarios/<name>.json of this
+// module) or by path (anything with a slash or ending in .json, relative
+// to the working directory), so `zooid sim` outside the repository can use one.
+func loadRecording(ref string) (*scenarios.Recording, error) {
+	if strings.ContainsRune(ref, '/') || strings.ContainsRune(ref, filepath.Separator) || strings.HasSuffix(ref, ".json") {
+		return scenarios.Load(ref)
+	}
+	if err := checkName(ref); err != nil {
+		return nil, fmt.Errorf("recording %q is neither a name in scenarios/ nor a path to a .json file", ref)
 	}
 	dir, err := ScenariosDir()
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("recording %q: %w (give a path to the file instead)", ref, err)
 	}
-	rec, err := scenarios.Load(filepath.Join(dir, name+".json"))
+	return scenarios.Load(filepath.Join(dir, ref+".json"))
+}
+
+// recordedRoom declares a room that holds a recording.
+func (w *world) recordedRoom(ctx context.Context, roomName, ref string, play bool) error {
+	if w.started {
+		return fmt.Errorf("a recorded room must be declared before the first action")
+	}
+	rec, err := loadRecording(ref)
 	if err != nil {
 		return err
 	}
@@ -68,14 +107,196 @@ func (w *world) stepReplayed(ctx context.Context, roomName, name string) error {
 	if r.replay != nil {
 		return fmt.Errorf("%s is already replayed from %s", roomName, r.replay.rec.Path)
 	}
-	r.replay = &replay{rec: rec}
+	if err := w.declareRecordedAgents(ctx, rec, roomName); err != nil {
+		return err
+	}
+	r.replay = &replay{rec: rec, play: play}
+	if play {
+		for _, m := range rec.Members {
+			if _, agent := w.agents[m]; !agent {
+				if err := w.addHuman(ctx, m); err != nil {
+					return fmt.Errorf("playing %s into %s: member %s: %w", rec.Path, roomName, m, err)
+				}
+			}
+		}
+	}
 	return nil
+}
+
+func (w *world) stepReplayed(ctx context.Context, roomName, ref string) error {
+	return w.recordedRoom(ctx, roomName, ref, false)
+}
+
+func (w *world) stepPlayedFrom(ctx context.Context, roomName, ref string) error {
+	return w.recordedRoom(ctx, roomName, ref, true)
+}
+
+// declareRecordedAgents configures the recording's agents the scenario has
+// not declared: bound to the recorded room (as roomName) and the other rooms
+// it names, with the recorded trigger.
+func (w *world) declareRecordedAgents(ctx context.Context, rec *scenarios.Recording, roomName string) error {
+	for _, m := range rec.Members {
+		a, ok := rec.Agents[m]
+		if !ok {
+			continue
+		}
+		if _, declared := w.agents[m]; declared {
+			continue
+		}
+		rooms := []string{roomName}
+		for _, rn := range a.Rooms {
+			if rn != rec.Room && !slices.Contains(rooms, rn) {
+				rooms = append(rooms, rn)
+			}
+		}
+		if err := w.stepAgents(ctx, `"`+m+`"`, quoteList(rooms), a.Trigger); err != nil {
+			return fmt.Errorf("configuring recorded agent %s of %s: %w", m, rec.Path, err)
+		}
+	}
+	return nil
+}
+
+// quoteList writes names as the setup steps list them: "a", "b" and "c".
+func quoteList(xs []string) string {
+	q := make([]string, len(xs))
+	for i, x := range xs {
+		q[i] = `"` + x + `"`
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " and " + q[len(q)-1]
+}
+
+// stepPlay sends the recording's next events into the running daemon's room.
+func (w *world) stepPlay(ctx context.Context, roomName, upTo string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	r, ok := w.rooms[roomName]
+	if !ok || r.replay == nil || !r.replay.play {
+		return fmt.Errorf("%s is not played from a recording; declare it with: %q is played from the recording \"name\"", roomName, roomName)
+	}
+	rp := r.replay
+	rec := rp.rec
+	last := len(rec.Events) - 1
+	if upTo != "" {
+		i, err := rec.Find(upTo)
+		if err != nil {
+			return err
+		}
+		last = i
+	}
+	if last < rp.next {
+		return fmt.Errorf("%s: the recording is already played past event %d", roomName, last)
+	}
+	user := func(n string) id.UserID { u, _ := w.userID(n); return u }
+	if r.seeded == nil {
+		r.seeded = make([]seeded, len(rec.Events))
+	}
+	ids := make([]id.EventID, len(rec.Events))
+	for i := range r.seeded {
+		ids[i] = r.seeded[i].id
+	}
+	for i := rp.next; i <= last; i++ {
+		e := rec.Events[i]
+		uid, err := w.userID(e.Sender)
+		if err != nil {
+			return fmt.Errorf("playing %s event %d: %w", rec.Path, i, err)
+		}
+		cli, err := w.clientFor(ctx, uid)
+		if err != nil {
+			return err
+		}
+		if _, agent := w.agents[e.Sender]; agent && !rp.joined[e.Sender] {
+			// The daemon joins its agents at start; joining again is a no-op
+			// and makes the send independent of when that happened.
+			if _, err := cli.JoinRoom(ctx, string(r.id), nil); err != nil {
+				return fmt.Errorf("%s joining %s to play its recorded events: %w", e.Sender, roomName, err)
+			}
+			if rp.joined == nil {
+				rp.joined = map[string]bool{}
+			}
+			rp.joined[e.Sender] = true
+		}
+		typ := event.Type{Type: e.Type, Class: event.MessageEventType}
+		sent, err := cli.SendMessageEvent(ctx, r.id, typ, rec.Content(i, user, ids[:i]))
+		if err != nil {
+			return fmt.Errorf("playing %s event %d (%s) as %s: %w", rec.Path, i, e.Type, e.Sender, err)
+		}
+		ids[i] = sent.EventID
+		s := seeded{id: sent.EventID, sender: e.Sender, body: rec.Text(i), isRoot: len(rec.Replies(i)) > 0}
+		if e.Thread >= 0 {
+			s.root = ids[e.Thread]
+		}
+		r.seeded[i] = s
+		rp.next = i + 1
+	}
+	return nil
+}
+
+// recordedRoot is the event id of the recorded thread root labelled label.
+func (w *world) recordedRoot(roomName, label string) (*room, id.EventID, error) {
+	r, ok := w.rooms[roomName]
+	if !ok || r.replay == nil {
+		return nil, "", fmt.Errorf("%s is not replayed or played from a recording", roomName)
+	}
+	i, err := r.replay.rec.Find(label)
+	if err != nil {
+		return nil, "", err
+	}
+	if i >= len(r.seeded) || r.seeded[i].id == "" {
+		return nil, "", fmt.Errorf("recorded event %q of %s has not been played yet", label, roomName)
+	}
+	return r, r.seeded[i].id, nil
+}
+
+func (w *world) stepRepliesInRecorded(ctx context.Context, who, label, roomName, text string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	_, root, err := w.recordedRoot(roomName, label)
+	if err != nil {
+		return err
+	}
+	_, err = w.say(ctx, who, roomName, text, root, true)
+	return err
+}
+
+// recordedThreadOf finds a replayed or played thread root whose text
+// contains s, as a post the thread steps can use.
+func (w *world) recordedThreadOf(s string) (*post, []string) {
+	var seen []string
+	for _, rn := range w.roomSeq {
+		r := w.rooms[rn]
+		if r.replay == nil {
+			continue
+		}
+		for _, e := range r.seeded {
+			if e.id == "" || !e.isRoot {
+				continue
+			}
+			if strings.Contains(e.body, s) {
+				return &post{room: r, id: e.id, sender: e.sender, text: e.body, core: e.body, root: e.id}, nil
+			}
+			seen = append(seen, strconv.Quote(e.body))
+		}
+	}
+	return nil, seen
 }
 
 // replay is a room's recorded history.
 type replay struct {
 	rec   *scenarios.Recording
 	drain *pushDrain // set when its history was sent and the pushes must be swallowed
+	// play: the room starts empty and the recording is sent into the running
+	// daemon by steps; next is the first event not sent yet.
+	play   bool
+	next   int
+	joined map[string]bool // recorded agents joined to send their events
+	// imported: the history went in through an importer, which keeps the
+	// recorded timestamps (sending stamps the time of sending).
+	imported bool
 }
 
 // pushDrain is the fakehs lease's hold on the push port, with the last event of
@@ -170,6 +391,7 @@ func (w *world) replayRoom(ctx context.Context, r *room, creator *human) error {
 				return fmt.Errorf("replaying %s into %s: homeserver returned %d event ids for %d events", rec.Path, r.name, len(evIDs), len(rec.Events))
 			}
 			r.id, r.created = roomID, true
+			r.replay.imported = true
 			w.fillSeeded(r, evIDs, seed)
 			return nil
 		}
@@ -457,4 +679,103 @@ func wantIDs(xs []expected) []id.EventID {
 		out[i] = x.id
 	}
 	return out
+}
+
+func (w *world) stepRecord(ctx context.Context, roomName, agent string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	r, ok := w.rooms[roomName]
+	if !ok || !r.created {
+		return fmt.Errorf("%s is not a room of this scenario", roomName)
+	}
+	if _, err := w.agent(agent); err != nil {
+		return err
+	}
+	names := map[id.UserID]string{}
+	agents := map[id.UserID]scenarios.Agent{}
+	for n, h := range w.humans {
+		names[h.id] = n
+	}
+	for n, a := range w.agents {
+		uid := w.names().agent(n)
+		names[uid] = n
+		if slices.Contains(a.rooms, roomName) {
+			agents[uid] = scenarios.Agent{Rooms: []string{roomName}, Trigger: a.trigger}
+		}
+	}
+	rec, notes, err := scenarios.Record(ctx, scenarios.RecordOptions{
+		Homeserver: w.lease.hs.baseURL(), Token: w.lease.reg.AppToken, AsUser: w.names().agent(agent),
+		Room: string(r.id), Limit: 1000, Names: names, Agents: agents,
+	})
+	if err != nil {
+		return fmt.Errorf("recording %s as %s: %w", roomName, agent, err)
+	}
+	if len(notes) > 0 {
+		return fmt.Errorf("recording %s left something out: %s", roomName, strings.Join(notes, "; "))
+	}
+	w.recording, w.recordedFrom = rec, r
+	return nil
+}
+
+func (w *world) stepRecordingIs(ref string) error {
+	got := w.recording
+	if got == nil {
+		return fmt.Errorf("nothing has been recorded; use: \"#room\" is recorded as agent-a")
+	}
+	want, err := loadRecording(ref)
+	if err != nil {
+		return err
+	}
+	for _, m := range want.Members {
+		if !slices.Contains(got.Members, m) {
+			return fmt.Errorf("members %v, want %s among them", got.Members, m)
+		}
+	}
+	// The harness joins every human of the scenario to every room; those
+	// are members the recording did not have.
+	for _, m := range got.Members {
+		if _, human := w.humans[m]; !slices.Contains(want.Members, m) && !human {
+			return fmt.Errorf("member %s recorded, which is neither in %s nor a human of this scenario", m, want.Path)
+		}
+	}
+	// Version 1 recordings have no roles to compare.
+	for m, a := range want.Agents {
+		g, ok := got.Agents[m]
+		if !ok || g.Trigger != a.Trigger {
+			return fmt.Errorf("member %s recorded as %+v (agent %v), want an agent with trigger %s", m, g, ok, a.Trigger)
+		}
+	}
+	if want.Version > 1 && len(got.Agents) != len(want.Agents) {
+		return fmt.Errorf("%d agents recorded, want %d", len(got.Agents), len(want.Agents))
+	}
+	if len(got.Events) != len(want.Events) {
+		return fmt.Errorf("%d events recorded, want %d", len(got.Events), len(want.Events))
+	}
+	keepsTime := w.recordedFrom.replay != nil && w.recordedFrom.replay.imported
+	for i, x := range want.Events {
+		g := got.Events[i]
+		if g.Sender != x.Sender || g.Type != x.Type || g.Thread != x.Thread || g.ReplyTo != x.ReplyTo || g.Edits != x.Edits ||
+			g.ReactsTo != x.ReactsTo || g.Key != x.Key || (keepsTime && !g.Timestamp.Equal(x.Timestamp)) {
+			return fmt.Errorf("event %d recorded as %+v, want %+v", i, g, x)
+		}
+		if len(g.Content) == 0 && len(x.Content) == 0 {
+			continue
+		}
+		gc, err := json.Marshal(g.Content)
+		if err != nil {
+			return err
+		}
+		xc, err := json.Marshal(x.Content)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(gc, xc) {
+			return fmt.Errorf("event %d content %s, want %s", i, gc, xc)
+		}
+		if want.IsHistory(i) && got.Text(i) != want.Text(i) {
+			return fmt.Errorf("event %d reads %q, want %q", i, got.Text(i), want.Text(i))
+		}
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/zooid-dev/zooid/scenarios"
 	"github.com/zooid-dev/zooid/steps/fakeagent"
 	"github.com/zooid-dev/zooid/zooid/daemon"
 )
@@ -38,14 +39,16 @@ type world struct {
 	rooms    map[string]*room
 	roomSeq  []string
 
-	posts   []*post            // every message the harness posted, in order
-	thread  *post              // the thread steps mean by "the thread"
-	focus   map[string]*post   // per agent: the message it is answering
-	calls   map[string][]*call // per agent: tool calls made through steps
-	last    *call              // the most recent tool call of any agent
-	paging  map[string]*paging
-	pushes  int
-	stepSeq int
+	posts        []*post              // every message the harness posted, in order
+	recording    *scenarios.Recording // the last room recorded by a step
+	recordedFrom *room                // and the room it was recorded from
+	thread       *post                // the thread steps mean by "the thread"
+	focus        map[string]*post     // per agent: the message it is answering
+	calls        map[string][]*call   // per agent: tool calls made through steps
+	last         *call                // the most recent tool call of any agent
+	paging       map[string]*paging
+	pushes       int
+	stepSeq      int
 
 	faults      []*programmedFault
 	idleTimeout time.Duration // zooid.yaml idle_timeout; zero: the daemon's default

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -457,5 +458,45 @@ func TestRecordAnonymize(t *testing.T) {
 	// The same word maps to the same word: "svc-a is slow" starts both roots.
 	if a0, a6 := anon.Events[0].Content["body"].(string), anon.Events[6].Content["body"].(string); a0[:13] != a6[:13] {
 		t.Errorf("the same words differ: %q vs %q", a0, a6)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the shipped recordings that are recorder output (scenarios/svc-a-incident.json)")
+
+// TestShippedRecordingIsRecorderOutput holds scenarios/svc-a-incident.json to
+// what `zooid record` writes for the room it describes: the file is imported
+// into fakehs and recorded back (its agents named with --agent), and the
+// bytes must be the same, so the shipped file is recorder output in the
+// current format, not hand-written. -update rewrites it.
+func TestShippedRecordingIsRecorderOutput(t *testing.T) {
+	path := filepath.Join("..", "..", "scenarios", "svc-a-incident.json")
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig, err := scenarios.Parse(bytes.NewReader(want), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := fakehs.New(t)
+	tok := importRecording(t, srv, orig, "ops")
+	args := []string{"--homeserver", srv.URL(), "--room", "#ops:localhost"}
+	for _, m := range orig.Members {
+		if _, ok := orig.Agents[m]; ok || strings.HasPrefix(m, "agent-") {
+			args = append(args, "--agent", "@"+m+":localhost")
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := runRecord(context.Background(), args, withToken(tok), &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if *update {
+		if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if out.String() != string(want) {
+		t.Errorf("%s is not what zooid record writes for its room (go test ./cmd/zooid -run %s -update rewrites it):\n%s", path, t.Name(), out.String())
 	}
 }
