@@ -91,7 +91,11 @@ func runRecord(ctx context.Context, args []string, lookupEnv func(string) (strin
 		}
 		for _, a := range cfg.Agents {
 			if a.Matrix != nil {
-				o.Agents[a.Matrix.UserID] = scenarios.Agent{Rooms: a.Matrix.Rooms, Trigger: a.Matrix.Trigger}
+				rooms := make([]string, len(a.Matrix.Rooms))
+				for i, r := range a.Matrix.Rooms {
+					rooms[i] = string(r)
+				}
+				o.Agents[a.Matrix.UserID] = scenarios.Agent{Rooms: rooms, Trigger: a.Matrix.Trigger}
 			}
 		}
 	}
