@@ -500,3 +500,38 @@ func TestShippedRecordingIsRecorderOutput(t *testing.T) {
 		t.Errorf("%s is not what zooid record writes for its room (go test ./cmd/zooid -run %s -update rewrites it):\n%s", path, t.Name(), out.String())
 	}
 }
+
+// TestRecordAgentsFromConfig: --config marks the daemon's Matrix agents as
+// agents with the rooms and trigger zooid.yaml gives them.
+func TestRecordAgentsFromConfig(t *testing.T) {
+	srv, asToken := worldRoom(t)
+	dir := t.TempDir()
+	t.Setenv("REC_AS_TOKEN", "as-0123456789abcdef")
+	t.Setenv("REC_HS_TOKEN", "hs-0123456789abcdef")
+	cfg := `transports:
+  matrix:
+    homeserver: ` + srv.URL() + `
+    server_name: localhost
+    as_token: ${REC_AS_TOKEN}
+    hs_token: ${REC_HS_TOKEN}
+    listen: 127.0.0.1:9
+agents:
+  agent-a:
+    acp: { preset: claude }
+    matrix:
+      user_id: '@agent-a'
+      rooms: ['#ops', '#Dev-Room', '!abc:localhost']
+      trigger: any
+`
+	cfgPath := filepath.Join(dir, "zooid.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := runRecordOK(t, asToken, "--homeserver", srv.URL(), "--room", "#ops:localhost", "--as-user", "@agent-a:localhost", "--config", cfgPath)
+	if a, ok := rec.Agents["agent-a"]; !ok || !reflect.DeepEqual(a.Rooms, []string{"#ops", "#dev-room"}) || a.Trigger != "any" {
+		t.Errorf("agents %+v; want agent-a in #ops and #dev-room on any message (the room id has no name steps can use)", rec.Agents)
+	}
+	if len(rec.Agents) != 1 {
+		t.Errorf("agents %+v; ori and mia are humans", rec.Agents)
+	}
+}
