@@ -704,12 +704,31 @@ func (w *world) stepRecord(ctx context.Context, roomName, agent string) error {
 			agents[uid] = scenarios.Agent{Rooms: []string{roomName}, Trigger: a.trigger}
 		}
 	}
-	rec, notes, err := scenarios.Record(ctx, scenarios.RecordOptions{
+	opts := scenarios.RecordOptions{
 		Homeserver: w.lease.hs.baseURL(), Token: w.lease.reg.AppToken, AsUser: w.names().agent(agent),
 		Room: string(r.id), Limit: 1000, Names: names, Agents: agents,
+	}
+	// A server may show a sent event to /messages a moment later (Synapse's
+	// workers, fakehs's degraded profile): record until what the harness put
+	// in the room is there, so the next step compares a whole recording.
+	put := 0
+	for _, e := range r.seeded {
+		if e.id != "" {
+			put++
+		}
+	}
+	var rec *scenarios.Recording
+	var notes []string
+	err := w.eventually(ctx, fmt.Sprintf("recording the %d events put in %s", put, roomName), func() (bool, string, error) {
+		var err error
+		rec, notes, err = scenarios.Record(ctx, opts)
+		if err != nil {
+			return false, "", fmt.Errorf("recording %s as %s: %w", roomName, agent, err)
+		}
+		return len(rec.Events) >= put, fmt.Sprintf("%d events", len(rec.Events)), nil
 	})
 	if err != nil {
-		return fmt.Errorf("recording %s as %s: %w", roomName, agent, err)
+		return err
 	}
 	if len(notes) > 0 {
 		return fmt.Errorf("recording %s left something out: %s", roomName, strings.Join(notes, "; "))
