@@ -289,3 +289,34 @@ func TestNonMemberRefusedWhereTheServerServes(t *testing.T) {
 		t.Fatalf("outsider read: %v, want %s", err, tools.CodeForbidden)
 	}
 }
+
+// Issue 16.4: an agent that posts and reads its thread at once finds its post,
+// on a server that shows events a moment after the send returns.
+func TestReadsSeeOwnPosts(t *testing.T) {
+	p := fakehs.Profile{VisibilityDelay: 400 * time.Millisecond}
+	r := newRoom(t, p, []fakehs.SeedEvent{text("root")})
+	ctx := context.Background()
+	sent, err := r.h.Send(ctx, r.c, string(r.c.Room), r.ids[0], "on it")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	th, err := r.h.ThreadHistory(ctx, r.c, r.ids[0], 10, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(th.Messages) != 2 || th.Messages[1].ID != sent.EventID {
+		t.Fatalf("thread history right after the post: %v; want the root and the post", bodies(th.Messages, msgText))
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("the read waited %v", time.Since(start))
+	}
+	// Once seen, reads don't wait again: the post is visible.
+	n := r.hs.Requests("GET", "/_matrix/client/v3/rooms/*/event/*")
+	if _, err := r.h.History(ctx, r.c, 10, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.hs.Requests("GET", "/_matrix/client/v3/rooms/*/event/*") - n; got != 0 {
+		t.Fatalf("a later read asked /event %d times", got)
+	}
+}

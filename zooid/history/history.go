@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"maunium.net/go/mautrix"
@@ -45,6 +46,71 @@ type Options struct {
 type History struct {
 	opts Options
 	key  []byte
+
+	mu sync.Mutex
+	// unseen holds each caller's latest post per room until a read of that
+	// room has seen it readable (see awaitOwnPost).
+	unseen map[ownPost]id.EventID
+}
+
+type ownPost struct {
+	user id.UserID
+	room id.RoomID
+}
+
+// ownPostWait bounds how long a read waits for the caller's own latest post.
+const ownPostWait = 5 * time.Second
+
+// awaitOwnPost makes an agent read its own writes: a homeserver may show an
+// event to /messages, /event and /relations a moment after the send returns,
+// and an agent that posts and then reads its thread must not find its post
+// missing. The first read of a room after a post waits until GET /event
+// shows the post (one request on a server that shows it at once), at most
+// ownPostWait; then the read goes ahead either way.
+func (h *History) awaitOwnPost(ctx context.Context, cli *mautrix.Client, user id.UserID, room id.RoomID) {
+	key := ownPost{user, room}
+	h.mu.Lock()
+	evt, ok := h.unseen[key]
+	h.mu.Unlock()
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, ownPostWait)
+	defer cancel()
+	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
+		if _, err := cli.GetEvent(ctx, room, evt); err == nil || httpStatus(err) != http.StatusNotFound {
+			break
+		}
+		if !sleepCtx(ctx, delay) {
+			break
+		}
+	}
+	h.mu.Lock()
+	if h.unseen[key] == evt {
+		delete(h.unseen, key)
+	}
+	h.mu.Unlock()
+}
+
+// sleepCtx sleeps d unless ctx ends first; it reports whether it slept.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (h *History) notePost(user id.UserID, room id.RoomID, evt id.EventID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.unseen == nil {
+		h.unseen = map[ownPost]id.EventID{}
+	}
+	h.unseen[ownPost{user, room}] = evt
 }
 
 var _ tools.Rooms = (*History)(nil)
@@ -355,6 +421,7 @@ func (h *History) History(ctx context.Context, c tools.Caller, limit int, before
 	if err != nil {
 		return tools.MessagePage{}, err
 	}
+	h.awaitOwnPost(ctx, cli, c.UserID, c.Room)
 	st := newScanState()
 	w, top, complete, err := scanFrom(ctx, cli, c.Room, cur, min(limit+1, maxChunk), st)
 	if err != nil {
@@ -397,6 +464,7 @@ func (h *History) RecentThreads(ctx context.Context, c tools.Caller, limit int, 
 	if err != nil {
 		return tools.ThreadPage{}, err
 	}
+	h.awaitOwnPost(ctx, cli, c.UserID, c.Room)
 	st := newScanState()
 	w, top, complete, err := scanFrom(ctx, cli, c.Room, cur, recentChunk, st)
 	if err != nil {
@@ -466,6 +534,7 @@ func (h *History) ThreadHistory(ctx context.Context, c tools.Caller, thread id.E
 	if err != nil {
 		return tools.MessagePage{}, err
 	}
+	h.awaitOwnPost(ctx, cli, c.UserID, c.Room)
 	root, err := h.getRoot(ctx, cli, c.Room, thread)
 	if err != nil {
 		return tools.MessagePage{}, err
@@ -692,6 +761,7 @@ func (h *History) Send(ctx context.Context, c tools.Caller, room string, thread 
 		}
 		return tools.SendResult{}, fmt.Errorf("sending into %s: %w", target, err)
 	}
+	h.notePost(c.UserID, target, evtID)
 	return tools.SendResult{EventID: evtID, ThreadID: thread}, nil
 }
 
