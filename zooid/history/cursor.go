@@ -39,6 +39,19 @@ type cursor struct {
 	Pending bool   `json:"x,omitempty"`
 }
 
+// sealScan seals the cursor of a page read by a /messages scan: Pending
+// when the scan met replies (counted only when replies) or edits of events
+// not reached yet, or could not count everything above; what the next page
+// needs is kept for it (keepCarried).
+func (h *History) sealScan(c cursor, st *scanState, complete, replies bool) string {
+	c.Pending = !complete || st.pending(c.Last, replies)
+	s := h.sealCursor(c)
+	if c.Pending && complete {
+		h.keepCarried(s, st.unreached(c.Last))
+	}
+	return s
+}
+
 func (h *History) sealCursor(c cursor) string {
 	body, _ := json.Marshal(c)
 	mac := hmac.New(sha256.New, h.key)

@@ -51,6 +51,9 @@ type History struct {
 	// unseen holds each caller's latest post per room until a read of that
 	// room has seen it readable (see awaitOwnPost).
 	unseen map[ownPost]id.EventID
+	// carried maps a pending cursor to what its next page needs (keepCarried).
+	carried      map[string]*scanState
+	carriedOrder []string
 }
 
 type ownPost struct {
@@ -423,7 +426,7 @@ func (h *History) History(ctx context.Context, c tools.Caller, limit int, before
 	}
 	h.awaitOwnPost(ctx, cli, c.UserID, c.Room)
 	st := newScanState()
-	w, top, complete, err := scanFrom(ctx, cli, c.Room, cur, min(limit+1, maxChunk), st)
+	w, top, complete, err := scanFrom(ctx, cli, c.Room, cur, h.carriedFor(before), min(limit+1, maxChunk), st)
 	if err != nil {
 		return tools.MessagePage{}, err
 	}
@@ -438,8 +441,8 @@ func (h *History) History(ctx context.Context, c tools.Caller, limit int, before
 		page.Messages = append(page.Messages, h.message(evt, body))
 	}
 	if more {
-		page.NextBefore = h.sealCursor(cursor{Tool: toolHistory, User: c.UserID, Room: c.Room, Mode: modeMessages, Token: pos.token, Last: pos.evt.ID,
-			Top: top, Pending: !complete || st.pendingAfter(pos.evt.ID)})
+		page.NextBefore = h.sealScan(cursor{Tool: toolHistory, User: c.UserID, Room: c.Room, Mode: modeMessages, Token: pos.token, Last: pos.evt.ID, Top: top},
+			st, complete, true)
 	}
 	return page, nil
 }
@@ -466,7 +469,7 @@ func (h *History) RecentThreads(ctx context.Context, c tools.Caller, limit int, 
 	}
 	h.awaitOwnPost(ctx, cli, c.UserID, c.Room)
 	st := newScanState()
-	w, top, complete, err := scanFrom(ctx, cli, c.Room, cur, recentChunk, st)
+	w, top, complete, err := scanFrom(ctx, cli, c.Room, cur, h.carriedFor(before), recentChunk, st)
 	if err != nil {
 		return tools.ThreadPage{}, err
 	}
@@ -487,8 +490,8 @@ func (h *History) RecentThreads(ctx context.Context, c tools.Caller, limit int, 
 		page.Threads = append(page.Threads, ov)
 	}
 	if more {
-		page.NextBefore = h.sealCursor(cursor{Tool: toolRecent, User: c.UserID, Room: c.Room, Mode: modeMessages, Token: pos.token, Last: pos.evt.ID,
-			Top: top, Pending: !complete || st.pendingAfter(pos.evt.ID)})
+		page.NextBefore = h.sealScan(cursor{Tool: toolRecent, User: c.UserID, Room: c.Room, Mode: modeMessages, Token: pos.token, Last: pos.evt.ID, Top: top},
+			st, complete, true)
 	}
 	return page, nil
 }
@@ -571,7 +574,7 @@ func (h *History) ThreadHistory(ctx context.Context, c tools.Caller, thread id.E
 		// root (nothing older can reply to it); bounded by maxScan events per page.
 		st = newScanState()
 		var w *walker
-		w, top, complete, err = scanFrom(ctx, cli, c.Room, cur, maxChunk, st)
+		w, top, complete, err = scanFrom(ctx, cli, c.Room, cur, h.carriedFor(before), maxChunk, st)
 		if err != nil {
 			return tools.MessagePage{}, err
 		}
@@ -605,9 +608,11 @@ func (h *History) ThreadHistory(ctx context.Context, c tools.Caller, thread id.E
 	if more {
 		c := cursor{Tool: toolThread, User: c.UserID, Room: c.Room, Thread: thread, Mode: mode, Token: pos.token, Last: pos.evt.ID}
 		if mode == modeScan {
-			c.Top, c.Pending = top, !complete || st.pendingEditsAfter(pos.evt.ID)
+			c.Top = top
+			page.NextBefore = h.sealScan(c, st, complete, false)
+		} else {
+			page.NextBefore = h.sealCursor(c)
 		}
-		page.NextBefore = h.sealCursor(c)
 	}
 	return page, nil
 }

@@ -19,6 +19,16 @@ type scanState struct {
 	met     map[id.EventID]int // event → order in the scan
 	replies map[id.EventID]*threadStats
 	edits   map[id.EventID][]*event.Event // original → edits, newest first
+	// log is every reply counted, in scan order, so what is carried to the
+	// next page stops at the page's end (the peek past it is scanned again).
+	log []counted
+}
+
+type counted struct {
+	seq  int // 0 for what earlier pages carried
+	root id.EventID
+	ts   int64
+	n    int
 }
 
 // threadStats is what a scan learnt about a root's replies.
@@ -51,6 +61,7 @@ func (s *scanState) observe(evt *event.Event) {
 		}
 		st.count++
 		st.last = max(st.last, evt.Timestamp)
+		s.log = append(s.log, counted{s.seq, root, evt.Timestamp, 1})
 	}
 }
 
@@ -65,14 +76,9 @@ func (s *scanState) edit(orig *event.Event) *event.Event {
 	return nil
 }
 
-// pendingAfter says the scan met a reply or an edit whose root or original
-// it had not met by the event last (the end of the page): a later page
-// shows that root or original and needs them.
-func (s *scanState) pendingAfter(last id.EventID) bool { return s.pending(last, true) }
-
-// pendingEditsAfter is pendingAfter for edits only (thread history shows no counts).
-func (s *scanState) pendingEditsAfter(last id.EventID) bool { return s.pending(last, false) }
-
+// pending says the scan met a reply (when replies) or an edit whose root or
+// original it had not met by the event last (the end of the page): a later
+// page shows that root or original and needs them.
 func (s *scanState) pending(last id.EventID, replies bool) bool {
 	end, ok := s.met[last]
 	if !ok {
@@ -95,13 +101,90 @@ func (s *scanState) pending(last id.EventID, replies bool) bool {
 	return false
 }
 
+// unreached is what a later page needs of this scan: the replies and edits
+// of events it had not reached by last.
+func (s *scanState) unreached(last id.EventID) *scanState {
+	end, ok := s.met[last]
+	if !ok {
+		end = s.seq
+	}
+	reached := func(target id.EventID) bool {
+		n, ok := s.met[target]
+		return ok && n <= end
+	}
+	out := newScanState()
+	for _, c := range s.log {
+		if c.seq > end || reached(c.root) {
+			continue
+		}
+		st := out.replies[c.root]
+		if st == nil {
+			st = &threadStats{}
+			out.replies[c.root] = st
+		}
+		st.count += c.n
+		st.last = max(st.last, c.ts)
+	}
+	for orig, es := range s.edits {
+		if reached(orig) {
+			continue
+		}
+		for _, e := range es {
+			if s.met[e.ID] <= end {
+				out.edits[orig] = append(out.edits[orig], e)
+			}
+		}
+	}
+	return out
+}
+
+// absorb takes in what earlier pages carried; it must come before this
+// page's scan, whose edits are older.
+func (s *scanState) absorb(o *scanState) {
+	for root, st := range o.replies {
+		s.replies[root] = &threadStats{count: st.count, last: st.last}
+		s.log = append(s.log, counted{0, root, st.last, st.count})
+	}
+	for orig, es := range o.edits {
+		s.edits[orig] = append(s.edits[orig], es...)
+	}
+}
+
+// maxCarried bounds the scan states kept for the cursors a History issued.
+const maxCarried = 64
+
+// keepCarried remembers what the page behind cursor leaves for the next one,
+// so paging on needs no rescan while the daemon runs.
+func (h *History) keepCarried(cursor string, st *scanState) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.carried == nil {
+		h.carried = map[string]*scanState{}
+	}
+	if _, ok := h.carried[cursor]; !ok {
+		h.carriedOrder = append(h.carriedOrder, cursor)
+	}
+	h.carried[cursor] = st
+	for len(h.carriedOrder) > maxCarried {
+		delete(h.carried, h.carriedOrder[0])
+		h.carriedOrder = h.carriedOrder[1:]
+	}
+}
+
+func (h *History) carriedFor(cursor string) *scanState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.carried[cursor]
+}
+
 // scanFrom positions a /messages walker for a page: at the live end, or
 // right after the cursor. When the cursor says earlier pages met replies or
-// edits of events not reached yet, the walk starts at the first page's top
-// and passes the earlier pages again, so st counts them; if maxScan events
-// don't reach the cursor, it resumes at the cursor and complete is false
-// (counts and edits from above that bound are missing).
-func scanFrom(ctx context.Context, cli *mautrix.Client, room id.RoomID, cur *cursor, size int, st *scanState) (w *walker, top string, complete bool, err error) {
+// edits of events not reached yet, st takes them from carried (what this
+// History kept for the cursor), or else the walk starts at the first page's
+// top and passes the earlier pages again, so st counts them; if maxScan
+// events don't reach the cursor, it resumes at the cursor and complete is
+// false (counts and edits from above that bound are missing).
+func scanFrom(ctx context.Context, cli *mautrix.Client, room id.RoomID, cur *cursor, carried *scanState, size int, st *scanState) (w *walker, top string, complete bool, err error) {
 	ms := &messageStream{cli: cli, room: room}
 	if cur == nil {
 		w = &walker{fetch: ms.fetch, size: size, observe: st.observe}
@@ -111,7 +194,9 @@ func scanFrom(ctx context.Context, cli *mautrix.Client, room id.RoomID, cur *cur
 		return w, w.token, true, nil
 	}
 	complete = true
-	if cur.Pending {
+	if cur.Pending && carried != nil {
+		st.absorb(carried)
+	} else if cur.Pending {
 		w = &walker{fetch: ms.fetch, size: maxChunk, observe: st.observe}
 		found, err := w.seek(ctx, cur.Top, cur.Last)
 		if err != nil {
@@ -123,10 +208,13 @@ func scanFrom(ctx context.Context, cli *mautrix.Client, room id.RoomID, cur *cur
 		}
 		complete = false
 	}
-	w = &walker{fetch: ms.fetch, size: size, observe: st.observe}
+	// Events passed to reach the cursor were seen by the page before; only
+	// what follows it is this page's.
+	w = &walker{fetch: ms.fetch, size: size}
 	if err := w.start(ctx, cur); err != nil {
 		return nil, "", false, err
 	}
+	w.observe = st.observe
 	return w, cur.Top, complete, nil
 }
 
