@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -41,7 +42,9 @@ type RecordOptions struct {
 	Agents map[id.UserID]Agent
 	// Anonymize replaces people and words; see Recording.Anonymize.
 	Anonymize bool
-	// TraceFile is a flight-recorder file (JSON lines) to carry along.
+	// TraceFile is the daemon's flight recorder to carry along: a trace
+	// directory (`zooid run --trace DIR`), whose files for the recorded room
+	// are taken in segment order, or one file of JSON lines.
 	TraceFile string
 }
 
@@ -72,7 +75,7 @@ func Record(ctx context.Context, o RecordOptions) (*Recording, []string, error) 
 	}
 	var trace []json.RawMessage
 	if o.TraceFile != "" {
-		if trace, err = readTrace(o.TraceFile); err != nil {
+		if trace, err = readTrace(o.TraceFile, roomID); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -228,8 +231,39 @@ func shortRoom(r string) string {
 	return s
 }
 
-// readTrace reads a flight-recorder file: one JSON object a line.
-func readTrace(path string) ([]json.RawMessage, error) {
+// readTrace reads the flight recorder of room: every line of a file, or of
+// a directory the files whose header names the room, oldest segment first
+// (file names end in the segment number, so name order is segment order).
+func readTrace(path string, room id.RoomID) ([]json.RawMessage, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the trace: %w", err)
+	}
+	if !st.IsDir() {
+		return readTraceFile(path, "")
+	}
+	files, err := filepath.Glob(filepath.Join(path, "*.jsonl"))
+	if err != nil {
+		return nil, fmt.Errorf("reading the trace: %w", err)
+	}
+	slices.Sort(files)
+	var out []json.RawMessage
+	for _, f := range files {
+		lines, err := readTraceFile(f, room)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, lines...)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("the trace %s has no file for room %s", path, room)
+	}
+	return out, nil
+}
+
+// readTraceFile reads one trace file: one JSON object a line. With room
+// set, a file whose first line (the header) names another room is skipped.
+func readTraceFile(path string, room id.RoomID) ([]json.RawMessage, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading the trace: %w", err)
@@ -246,6 +280,11 @@ func readTrace(path string) ([]json.RawMessage, error) {
 		var obj map[string]any
 		if err := json.Unmarshal(line, &obj); err != nil {
 			return nil, fmt.Errorf("%s:%d: a trace line is one JSON object: %w", path, n, err)
+		}
+		if n == 1 && room != "" {
+			if r, _ := obj["room"].(string); r != string(room) {
+				return nil, nil
+			}
 		}
 		out = append(out, json.RawMessage(bytes.Clone(line)))
 	}

@@ -45,7 +45,7 @@ func runRecord(ctx context.Context, args []string, lookupEnv func(string) (strin
 	fs.Var(&strip, "strip-prefix", "prefix to cut from localparts to get names, e.g. zs- (repeatable)")
 	fs.Var(&agents, "agent", "a member (@user:server) that is an agent bound to this room with trigger mention (repeatable)")
 	fs.BoolVar(&o.Anonymize, "anonymize", false, "people become stable pseudonyms, text same-shape text; mentions, threads and msgtypes stay exact")
-	fs.StringVar(&o.TraceFile, "trace", "", "the room's flight-recorder file (JSON lines) to carry in the recording")
+	fs.StringVar(&o.TraceFile, "trace", "", "the daemon's trace directory (zooid run --trace DIR; the recorded room's files are taken) or one trace file, carried in the recording")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: ZOOID_RECORD_TOKEN=... zooid record --homeserver URL --room '#alias:server' [--as-user @bot:server] [--config zooid.yaml] [--anonymize] [--limit N] > scenarios/name.json")
 		fs.PrintDefaults()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -533,5 +534,47 @@ agents:
 	}
 	if len(rec.Agents) != 1 {
 		t.Errorf("agents %+v; ori and mia are humans", rec.Agents)
+	}
+}
+
+// TestRecordCarriesTheTrace: --trace DIR embeds the recorded room's trace
+// files in segment order and no other room's; a broken line is refused
+// with the file and line.
+func TestRecordCarriesTheTrace(t *testing.T) {
+	srv, asToken := worldRoom(t)
+	room, ok := srv.RoomIDForAlias("#ops:localhost")
+	if !ok {
+		t.Fatal("no #ops")
+	}
+	dir := t.TempDir()
+	write := func(name, body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.000002.jsonl", `{"format":"zooid-trace","version":1,"room":"`+string(room)+`","segment":2}`+"\n"+`{"seq":3,"kind":"post"}`+"\n")
+	write("a.000001.jsonl", `{"format":"zooid-trace","version":1,"room":"`+string(room)+`","segment":1}`+"\n"+`{"seq":1,"kind":"start"}`+"\n\n"+`{"seq":2,"kind":"event"}`+"\n")
+	write("b.000001.jsonl", `{"format":"zooid-trace","version":1,"room":"!other:localhost","segment":1}`+"\n"+`{"seq":1,"kind":"start"}`+"\n")
+	args := []string{"--homeserver", srv.URL(), "--room", "#ops:localhost", "--as-user", "@agent-a:localhost", "--trace", dir}
+	rec, _ := runRecordOK(t, asToken, args...)
+	var kinds []string
+	for _, l := range rec.Trace {
+		var r struct {
+			Kind    string `json:"kind"`
+			Segment int    `json:"segment"`
+		}
+		if err := json.Unmarshal(l, &r); err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, fmt.Sprintf("%s%d", r.Kind, r.Segment))
+	}
+	if want := []string{"1", "start0", "event0", "2", "post0"}; !reflect.DeepEqual(kinds, want) {
+		t.Errorf("trace lines %v, want %v (header 1, start, event, header 2, post)", kinds, want)
+	}
+	write("a.000003.jsonl", `{"format":"zooid-trace","version":1,"room":"`+string(room)+`","segment":3}`+"\n"+`{"seq":4,`+"\n")
+	var out, errb bytes.Buffer
+	if code := runRecord(context.Background(), args, withToken(asToken), &out, &errb); code != 1 || !strings.Contains(errb.String(), "a.000003.jsonl:2: a trace line is one JSON object") {
+		t.Errorf("exit %d, stderr %q; want 1 and the broken line named", code, errb.String())
 	}
 }
