@@ -10,7 +10,7 @@ import (
 const labelWords = 3
 
 // LabelThreads gives every thread root without a label one made from the
-// first words of its text ("svc-a p99 latency alarm" → "svc-a-p99-latency"),
+// first words of its text, mentions left out ("svc-a p99 latency alarm" → "svc-a-p99-latency"),
 // made unique within the recording by a number ("-2", "-3"). The same
 // recording always gets the same labels, so steps can name recorded threads.
 func (rec *Recording) LabelThreads() {
@@ -24,7 +24,8 @@ func (rec *Recording) LabelThreads() {
 		if rec.Events[i].Label != "" || len(rec.Replies(i)) == 0 && !rec.hasThreadReply(i) {
 			continue
 		}
-		base := slug(rec.Text(i))
+		// Mentions say whom a root asked, not what about.
+		base := slug(mentionRE.ReplaceAllString(rec.Text(i), "$2"))
 		l := base
 		for n := 2; taken[l]; n++ {
 			l = fmt.Sprintf("%s-%d", base, n)
