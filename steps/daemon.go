@@ -104,11 +104,19 @@ func (w *world) startDaemon(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The daemon serves on the lease's held push socket rather than binding
+	// the address again: the port is never free for anyone else to take.
+	ln, err := w.lease.push.listener()
+	if err != nil {
+		return err
+	}
 	d, err := daemon.New(daemon.Options{
 		Config: w.config(exe), Logger: w.log.With("component", "daemon"),
 		BridgeCommand: []string{exe, "mcp"}, TurnTimeout: w.run.turnTimeout,
+		PushListener: ln,
 	})
 	if err != nil {
+		_ = ln.Close()
 		return fmt.Errorf("configuring the daemon: %w", err)
 	}
 	// The daemon lives as long as the scenario, not as long as the step

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -28,18 +29,49 @@ type drain struct {
 	changed chan struct{}
 }
 
-func startDrain(addr, hsToken string) (*drain, error) {
-	var ln net.Listener
-	var err error
-	// The daemon that held the port may have only just let go of it.
-	for range 50 {
-		if ln, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+// pushSocket is an appservice push port, bound once and held by the harness
+// for as long as a homeserver may push to it. The drain and the daemon (in
+// this process, or a child that inherits the descriptor) each serve on a
+// duplicate of the socket, so between them the port is never unbound: no
+// other scenario, and nothing else on the machine, can take it meanwhile.
+type pushSocket struct {
+	addr string   // host:port the registration's url names
+	file *os.File // the bound socket; duplicates of it are handed out
+}
+
+// bindPush binds addr ("127.0.0.1:0" picks a port) and keeps it bound.
+func bindPush(addr string) (*pushSocket, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("draining pushes on %s: %w", addr, err)
+		return nil, fmt.Errorf("binding the appservice push port %s: %w", addr, err)
+	}
+	defer ln.Close()
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		return nil, fmt.Errorf("holding the appservice push port %s: %w", addr, err)
+	}
+	return &pushSocket{addr: ln.Addr().String(), file: f}, nil
+}
+
+// listener is a new listener on the held socket; closing it leaves the
+// port bound. Connections that arrive while nobody accepts wait in the
+// socket's backlog for the next listener.
+func (p *pushSocket) listener() (net.Listener, error) {
+	ln, err := net.FileListener(p.file)
+	if err != nil {
+		return nil, fmt.Errorf("listening on the held push port %s: %w", p.addr, err)
+	}
+	return ln, nil
+}
+
+// close unbinds the port (once every listener on it is closed too).
+func (p *pushSocket) close() error { return p.file.Close() }
+
+// startDrain serves pushes on a listener of the held socket.
+func startDrain(sock *pushSocket, hsToken string) (*drain, error) {
+	ln, err := sock.listener()
+	if err != nil {
+		return nil, fmt.Errorf("draining pushes: %w", err)
 	}
 	d := &drain{token: hsToken, done: make(chan struct{}), seen: map[id.EventID]bool{}, changed: make(chan struct{})}
 	d.srv = &http.Server{Handler: http.HandlerFunc(d.serve), ReadHeaderTimeout: 5 * time.Second}
@@ -91,7 +123,7 @@ func (d *drain) waitFor(ctx context.Context, e id.EventID) error {
 	}
 }
 
-// stop frees the port for the daemon.
+// stop stops serving; the socket stays bound for the daemon.
 func (d *drain) stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/zooid-dev/zooid/internal/freeport"
-
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/appservice"
 	"maunium.net/go/mautrix/id"
@@ -69,14 +67,18 @@ type seedEvent struct {
 // the scenario's own on it, and the appservice registration the daemon must
 // serve (its URL is where the daemon listens).
 type lease struct {
-	hs      homeserver
-	names   names
-	reg     *appservice.Registration
-	listen  string // host:port of the daemon's push listener
+	hs     homeserver
+	names  names
+	reg    *appservice.Registration
+	listen string // host:port of the daemon's push listener
+	// push is that port, bound before the homeserver learns of it and held
+	// until the lease (shared backends: the run) ends; the daemon is handed a
+	// listener on it instead of binding listen itself.
+	push    *pushSocket
 	release func()
-	// handOver, when set, is called just before the daemon binds listen:
-	// it waits until the homeserver has pushed last (if any) elsewhere and
-	// then frees the port.
+	// handOver, when set, is called just before the daemon takes the push
+	// socket: it waits until the homeserver has pushed last (if any) to the
+	// drain and then stops the drain.
 	handOver func(ctx context.Context, last id.EventID) error
 	// hold, on fakehs, is the listener keeping the push port until hand-over.
 	hold *drain
@@ -118,9 +120,6 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// freeListen picks a free loopback port for a push listener.
-func freeListen() (string, error) { return freeport.Addr() }
-
 // registration builds the appservice registration for a scenario's names.
 func registration(n names, listen string) *appservice.Registration {
 	rateLimited := false
@@ -148,29 +147,33 @@ func (fakeBackend) kind() string                { return "fake" }
 func (fakeBackend) close(context.Context) error { return nil }
 func (b fakeBackend) lease(context.Context) (*lease, error) {
 	n := names{serverName: "localhost", agentPrefix: "zs-"}
-	listen, err := freeListen()
+	// The push port is bound before fakehs is told of it and stays bound
+	// until the lease ends: the daemon is handed a listener on it.
+	sock, err := bindPush("127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	reg := registration(n, listen)
-	// Hold the push port until the daemon takes it, so no other scenario
-	// picks it meanwhile; pushes of history sent before then are swallowed.
-	hold, err := startDrain(listen, reg.ServerToken)
+	reg := registration(n, sock.addr)
+	// Pushes of history sent before the daemon starts are swallowed.
+	hold, err := startDrain(sock, reg.ServerToken)
 	if err != nil {
+		_ = sock.close()
 		return nil, err
 	}
 	srv, err := fakehs.Start(fakehs.WithServerName(n.serverName), fakehs.WithAppservice(reg), fakehs.WithProfile(b.profile))
 	if err != nil {
 		_ = hold.stop()
+		_ = sock.close()
 		return nil, fmt.Errorf("starting fakehs: %w", err)
 	}
 	return &lease{
-		hs: fakeHS{srv}, names: n, reg: reg, listen: listen, hold: hold,
+		hs: fakeHS{srv}, names: n, reg: reg, listen: sock.addr, push: sock, hold: hold,
 		// Imported history is not pushed, so there is nothing to wait for.
 		handOver: func(context.Context, id.EventID) error { return hold.stop() },
 		release: func() {
 			_ = hold.stop()
 			_ = srv.Close()
+			_ = sock.close()
 		},
 	}, nil
 }
@@ -243,24 +246,27 @@ type sharedBackend struct {
 
 // slot is one fixed appservice registration on the shared server.
 type slot struct {
-	names  names
-	reg    *appservice.Registration
-	listen string
-	drain  *drain // answers pushes while no daemon holds the slot; nil while one does
+	names names
+	reg   *appservice.Registration
+	push  *pushSocket // bound for the whole run
+	drain *drain      // answers pushes while no daemon holds the slot; nil while one does
 }
 
-// newSharedBackend starts every slot's drain; on error it stops what it
-// started, including the server (stop).
+// newSharedBackend takes over the slots (their bound push ports) and starts
+// every slot's drain; on error it stops what it started, unbinds the ports and
+// stops the server (stop).
 func newSharedBackend(ctx context.Context, which string, hs homeserver, run string, all []*slot, stop func(context.Context) error) (*sharedBackend, error) {
 	b := &sharedBackend{which: which, hs: hs, runPrefix: run, slots: make(chan *slot, len(all)), stop: stop}
 	for _, s := range all {
-		d, err := startDrain(s.listen, s.reg.ServerToken)
+		b.slots <- s
+	}
+	for _, s := range all {
+		d, err := startDrain(s.push, s.reg.ServerToken)
 		if err != nil {
 			_ = b.close(ctx)
 			return nil, err
 		}
 		s.drain = d
-		b.slots <- s
 	}
 	return b, nil
 }
@@ -277,6 +283,7 @@ func (b *sharedBackend) close(ctx context.Context) error {
 			if s.drain != nil {
 				_ = s.drain.stop()
 			}
+			_ = s.push.close()
 			continue
 		default:
 		}
@@ -299,10 +306,10 @@ func (b *sharedBackend) lease(ctx context.Context) (*lease, error) {
 		return nil, fmt.Errorf("waiting for a free %s appservice slot: %w", b.which, ctx.Err())
 	}
 	if s.drain == nil {
-		d, err := startDrain(s.listen, s.reg.ServerToken)
+		d, err := startDrain(s.push, s.reg.ServerToken)
 		if err != nil {
 			b.slots <- s
-			return nil, fmt.Errorf("the push port of the %s appservice slot is still taken after the previous scenario: %w", b.which, err)
+			return nil, fmt.Errorf("the %s appservice slot: %w", b.which, err)
 		}
 		s.drain = d
 	}
@@ -316,7 +323,7 @@ func (b *sharedBackend) lease(ctx context.Context) (*lease, error) {
 	// registers its own "ori".
 	n.humanPrefix = fmt.Sprintf("h%s%d-", b.runPrefix, seq)
 	return &lease{
-		hs: b.hs, names: n, reg: s.reg, listen: s.listen,
+		hs: b.hs, names: n, reg: s.reg, listen: s.push.addr, push: s.push,
 		handOver: func(ctx context.Context, last id.EventID) error {
 			if last != "" {
 				if err := s.drain.waitFor(ctx, last); err != nil {
@@ -330,7 +337,7 @@ func (b *sharedBackend) lease(ctx context.Context) (*lease, error) {
 		release: func() {
 			if s.drain == nil {
 				// On failure the next lease tries again and reports it.
-				if d, err := startDrain(s.listen, s.reg.ServerToken); err == nil {
+				if d, err := startDrain(s.push, s.reg.ServerToken); err == nil {
 					s.drain = d
 				}
 			}
@@ -350,22 +357,32 @@ func startSynapse(ctx context.Context, k int) (*sharedBackend, error) {
 	var all []*slot
 	for i := range k {
 		n := names{serverName: "localhost", agentPrefix: fmt.Sprintf("zs%s%d-", run, i)}
-		listen, err := freeListen()
+		// Bound now and held for the run: Synapse's registration names it.
+		sock, err := bindPush("127.0.0.1:0")
 		if err != nil {
+			closeSlots(all)
 			return nil, err
 		}
-		s := &slot{names: n, reg: registration(n, listen), listen: listen}
+		s := &slot{names: n, reg: registration(n, sock.addr), push: sock}
 		all = append(all, s)
 		opts = append(opts, synapse.WithAppservice(s.reg))
 	}
 	c, err := synapse.Run(ctx, opts...)
 	if err != nil {
+		closeSlots(all)
 		return nil, fmt.Errorf("starting synapse: %w", err)
 	}
 	for _, s := range all {
 		s.names.serverName = c.ServerName()
 	}
 	return newSharedBackend(ctx, "synapse", synapseHS{c}, run, all, c.Terminate)
+}
+
+// closeSlots unbinds the push ports of slots no backend owns yet.
+func closeSlots(all []*slot) {
+	for _, s := range all {
+		_ = s.push.close()
+	}
 }
 
 // synapseHS adapts the shared container.

@@ -133,7 +133,13 @@ func startURL(ctx context.Context, baseURL string, getenv func(string) string) (
 	if reg.ID == "" {
 		reg.ID = "zooid"
 	}
-	sl := &slot{names: n, reg: reg, listen: s.pushAddr}
+	// Bound for the whole run, so the port is never free between a drain
+	// and a daemon.
+	sock, err := bindPush(s.pushAddr)
+	if err != nil {
+		return nil, fmt.Errorf("homeserver %s: %w (%s must be free on this machine)", baseURL, err, ASPushAddrEnv)
+	}
+	sl := &slot{names: n, reg: reg, push: sock}
 	b, err := newSharedBackend(ctx, "url", urlHS{base: s.baseURL}, run, []*slot{sl}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("homeserver %s: %w (%s must be free on this machine)", baseURL, err, ASPushAddrEnv)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/zooid-dev/zooid/docker/synapse"
 	"github.com/zooid-dev/zooid/fakehs"
+	"github.com/zooid-dev/zooid/internal/freeport"
 )
 
 // urlEnvVars is every variable the URL backend reads.
@@ -72,7 +73,7 @@ func TestRunRefusesURLWithoutRegistration(t *testing.T) {
 // TestURLPingWithoutEndpoint: a server without /appservice/{id}/ping (fakehs
 // has none) is no sign the registration's url is wrong; the run starts.
 func TestURLPingWithoutEndpoint(t *testing.T) {
-	push, err := freeListen()
+	push, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,9 @@ func TestURLPingWithoutEndpoint(t *testing.T) {
 // its URL and an appservice registration described the way an operator
 // describes it: in the environment.
 func TestURLHomeserverFeatures(t *testing.T) {
-	push, err := freeListen()
+	// The operator names the push address; a URL run binds it at start and
+	// holds it to the end, but between here and there it is only free.
+	push, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,29 +244,32 @@ func TestURLRegistrationRefusedSaysWhatToEnable(t *testing.T) {
 	}
 }
 
-// TestSlotWithBusyPushPortFailsTheLeaseNotTheRun: a push port still held
-// when a scenario ends must not lose the slot (with one slot the run would
-// hang); the next lease reports it and a later one succeeds.
-func TestSlotWithBusyPushPortFailsTheLeaseNotTheRun(t *testing.T) {
-	held, err := net.Listen("tcp", "127.0.0.1:0")
+// TestSlotPushPortIsNeverFreeBetweenScenarios: a slot's push port is bound
+// when the backend takes the slot and stays bound through every hand-over
+// (drain to daemon and back), so no one else can take it between scenarios.
+func TestSlotPushPortIsNeverFreeBetweenScenarios(t *testing.T) {
+	sock, err := bindPush("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = held.Close() })
 	reg := &appservice.Registration{ServerToken: "hs-" + randomHex(8)}
-	b := &sharedBackend{which: "url", hs: urlHS{base: "http://127.0.0.1:1"}, runPrefix: "r", slots: make(chan *slot, 1)}
-	b.slots <- &slot{names: names{serverName: "localhost", agentPrefix: "zt-"}, reg: reg, listen: held.Addr().String()}
-	t.Cleanup(func() { _ = b.close(context.Background()) })
-
-	if _, err := b.lease(context.Background()); err == nil || !strings.Contains(err.Error(), "still taken") {
-		t.Fatalf("lease with the push port taken: got %v, want it reported", err)
-	}
-	if err := held.Close(); err != nil {
+	b, err := newSharedBackend(context.Background(), "url", urlHS{base: "http://127.0.0.1:1"}, "r",
+		[]*slot{{names: names{serverName: "localhost", agentPrefix: "zt-"}, reg: reg, push: sock}}, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = b.close(context.Background()) })
+	taken := func(when string) {
+		t.Helper()
+		if ln, err := net.Listen("tcp", sock.addr); err == nil {
+			_ = ln.Close()
+			t.Fatalf("%s: %s could be bound by someone else", when, sock.addr)
+		}
+	}
+	taken("slot idle")
 	l, err := b.lease(context.Background())
 	if err != nil {
-		t.Fatalf("lease after the port came free: %v", err)
+		t.Fatal(err)
 	}
 	if l.names.humanPrefix == "" || l.names.aliasSuffix == "" {
 		t.Fatalf("lease names not per scenario: %+v", l.names)
@@ -271,7 +277,17 @@ func TestSlotWithBusyPushPortFailsTheLeaseNotTheRun(t *testing.T) {
 	if err := l.handOver(context.Background(), ""); err != nil {
 		t.Fatalf("hand-over: %v", err)
 	}
+	taken("after the drain handed over")
+	ln, err := l.push.listener()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ln.Close(); err != nil { // the daemon stops
+		t.Fatal(err)
+	}
+	taken("after the daemon closed its listener")
 	l.release()
+	taken("after release")
 	l2, err := b.lease(context.Background())
 	if err != nil {
 		t.Fatalf("lease after release: %v", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -228,7 +229,15 @@ type daemonProcConfig struct {
 	Config        *config.Config
 	BridgeCommand []string
 	TurnTimeout   time.Duration
+	// PushFD is the descriptor, inherited from the parent, of the bound
+	// appservice push socket (the lease's); the parent keeps its own copy, so
+	// the port stays bound across a killed and restarted daemon.
+	PushFD int
 }
+
+// pushFD is the push socket's descriptor in the daemon process: the first
+// of cmd.ExtraFiles.
+const pushFD = 3
 
 func init() {
 	// Like fakeagent.ExecIfRequested: a test binary (or zooid sim) started with
@@ -252,7 +261,18 @@ func daemonProcessMain(path string) int {
 		log.Error("decoding daemon config", "err", err)
 		return 1
 	}
-	d, err := daemon.New(daemon.Options{Config: pc.Config, Logger: log, BridgeCommand: pc.BridgeCommand, TurnTimeout: pc.TurnTimeout})
+	opts := daemon.Options{Config: pc.Config, Logger: log, BridgeCommand: pc.BridgeCommand, TurnTimeout: pc.TurnTimeout}
+	if pc.PushFD != 0 {
+		f := os.NewFile(uintptr(pc.PushFD), "appservice push socket")
+		ln, err := net.FileListener(f)
+		_ = f.Close()
+		if err != nil {
+			log.Error("inheriting the push socket", "fd", pc.PushFD, "err", err)
+			return 1
+		}
+		opts.PushListener = ln
+	}
+	d, err := daemon.New(opts)
 	if err != nil {
 		log.Error("configuring daemon", "err", err)
 		return 1
@@ -306,7 +326,7 @@ func (w *world) startAsProcess(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pc := daemonProcConfig{Config: w.config(exe), BridgeCommand: []string{exe, "mcp"}, TurnTimeout: procTurnTimeout}
+	pc := daemonProcConfig{Config: w.config(exe), BridgeCommand: []string{exe, "mcp"}, TurnTimeout: procTurnTimeout, PushFD: pushFD}
 	raw, err := json.Marshal(pc)
 	if err != nil {
 		return fmt.Errorf("encoding the daemon config: %w", err)
@@ -337,6 +357,7 @@ func (w *world) spawnDaemon(ctx context.Context, exe string) error {
 	cmd.Env = append(os.Environ(), fakeagent.ExecEnv+"="+daemonProcArg)
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.ExtraFiles = []*os.File{w.lease.push.file} // pushFD in the child
 	ready := &readyWriter{ch: make(chan struct{})}
 	cmd.Stdout = ready
 	if err := cmd.Start(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -51,6 +52,11 @@ type Options struct {
 	// turn; the thread's next message starts a fresh one. Zero means the
 	// config's idle_timeout, else DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// PushListener, when set, is the Matrix transport's appservice push
+	// listener, already bound at the config's listen address (a socket handed
+	// down by a supervisor or a test harness); the daemon serves on it and
+	// closes it instead of binding the address itself.
+	PushListener net.Listener
 }
 
 // Daemon is a running Zooid. Create it with New, then Start; Close stops it.

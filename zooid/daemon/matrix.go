@@ -53,8 +53,12 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 	mopts := matrix.OptionsFromConfig(cfg, mt)
 	mopts.Logger = d.log.With("component", "matrix")
 	mopts.Trace = d.trace
+	mopts.Listener = d.opts.PushListener
 	tr, err := matrix.New(mopts)
 	if err != nil {
+		if mopts.Listener != nil {
+			_ = mopts.Listener.Close()
+		}
 		return fmt.Errorf("creating matrix transport: %w", err)
 	}
 	d.transport = tr

@@ -44,6 +44,11 @@ type Options struct {
 	// Listen is the address of the appservice push listener ("127.0.0.1:0" picks a port).
 	// Empty means no push: each agent runs an impersonated /sync loop instead.
 	Listen string
+	// Listener, when set, is an already bound push listener that the transport
+	// serves on (and closes) instead of binding Listen itself: whoever named the
+	// address to the homeserver can hold the port from then on, so nothing else
+	// takes it in between.
+	Listener net.Listener
 	// StateDir holds the bbolt file with since tokens, seen event ids and the inbox.
 	StateDir string
 	Agents   []Agent
@@ -163,7 +168,10 @@ func New(opts Options) (*Transport, error) {
 			return nil, err
 		}
 	}
-	if opts.Listen != "" {
+	if opts.Listener != nil {
+		t.listener = opts.Listener
+		t.server = &http.Server{Handler: t.pushHandler(), ReadHeaderTimeout: 10 * time.Second}
+	} else if opts.Listen != "" {
 		ln, err := net.Listen("tcp", opts.Listen)
 		if err != nil {
 			_ = st.close()
@@ -191,7 +199,7 @@ func validate(o *Options) error {
 	switch {
 	case o.Homeserver == "" || o.ASToken == "":
 		return errors.New("matrix transport options: homeserver and as_token are required")
-	case o.Listen != "" && o.HSToken == "":
+	case (o.Listen != "" || o.Listener != nil) && o.HSToken == "":
 		return errors.New("matrix transport options: a push listener needs hs_token")
 	case o.StateDir == "":
 		return errors.New("matrix transport options: state dir is empty")
