@@ -168,16 +168,16 @@ func New(opts Options) (*Transport, error) {
 			return nil, err
 		}
 	}
-	if opts.Listener != nil {
-		t.listener = opts.Listener
-		t.server = &http.Server{Handler: t.pushHandler(), ReadHeaderTimeout: 10 * time.Second}
-	} else if opts.Listen != "" {
+	t.listener = opts.Listener
+	if t.listener == nil && opts.Listen != "" {
 		ln, err := net.Listen("tcp", opts.Listen)
 		if err != nil {
 			_ = st.close()
 			return nil, fmt.Errorf("listening for appservice pushes on %s: %w", opts.Listen, err)
 		}
 		t.listener = ln
+	}
+	if t.listener != nil {
 		// The homeserver is the only legitimate client: it sends a transaction
 		// promptly and keeps the connection alive between them. Anyone else
 		// holding a connection open, idle or dribbling a body, is cut off.
