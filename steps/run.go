@@ -48,6 +48,17 @@ type Options struct {
 	Wait time.Duration
 	// TurnTimeout is the daemon's turn timeout, which hung agents hit (default 3s).
 	TurnTimeout time.Duration
+	// Repeat runs every selected scenario this many times, in as many passes
+	// (default 1). A scenario that fails in one pass and passes in another is
+	// reported as flaky, and the run fails.
+	Repeat int
+	// Random shuffles the scenario order with this seed (pass k uses
+	// seed+k-1); -1 picks a seed. The seeds are printed so an order that
+	// failed can be replayed. 0 keeps the files' order.
+	Random int64
+
+	// testSteps, set by this package's tests, registers extra steps.
+	testSteps func(sc *godog.ScenarioContext)
 }
 
 // runner is what every scenario of a run shares.
@@ -56,6 +67,11 @@ type runner struct {
 	log         *slog.Logger
 	wait        time.Duration
 	turnTimeout time.Duration
+	// outcomes collects every scenario's result in every pass; pass is the
+	// pass running now (passes run one after another).
+	outcomes  *outcomes
+	pass      int
+	testSteps func(sc *godog.ScenarioContext)
 }
 
 // Run runs the features and returns the godog exit status: 0 when all
@@ -88,20 +104,51 @@ func Run(opts Options) int {
 	if b.kind() != "fake" {
 		opts.Tags = andTags(opts.Tags, "~"+FakeOnlyTag)
 	}
-	r := &runner{backend: b, log: st.log, wait: st.wait, turnTimeout: st.turnTimeout}
+	r := &runner{backend: b, log: st.log, wait: st.wait, turnTimeout: st.turnTimeout, outcomes: newOutcomes(), testSteps: opts.testSteps}
 	if opts.Wait == 0 && b.kind() != "fake" {
 		r.wait = 30 * time.Second
 	}
-	suite := godog.TestSuite{
-		Name:                "zooid",
-		ScenarioInitializer: r.initScenario,
-		Options: &godog.Options{
-			Paths: opts.Paths, Tags: opts.Tags, Format: opts.Format,
-			Concurrency: opts.Concurrency, Output: out, TestingT: opts.TestingT,
-			Strict: true, NoColors: true,
-		},
+	if opts.Random == -1 {
+		opts.Random = newSeed()
 	}
-	return suite.Run()
+	status := 0
+	for pass := 1; pass <= opts.Repeat; pass++ {
+		r.pass = pass
+		seed := int64(0)
+		if opts.Random != 0 {
+			seed = opts.Random + int64(pass-1)
+		}
+		switch {
+		case opts.Repeat > 1 && seed != 0:
+			fmt.Fprintf(out, "zooid sim: pass %d of %d, order shuffled with seed %d (replay it: --random %d)\n", pass, opts.Repeat, seed, seed)
+		case opts.Repeat > 1:
+			fmt.Fprintf(out, "zooid sim: pass %d of %d\n", pass, opts.Repeat)
+		case seed != 0:
+			fmt.Fprintf(out, "zooid sim: order shuffled with seed %d (replay it: --random %d)\n", seed, seed)
+		}
+		suite := godog.TestSuite{
+			Name:                "zooid",
+			ScenarioInitializer: r.initScenario,
+			Options: &godog.Options{
+				Paths: opts.Paths, Tags: opts.Tags, Format: opts.Format,
+				Concurrency: opts.Concurrency, Output: out, TestingT: opts.TestingT,
+				Strict: true, NoColors: true, Randomize: seed,
+			},
+		}
+		if st := suite.Run(); st > status {
+			status = st
+		}
+	}
+	if flaky, _ := r.outcomes.summary(out, opts.Repeat); flaky > 0 && status == 0 {
+		status = 1
+	}
+	return status
+}
+
+// newSeed picks a shuffle seed, positive so that it reads as one and
+// godog never takes it for "no shuffle".
+func newSeed() int64 {
+	return time.Now().UnixNano()%1_000_000_000 + 1
 }
 
 type settings struct {
@@ -135,6 +182,12 @@ func prepare(opts *Options) (settings, error) {
 	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 4
+	}
+	if opts.Repeat <= 0 {
+		opts.Repeat = 1
+	}
+	if opts.Random < -1 {
+		return st, fmt.Errorf("random seed %d: want a positive seed, or -1 to pick one", opts.Random)
 	}
 	if len(opts.Paths) == 0 {
 		dir, err := FeaturesDir()
@@ -213,10 +266,18 @@ func ModuleRoot() (string, error) {
 func (r *runner) initScenario(sc *godog.ScenarioContext) {
 	w := newWorld(r)
 	register(sc, w)
-	sc.After(func(ctx context.Context, _ *godog.Scenario, err error) (context.Context, error) {
-		if cerr := w.close(); cerr != nil && err == nil {
-			return ctx, fmt.Errorf("closing the scenario: %w", cerr)
+	if r.testSteps != nil {
+		r.testSteps(sc)
+	}
+	pass := r.pass
+	sc.After(func(ctx context.Context, s *godog.Scenario, err error) (context.Context, error) {
+		cerr := w.close()
+		if cerr != nil && err == nil {
+			cerr = fmt.Errorf("closing the scenario: %w", cerr)
+			r.outcomes.record(pass, s, cerr)
+			return ctx, cerr
 		}
+		r.outcomes.record(pass, s, err)
 		return ctx, nil
 	})
 }

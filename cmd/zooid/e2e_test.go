@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,8 +18,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/zooid-dev/zooid/internal/freeport"
 
 	"github.com/zooid-dev/zooid/steps/fakeagent"
 )
@@ -37,12 +36,23 @@ func TestMain(m *testing.M) {
 // zooidProcess starts `zooid args...` (this test binary) and stops it on cleanup.
 func zooidProcess(t *testing.T, stdout io.Writer, args ...string) *exec.Cmd {
 	t.Helper()
+	return zooidProcessWith(t, stdout, nil, args...)
+}
+
+// zooidProcessWith is zooidProcess handing the process extra descriptors
+// (3, 4, ...) with LISTEN_FDS saying so, as systemd's socket activation does.
+func zooidProcessWith(t *testing.T, stdout io.Writer, files []*os.File, args ...string) *exec.Cmd {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(self, args...)
 	cmd.Env = append(os.Environ(), execEnv+"=1")
+	if len(files) > 0 {
+		cmd.ExtraFiles = files
+		cmd.Env = append(cmd.Env, fmt.Sprintf("LISTEN_FDS=%d", len(files)))
+	}
 	cmd.Stdout = stdout
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -75,13 +85,16 @@ func TestRunAnswersAMentionPostedOverHTTP(t *testing.T) {
 	ctl := fakeagent.NewController(t)
 	ctl.Queue("agent-a", fakeagent.Turn{fakeagent.Say("svc-a looks healthy"), fakeagent.Stop("end_turn")})
 
-	pushAddr, hsAddr := freeAddr(t), freeAddr(t)
+	// Nothing is named before it is bound: the push port is bound here and
+	// handed to the daemon as a socket-activated descriptor, and fakehs binds
+	// a port of its choosing and prints it.
+	push, pushFile := boundPort(t)
 	cfgPath := filepath.Join(dir, "zooid.yaml")
 	self, _ := os.Executable()
 	args, _ := json.Marshal(ctl.Args("agent-a"))
 	writeFile(t, cfgPath, fmt.Sprintf(`transports:
   matrix:
-    homeserver: http://%s
+    homeserver: ${E2E_HS_URL}
     server_name: localhost
     as_token: ${E2E_AS_TOKEN}
     hs_token: ${E2E_HS_TOKEN}
@@ -95,7 +108,8 @@ agents:
       user_id: '@agent-a'
       display_name: Agent A
       rooms: ['#general']
-`, hsAddr, pushAddr, self, args, execEnv))
+`, push, self, args, execEnv))
+	t.Setenv("E2E_HS_URL", "http://127.0.0.1:1") // until fakehs says where it is
 	t.Setenv("E2E_AS_TOKEN", "e2e-as-token-0123456789")
 	t.Setenv("E2E_HS_TOKEN", "e2e-hs-token-0123456789")
 	// A human's token in the operator's shell, and an unlisted variable: the daemon
@@ -112,7 +126,7 @@ agents:
 	writeFile(t, regPath, reg.String())
 
 	urls := &lineWriter{lines: make(chan string, 4)}
-	zooidProcess(t, urls, "fakehs", "--addr", hsAddr, "--server-name", "localhost", "--appservice", regPath)
+	zooidProcess(t, urls, "fakehs", "--addr", "127.0.0.1:0", "--server-name", "localhost", "--appservice", regPath)
 	var hsURL string
 	select {
 	case hsURL = <-urls.lines:
@@ -120,8 +134,9 @@ agents:
 		t.Fatal("zooid fakehs printed no URL")
 	}
 	hsURL = strings.TrimSpace(hsURL)
+	t.Setenv("E2E_HS_URL", hsURL)
 
-	zooidProcess(t, io.Discard, "run", "--config", cfgPath, "--log-level", "debug")
+	zooidProcessWith(t, io.Discard, []*os.File{pushFile}, "run", "--config", cfgPath, "--log-level", "debug")
 
 	// ori registers, waits for the daemon to have created #general, joins and mentions.
 	hs := &curl{t: t, base: hsURL}
@@ -228,13 +243,21 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
+// boundPort binds a loopback port and returns its address and the socket,
+// held until the test ends, to hand to a child process.
+func boundPort(t *testing.T) (string, *os.File) {
 	t.Helper()
-	addr, err := freeport.Addr()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return addr
+	defer ln.Close()
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return ln.Addr().String(), f
 }
 
 func writeFile(t *testing.T, path, content string) {

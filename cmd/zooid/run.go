@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"github.com/zooid-dev/zooid/zooid/config"
@@ -43,7 +46,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 		cfg.Trace.Dir = *traceDir
 	}
-	d, err := daemon.New(daemon.Options{Config: cfg, Logger: logger})
+	push, err := activatedPushListener()
+	if err != nil {
+		fmt.Fprintf(stderr, "zooid run: %v\n", err)
+		return 1
+	}
+	d, err := daemon.New(daemon.Options{Config: cfg, Logger: logger, PushListener: push})
 	if err != nil {
 		fmt.Fprintf(stderr, "zooid run: %v\n", err)
 		return 1
@@ -57,4 +65,33 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	logger.Info("zooid stopped")
 	return 0
+}
+
+// activatedPushListener is the appservice push listener a supervisor handed
+// down, systemd-style (LISTEN_FDS=1, the socket as descriptor 3, LISTEN_PID
+// this process or unset): whoever wrote the homeserver's registration can
+// bind the port first and keep it bound, so it is never free for something
+// else to take before the daemon listens. Nil when none was handed down.
+func activatedPushListener() (net.Listener, error) {
+	n := os.Getenv("LISTEN_FDS")
+	if n == "" {
+		return nil, nil
+	}
+	if pid := os.Getenv("LISTEN_PID"); pid != "" && pid != strconv.Itoa(os.Getpid()) {
+		return nil, nil // meant for another process
+	}
+	// Agents must not think the socket is theirs.
+	for _, k := range []string{"LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"} {
+		_ = os.Unsetenv(k)
+	}
+	if n != "1" {
+		return nil, fmt.Errorf("LISTEN_FDS=%s: zooid takes exactly one socket, the matrix transport's push listener", n)
+	}
+	f := os.NewFile(3, "LISTEN_FDS socket")
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("LISTEN_FDS=1: descriptor 3 is not a listening socket: %w", err)
+	}
+	return ln, nil
 }

@@ -16,13 +16,15 @@ func cmdSim(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: zooid sim [paths] [--homeserver fake|fake-degraded|synapse|URL] [--tags EXPR] [--format pretty|progress|junit|cucumber] [--concurrency N]")
+		fmt.Fprintln(stderr, "usage: zooid sim [paths] [--homeserver fake|fake-degraded|synapse|URL] [--tags EXPR] [--format pretty|progress|junit|cucumber] [--concurrency N] [--repeat N] [--random SEED]")
 		fs.PrintDefaults()
 	}
 	hs := fs.String("homeserver", "", "fake (default, or $"+steps.HomeserverEnv+"), fake-degraded (fakehs with the degraded profile), synapse, or the URL of a running homeserver (appservice settings from the ZOOID_TEST_AS_* variables; see features/README.md)")
 	tags := fs.String("tags", "", "godog tag expression, e.g. '@routing && ~@slow'")
 	format := fs.String("format", "progress", "pretty, progress, junit or cucumber")
 	conc := fs.Int("concurrency", 4, "scenarios run at once")
+	repeat := fs.Int("repeat", 1, "run every selected scenario N times (in N passes); one that fails in some and passes in others is reported as flaky and fails the run")
+	random := fs.Int64("random", 0, "shuffle the scenario order with this seed (pass k uses SEED+k-1; -1 picks one); the seed is printed so an order can be replayed")
 	wait := fs.Duration("wait", 0, "bound of every wait in a step (default 10s, 30s on synapse)")
 	verbose := fs.Bool("v", false, "log the daemon and harness to stderr")
 	// Flags may come before or after the paths.
@@ -40,6 +42,7 @@ func cmdSim(args []string, stdout, stderr io.Writer) int {
 	opts := steps.Options{
 		Paths: paths, Homeserver: *hs, Tags: *tags, Format: *format,
 		Concurrency: *conc, Output: stdout, Wait: *wait,
+		Repeat: *repeat, Random: *random,
 	}
 	if *verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))

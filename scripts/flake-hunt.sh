@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Hunts flaky scenarios: the fake feature suite, several passes in shuffled
+# orders at high concurrency with a CPU hog busy beside it. Fails on any
+# scenario that failed, flaky ones included (zooid sim --repeat reports them),
+# and on a hunt that overran its time budget. Knobs: FLAKE_REPEAT (passes,
+# default 3), FLAKE_CONCURRENCY (default 8), FLAKE_SEED (default: picked and
+# printed), FLAKE_BUDGET (seconds, default 480).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+repeat=${FLAKE_REPEAT:-3}
+conc=${FLAKE_CONCURRENCY:-8}
+seed=${FLAKE_SEED:--1}
+budget=${FLAKE_BUDGET:-480}
+
+bin=$(mktemp -d)
+hog=""
+cleanup() {
+	if [ -n "$hog" ]; then kill "$hog" 2>/dev/null || true; wait "$hog" 2>/dev/null || true; fi
+	rm -rf "$bin"
+}
+trap cleanup EXIT
+
+go build -o "$bin/zooid" ./cmd/zooid
+
+# One core kept busy for the whole hunt: scenarios meet the scheduling delays
+# of a loaded CI machine, which is where timing assumptions break.
+sh -c 'while :; do :; done' &
+hog=$!
+
+status=0
+timeout --kill-after=30 "$budget" "$bin/zooid" sim --homeserver fake \
+	--repeat "$repeat" --concurrency "$conc" --random "$seed" || status=$?
+if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+	echo "flake hunt: overran its ${budget}s budget (a hung scenario is a failure too)" >&2
+fi
+exit "$status"
