@@ -24,13 +24,15 @@ const maxScan = 20000
 type chunkFetch func(ctx context.Context, from string, size int) (chunk []*event.Event, start, next string, err error)
 
 // walker yields a backward stream one event at a time, remembering for each
-// event the (pinned) token its chunk was fetched from. Each chunk after the
-// first is twice the size of the one before, up to maxChunk, so a sparse
+// event the (pinned) token its chunk was fetched from. From the third chunk
+// on each is twice the size of the one before, up to maxChunk, so a sparse
 // stream (few matches among many events) costs O(log) requests more than a
-// dense one, never one request per few matches.
+// dense one, never one request per few matches, while a dense page (one or
+// two chunks) fetches no more than it did.
 type walker struct {
 	fetch chunkFetch
 	size  int // size of the next chunk
+	loads int
 	// observe, when set, sees every event the walk passes, also those skipped
 	// to reach a cursor's position.
 	observe func(*event.Event)
@@ -53,7 +55,9 @@ func (w *walker) load(ctx context.Context, from string) error {
 	if err != nil {
 		return err
 	}
-	w.size = min(w.size*2, maxChunk)
+	if w.loads++; w.loads >= 2 {
+		w.size = min(w.size*2, maxChunk)
+	}
 	w.fetched = true
 	w.token = from
 	if from == "" && start != "" {
