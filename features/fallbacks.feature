@@ -67,6 +67,19 @@ Feature: Working with homeservers that do less or push back
     When agent-b calls zooid_get_history with {"limit": 5}
     Then the call is refused with "forbidden"
 
+  Scenario: after a restart, the thread memory is rebuilt behind a run of reactions
+    Given the daemon runs as its own process
+    And agent-b will reply "svc-b is degraded"
+    And agent-b will reply "yes, restarting it now"
+    When ori says in "#ops": "@agent-b how is svc-b?"
+    Then agent-b posts "svc-b is degraded" in the thread
+    When mia reacts 520 times to the last message of "#ops"
+    And the homeserver filters events after the page limit
+    And the daemon is killed and started again
+    And ori replies in the thread: "can you restart it?"
+    Then agent-b is prompted with "can you restart it?" in a new session
+    And agent-b posts "yes, restarting it now" in the thread
+
   Scenario: a rate-limited reply is retried and lands once
     Given "#ops" has 300 messages in 6 threads from ori, mia, agent-a and agent-b
     And agent-a will reply "on it"
