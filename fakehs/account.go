@@ -112,7 +112,7 @@ func (s *Server) checkNewUsername(localpart string) (id.UserID, error) {
 	if i := strings.IndexByte(localpart, ':'); i >= 0 {
 		localpart = localpart[:i]
 	}
-	if !localpartRE.MatchString(localpart) {
+	if id.ValidateUserLocalpart(localpart) != nil {
 		return "", mErr(http.StatusBadRequest, "M_INVALID_USERNAME", "User ID can only contain characters a-z, 0-9, or '=_-./+'")
 	}
 	uid := id.NewUserID(localpart, s.cfg.serverName)
@@ -158,7 +158,7 @@ func (s *Server) checkAvailable(localpart string) (id.UserID, error) {
 	if i := strings.IndexByte(lp, ':'); i >= 0 {
 		lp = lp[:i]
 	}
-	if !localpartRE.MatchString(lp) {
+	if id.ValidateUserLocalpart(lp) != nil {
 		return "", mErr(http.StatusBadRequest, "M_INVALID_USERNAME", "User ID can only contain characters a-z, 0-9, or '=_-./+'")
 	}
 	if s.exclusiveOwner(id.NewUserID(lp, s.cfg.serverName)) != nil {

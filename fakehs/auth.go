@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strings"
 
 	"maunium.net/go/mautrix/id"
@@ -130,8 +129,6 @@ func (s *Server) peekUser(r *http.Request) id.UserID {
 	return c.User
 }
 
-var localpartRE = regexp.MustCompile(`^[a-z0-9._=/+-]+$`)
-
 // newSession creates an access token for a user.
 func (st *store) newSession(uid id.UserID, device id.DeviceID) *session {
 	if device == "" {
@@ -146,7 +143,7 @@ func (st *store) newSession(uid id.UserID, device id.DeviceID) *session {
 // RegisterUser creates a local user directly (no HTTP) and returns its id and
 // an access token. The password is the localpart, so tests can also log in.
 func (s *Server) RegisterUser(localpart, displayName string) (id.UserID, string, error) {
-	if !localpartRE.MatchString(localpart) {
+	if id.ValidateUserLocalpart(localpart) != nil {
 		return "", "", fmt.Errorf("register %q: invalid localpart", localpart)
 	}
 	uid := id.NewUserID(localpart, s.cfg.serverName)

@@ -48,9 +48,6 @@ const (
 // urlRequiredEnv lists what a URL homeserver can't run without.
 var urlRequiredEnv = []string{ASTokenEnv, HSTokenEnv, ASPushAddrEnv, ASUserPrefixEnv}
 
-// localpartRE is what a user namespace prefix or sender may consist of.
-var localpartRE = regexp.MustCompile(`^[a-z0-9._=/+-]+$`)
-
 // urlSettings is the appservice registration of a URL homeserver.
 type urlSettings struct {
 	baseURL, serverName, id string
@@ -91,11 +88,11 @@ func urlEnv(baseURL string, getenv func(string) string) (urlSettings, error) {
 	if _, port, err := net.SplitHostPort(s.pushAddr); err != nil || port == "" || port == "0" {
 		bad = append(bad, fmt.Sprintf("%s=%q is not host:port", ASPushAddrEnv, s.pushAddr))
 	}
-	if !localpartRE.MatchString(s.userPrefix) {
-		bad = append(bad, fmt.Sprintf("%s=%q is not a localpart prefix (want %s)", ASUserPrefixEnv, s.userPrefix, localpartRE))
+	if id.ValidateUserLocalpart(s.userPrefix) != nil {
+		bad = append(bad, fmt.Sprintf("%s=%q is not a localpart prefix (want %s)", ASUserPrefixEnv, s.userPrefix, id.ValidLocalpartRegex))
 	}
-	if !localpartRE.MatchString(s.sender) {
-		bad = append(bad, fmt.Sprintf("%s=%q is not a localpart (want %s)", ASSenderLocalpartEnv, s.sender, localpartRE))
+	if id.ValidateUserLocalpart(s.sender) != nil {
+		bad = append(bad, fmt.Sprintf("%s=%q is not a localpart (want %s)", ASSenderLocalpartEnv, s.sender, id.ValidLocalpartRegex))
 	}
 	if len(bad) > 0 {
 		return s, fmt.Errorf("homeserver %s: %s", baseURL, strings.Join(bad, "; "))
