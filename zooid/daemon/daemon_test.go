@@ -1,10 +1,16 @@
 package daemon
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
 	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/router"
 )
 
 func TestTurnTimeoutComesFromOptionsThenConfigThenDefault(t *testing.T) {
@@ -37,5 +43,33 @@ func TestCursorKeySurvivesARestart(t *testing.T) {
 	}
 	if len(first) != 32 || string(first) != string(second) {
 		t.Fatalf("cursor key changed across restarts: %x then %x", first, second)
+	}
+}
+
+// Wakes happen in configuration order (the router's promise): the daemon must
+// hand it its agents in zooid.yaml order, not in map order.
+func TestRouterWakesInConfigurationOrder(t *testing.T) {
+	cfg := &config.Config{}
+	var users []id.UserID
+	var names []string
+	for i := range 24 {
+		name := fmt.Sprintf("agent-%02d", 23-i) // not alphabetical either
+		uid := id.NewUserID(name, "hs")
+		names, users = append(names, name), append(users, uid)
+		cfg.Agents = append(cfg.Agents, config.Agent{Name: name, Matrix: &config.AgentMatrix{UserID: uid, Rooms: []config.RoomRef{"#ops:hs"}}})
+	}
+	d, err := New(Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := router.New(d.routerAgents(func(config.RoomRef) (id.RoomID, bool) { return "!ops:hs", true }))
+	slices.Reverse(users) // mention order must not matter either
+	wakes := r.Route(router.Message{Room: "!ops:hs", EventID: "$1", Sender: "@ori:hs", Body: "all of you", Mentions: &event.Mentions{UserIDs: users}})
+	var got []string
+	for _, w := range wakes {
+		got = append(got, w.Agent)
+	}
+	if !slices.Equal(got, names) {
+		t.Fatalf("wake order %v, want configuration order %v", got, names)
 	}
 }

@@ -47,6 +47,10 @@ func (d *Daemon) handleEvent(ctx context.Context, ev *event.Event) {
 	if msg.IsTaskRoot {
 		if t, ok := d.noteTaskRoot(ev); ok {
 			task = &t
+		} else {
+			// Only roots this daemon posted (and journaled) open task threads:
+			// the field alone, from anyone, is just content.
+			msg.IsTaskRoot, msg.TaskAssignee = false, ""
 		}
 	}
 	wakes := r.Route(msg)
@@ -121,6 +125,9 @@ func (d *Daemon) replayThreadMemory(ctx context.Context) {
 				continue
 			}
 			if msg, ok := router.MessageFromEvent(ev); ok {
+				if _, journaled := d.tasks.TaskByThread(room, ev.ID); msg.IsTaskRoot && !journaled {
+					msg.IsTaskRoot, msg.TaskAssignee = false, ""
+				}
 				r.Observe(msg)
 			}
 		}

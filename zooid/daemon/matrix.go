@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"maunium.net/go/mautrix/appservice"
+	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/history"
@@ -144,14 +145,21 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 // buildRouter builds the router from the resolved room ids. It runs once the
 // transport is up; rooms that failed to resolve are logged and skipped.
 func (d *Daemon) buildRouter() *router.Router {
+	return router.New(d.routerAgents(d.transport.RoomID))
+}
+
+// routerAgents is the routing view of the Matrix agents, in zooid.yaml order
+// (the order of wakes), with each agent's rooms resolved by resolve.
+func (d *Daemon) routerAgents(resolve func(room config.RoomRef) (id.RoomID, bool)) []router.Agent {
 	var ras []router.Agent
-	for _, rt := range d.agents {
+	for _, a := range d.opts.Config.Agents {
+		rt := d.agents[a.Name]
 		if rt.cfg.Matrix == nil {
 			continue
 		}
 		rt.rooms = rt.rooms[:0]
 		for _, r := range rt.cfg.Matrix.Rooms {
-			rid, ok := d.transport.RoomID(r)
+			rid, ok := resolve(r)
 			if !ok {
 				d.log.Warn("room not resolved; agent not bound there", "agent", rt.cfg.Name, "room", r)
 				continue
@@ -170,5 +178,5 @@ func (d *Daemon) buildRouter() *router.Router {
 			Trigger:     trigger,
 		})
 	}
-	return router.New(ras)
+	return ras
 }

@@ -64,6 +64,10 @@ func MessageFromEvent(ev *event.Event) (Message, bool) {
 	if content.RelatesTo != nil && content.RelatesTo.Type == event.RelReplace {
 		return Message{}, false
 	}
+	if _, isString := ev.Content.Raw["body"].(string); !isString {
+		// No string body (absent, null, a number): nothing to prompt with.
+		return Message{}, false
+	}
 	m.Body = content.Body
 	m.MsgType = string(content.MsgType)
 	m.Mentions = content.Mentions

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 )
 
@@ -150,6 +151,14 @@ func (r *Router) Route(m Message) []Wake {
 	if sender := r.byUser[m.Sender]; sender != nil {
 		return r.routeAgentPost(m, sender)
 	}
+	if m.MsgType == string(event.MsgNotice) {
+		// Automated clients don't answer notices (the Matrix convention), so
+		// two bots can't talk each other into a loop.
+		return nil
+	}
+	// Only an agent's post can open a task thread; a person's message that
+	// carries the field is an ordinary message.
+	m.IsTaskRoot, m.TaskAssignee = false, ""
 	if m.ThreadRoot == "" {
 		return r.routeTopLevel(m)
 	}
@@ -173,11 +182,10 @@ func (r *Router) Observe(m Message) {
 		}
 		return
 	}
+	if m.MsgType == string(event.MsgNotice) {
+		return
+	}
 	if m.ThreadRoot == "" {
-		if m.IsTaskRoot {
-			r.noteTaskRoot(m)
-			return
-		}
 		if names := r.mentioned(m); len(names) > 0 {
 			th := r.thread(m.Room, m.EventID, true)
 			th.addressees = names
@@ -253,9 +261,6 @@ func (r *Router) wakeTaskRoot(m Message) []Wake {
 }
 
 func (r *Router) routeTopLevel(m Message) []Wake {
-	if m.IsTaskRoot {
-		return r.wakeTaskRoot(m)
-	}
 	var wakes []Wake
 	mentioned := r.mentioned(m)
 	for _, a := range r.agents {

@@ -382,3 +382,56 @@ func TestWakeSaysWhy(t *testing.T) {
 		}
 	}
 }
+
+// Notices are what bots (Zooid's agents included) post: answering them lets two
+// bots loop, so a notice wakes no one, whoever it mentions.
+func TestNoticesNeverWake(t *testing.T) {
+	r := New(testAgents())
+	runSteps(t, r, []step{
+		{Message{Room: roomMain, EventID: "$1", Sender: "@otherbot:example.org", MsgType: "m.notice", Body: "@agent-a deploy done", Mentions: mentions(userA)}, nil},
+		{Message{Room: roomOther, EventID: "$2", Sender: "@otherbot:example.org", MsgType: "m.notice", Body: "tick"}, nil},
+		{Message{Room: roomMain, EventID: "$3", Sender: alice, MsgType: "m.text", Body: "@agent-a hi", Mentions: mentions(userA)}, []string{"agent-a@$3:hi"}},
+		{Message{Room: roomMain, EventID: "$4", Sender: "@otherbot:example.org", MsgType: "m.notice", Body: "build red", ThreadRoot: "$3"}, nil},
+		{Message{Room: roomMain, EventID: "$5", Sender: "@otherbot:example.org", MsgType: "m.notice", Body: "@agent-b look", ThreadRoot: "$3", Mentions: mentions(userB)}, nil},
+	})
+	// The notice that mentioned agent-b did not switch the thread to it.
+	if th, _ := r.Thread(roomMain, "$3"); !slices.Equal(th.Addressees, []string{"agent-a"}) {
+		t.Fatalf("addressees after notices = %v, want [agent-a]", th.Addressees)
+	}
+}
+
+// Only an agent's post can be a task root (and the daemon checks its journal
+// too): a human's message carrying dev.zooid.thread_start is an ordinary one.
+func TestHumanThreadStartIsNotATaskRoot(t *testing.T) {
+	r := New(testAgents())
+	runSteps(t, r, []step{
+		{Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "audit svc-a", IsTaskRoot: true, TaskAssignee: "agent-b"}, nil},
+		{Message{Room: roomMain, EventID: "$2", Sender: alice, Body: "@agent-b audit svc-b", Mentions: mentions(userB), IsTaskRoot: true, TaskAssignee: "agent-b"}, []string{"agent-b@$2:audit svc-b"}},
+	})
+	if th, ok := r.Thread(roomMain, "$1"); ok {
+		t.Fatalf("a human's unmentioned thread_start is remembered as %+v", th)
+	}
+	if th, _ := r.Thread(roomMain, "$2"); th.Task || th.Assignee != "" {
+		t.Fatalf("a human's thread_start made a task thread: %+v", th)
+	}
+	r.Observe(Message{Room: roomMain, EventID: "$3", Sender: alice, Body: "x", IsTaskRoot: true, TaskAssignee: "agent-a"})
+	if th, ok := r.Thread(roomMain, "$3"); ok && th.Task {
+		t.Fatalf("replayed human thread_start made a task thread: %+v", th)
+	}
+}
+
+// A body that is not a string is no message: it must not wake an agent with an
+// empty prompt, whatever m.mentions says.
+func TestNonStringBodyIsNotRouted(t *testing.T) {
+	for _, body := range []string{`42`, `{"text":"hi"}`, `["hi"]`, `null`, ``} {
+		content := `{"msgtype":"m.text","m.mentions":{"user_ids":["@agent-a:example.org"]}`
+		if body != "" {
+			content += `,"body":` + body
+		}
+		content += `}`
+		ev := parseEvent(t, `{"type":"m.room.message","event_id":"$1","room_id":"!main:example.org","sender":"@alice:example.org","content":`+content+`}`)
+		if m, ok := MessageFromEvent(ev); ok {
+			t.Errorf("body %s: routed as %+v, wakes %v", body, m, fmtWakes(New(testAgents()).Route(m)))
+		}
+	}
+}

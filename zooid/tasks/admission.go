@@ -8,7 +8,6 @@ import (
 	"html"
 	"slices"
 	"strings"
-	"sync"
 
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -19,7 +18,7 @@ import (
 
 // Start runs zooid_start_task_threads for caller c: each task in order is admitted or
 // refused, all admitted ones are journaled as reserved in one transaction, then their
-// roots are posted concurrently. Results are index-aligned with req.Tasks.
+// roots are posted one after another, in order. Results are index-aligned with req.Tasks.
 func (m *Manager) Start(ctx context.Context, c tools.Caller, req tools.StartRequest) (tools.StartResult, error) {
 	notify := req.Notify
 	switch notify {
@@ -42,18 +41,13 @@ func (m *Manager) Start(ctx context.Context, c tools.Caller, req tools.StartRequ
 		return tools.StartResult{}, err
 	}
 	m.traceAdmission(c, admitted, results)
-	var wg sync.WaitGroup
+	// One at a time, in the order given: the room shows the tasks as the
+	// caller listed them (concurrent posts land in whatever order they finish).
 	for i, t := range admitted {
-		if t == nil {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		if t != nil {
 			results[i] = m.post(ctx, t)
-		}()
+		}
 	}
-	wg.Wait()
 	m.traceStarted(c, admitted, results)
 	return tools.StartResult{Results: results, Notify: notify, Delivery: delivery(notify, results)}, nil
 }
