@@ -41,3 +41,15 @@ Feature: Who is woken by a message
     When ori says in "#random": "@agent-a @agent-c anyone here?"
     Then agent-a is not prompted with "anyone here?"
     And agent-c is not prompted with "anyone here?"
+
+  Scenario: a notice wakes no one, even one that mentions an agent
+    Bots post notices and don't answer them, so two bots can't talk each other into a loop.
+    When mia says in "#ops" with {"msgtype": "m.notice"}: "@agent-a deploy finished"
+    Then agent-a is not prompted with "deploy finished"
+
+  Scenario: a person's message carrying a task field is an ordinary message
+    Only task roots the daemon posted itself open task threads.
+    Given agent "agent-c" is bound to "#ops" with trigger any
+    When ori says in "#ops" with {"dev.zooid.thread_start": {"version": 1, "assignee": "agent-b", "attempt_id": "zt0"}}: "audit svc-a"
+    Then agent-c is prompted with "audit svc-a"
+    And agent-b is not prompted with "audit svc-a"

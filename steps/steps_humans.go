@@ -25,6 +25,10 @@ func humanSteps(w *world) []stepDef {
 			example: `ori says in "#ops" without m.mentions: "agent-a, are you there?"`,
 			doc:     "Posts a top-level message as an old client would: mentions only in the body, no m.mentions.",
 			fn:      w.stepSaysPlain},
+		{area: "humans", pattern: `^([a-z0-9-]+) says in "(#[a-z0-9-]+)" with (\{.*\}): "([^"]*)"$`,
+			example: `mia says in "#ops" with {"msgtype": "m.notice"}: "@agent-a deploy done"`,
+			doc:     "Posts a top-level message whose content also holds (or overrides with) the JSON's fields, placeholders resolved.",
+			fn:      w.stepSaysWith},
 		{area: "humans", pattern: `^([a-z0-9-]+) replies in the thread: "([^"]*)"$`,
 			example: `mia replies in the thread: "and svc-b too"`,
 			doc:     "Posts a reply in the current thread.",
@@ -55,6 +59,18 @@ func (w *world) stepSays(ctx context.Context, who, roomName, text string) error 
 
 func (w *world) stepSaysPlain(ctx context.Context, who, roomName, text string) error {
 	_, err := w.say(ctx, who, roomName, text, "", false)
+	return err
+}
+
+func (w *world) stepSaysWith(ctx context.Context, who, roomName, js, text string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	extra, err := w.toolArgs(who, js)
+	if err != nil {
+		return err
+	}
+	_, err = w.sayWith(ctx, who, roomName, text, "", true, extra)
 	return err
 }
 
@@ -129,6 +145,11 @@ func (w *world) stepPostsMany(ctx context.Context, who, n, roomName string) erro
 // Every @name becomes the Matrix id in the body and, with mentions, an
 // m.mentions entry.
 func (w *world) say(ctx context.Context, who, roomName, text string, root id.EventID, mentions bool) (*post, error) {
+	return w.sayWith(ctx, who, roomName, text, root, mentions, nil)
+}
+
+// sayWith is say with extra content fields, set last.
+func (w *world) sayWith(ctx context.Context, who, roomName, text string, root id.EventID, mentions bool, extra map[string]any) (*post, error) {
 	if err := w.start(ctx); err != nil {
 		return nil, err
 	}
@@ -155,6 +176,9 @@ func (w *world) say(ctx context.Context, who, roomName, text string, root id.Eve
 	}
 	if root != "" {
 		content["m.relates_to"] = threadRelation(root, w.lastIn(root))
+	}
+	for k, v := range extra {
+		content[k] = v
 	}
 	resp, err := h.cli.SendMessageEvent(ctx, r.id, event.EventMessage, content)
 	if err != nil {
