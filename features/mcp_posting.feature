@@ -31,3 +31,23 @@ Feature: Posting as the agent
     When agent-a calls zooid_send_message with {"room": "#private", "text": "sneaky"}
     Then the call is refused with "not_in_room"
     And agent-a has posted nothing containing "sneaky"
+
+  Scenario Outline: a room in any form zooid.yaml accepts is a target
+    When agent-a calls zooid_send_message with {"room": "<room>", "text": "status: green"}
+    Then the call succeeds
+    And agent-a posts "status: green" top-level in "#dev"
+
+    Examples:
+      | room        |
+      | #dev        |
+      | #dev:alias  |
+      | #dev:short  |
+
+  Scenario: a room the agent is still in but zooid.yaml no longer binds is neither listed nor a target
+    Given agent-a is still a member of "#old", which zooid.yaml does not bind it to
+    When agent-a calls zooid_get_rooms
+    Then the result has 2 rooms
+    And the result includes {"rooms": [{"id": "#ops"}, {"id": "#dev"}]}
+    When agent-a calls zooid_send_message with {"room": "#old", "text": "sneaky"}
+    Then the call is refused with "not_in_room"
+    And agent-a has posted nothing containing "sneaky"

@@ -159,7 +159,7 @@ func TestURLHomeserverFeatures(t *testing.T) {
 	paths := []string{"features/triggers.feature", "features/mcp_identity.feature"}
 	scenarios := 0
 	for _, p := range paths {
-		src, err := os.ReadFile(p)
+		src, err := os.ReadFile(findPath(p))
 		if err != nil {
 			t.Fatal(err)
 		}

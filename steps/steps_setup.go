@@ -88,11 +88,40 @@ func setupSteps(w *world) []stepDef {
 			example: `the homeserver's last fault fired twice`,
 			doc:     "Waits until the most recently programmed fault has applied to that many requests, and checks it applied to no more. Every programmed fault is also checked when the scenario passes: a \"the next N\" fault must have fired N times, an \"every\" fault at least once.",
 			fn:      func(ctx context.Context, n string) error { return w.stepFaultFired(ctx, times(n)) }},
+		{area: "setup", pattern: `^([a-z0-9-]+) is still a member of "(#[a-z0-9-]+)", which zooid.yaml does not bind it to$`,
+			example: `agent-a is still a member of "#old", which zooid.yaml does not bind it to`,
+			doc:     "Starts the scenario, then joins the agent's Matrix user to the room (created if new) through the appservice, as a room removed from its binding leaves it.",
+			fn:      w.stepStrayMember},
 		{area: "setup", pattern: `^([a-z0-9-]+) is answering a mention in "(#[a-z0-9-]+)"$`,
 			example: `agent-a is answering a mention in "#ops"`,
 			doc:     "The first human mentions the agent top-level in the room and waits until it is prompted; that thread becomes the current one.",
 			fn:      w.stepAnswering},
 	}
+}
+
+func (w *world) stepStrayMember(ctx context.Context, agent, roomName string) error {
+	a, err := w.agent(agent)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(a.rooms, roomName) {
+		return fmt.Errorf("%s is bound to %s; a stray membership needs a room it is not bound to", agent, roomName)
+	}
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	r, err := w.room(ctx, roomName)
+	if err != nil {
+		return err
+	}
+	cli, err := w.clientFor(ctx, w.names().agent(agent))
+	if err != nil {
+		return err
+	}
+	if _, err := cli.JoinRoom(ctx, string(r.id), nil); err != nil {
+		return fmt.Errorf("%s joining %s outside zooid.yaml: %w", agent, roomName, err)
+	}
+	return nil
 }
 
 func (w *world) stepUsers(ctx context.Context, list string) error {

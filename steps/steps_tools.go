@@ -117,6 +117,15 @@ func (w *world) placeholder(agent, s string) (any, error) {
 			return nil, err
 		}
 		return string(uid), nil
+	case strings.HasPrefix(s, "#") && (strings.HasSuffix(s, ":alias") || strings.HasSuffix(s, ":short")):
+		name, form, _ := strings.Cut(s, ":")
+		if err := checkRoom(name); err != nil {
+			return nil, err
+		}
+		if form == "short" {
+			return "#" + w.names().aliasLocalpart(name), nil
+		}
+		return string(w.names().alias(name)), nil
 	case strings.HasPrefix(s, "#"):
 		name, thread, hasThread := strings.Cut(s, "/thread-")
 		if checkRoom(name) != nil {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -244,6 +245,7 @@ func (d *Daemon) callerFor(rt *agentRuntime, key sessionKey) tools.Caller {
 		UserID:     rt.userID,
 		Transport:  "matrix",
 		Room:       key.room,
+		Rooms:      slices.Clone(rt.rooms),
 		Thread:     key.thread,
 		Kind:       d.kindFor(key),
 		SessionKey: key.String(),

@@ -22,6 +22,7 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/tools"
 	"github.com/zooid-dev/zooid/zooid/zevent"
 )
@@ -675,7 +676,9 @@ func (h *History) RoomInfo(ctx context.Context, c tools.Caller) (tools.RoomInfo,
 	return h.roomInfo(ctx, cli, c.Room), nil
 }
 
-// Rooms is zooid_get_rooms: the rooms the caller's user has joined.
+// Rooms is zooid_get_rooms: the rooms the caller is bound to and has joined, in
+// binding order. A room dropped from zooid.yaml is not listed even while the
+// agent's user is still in it.
 func (h *History) Rooms(ctx context.Context, c tools.Caller) ([]tools.RoomInfo, error) {
 	cli, err := h.client(c)
 	if err != nil {
@@ -685,11 +688,50 @@ func (h *History) Rooms(ctx context.Context, c tools.Caller) ([]tools.RoomInfo, 
 	if err != nil {
 		return nil, fmt.Errorf("reading joined rooms of %s: %w", c.UserID, err)
 	}
-	out := make([]tools.RoomInfo, 0, len(resp.JoinedRooms))
-	for _, room := range resp.JoinedRooms {
-		out = append(out, h.roomInfo(ctx, cli, room))
+	out := make([]tools.RoomInfo, 0, len(c.Rooms))
+	for _, room := range c.Rooms {
+		if slices.Contains(resp.JoinedRooms, room) && !slices.ContainsFunc(out, func(r tools.RoomInfo) bool { return r.ID == room }) {
+			out = append(out, h.roomInfo(ctx, cli, room))
+		}
 	}
 	return out, nil
+}
+
+// target resolves a zooid_send_message room, written in any form zooid.yaml
+// accepts (room id, full alias, or an alias without server on the agent's own
+// server), to a room the caller is bound to and joined.
+func (h *History) target(ctx context.Context, cli *mautrix.Client, c tools.Caller, room string) (id.RoomID, error) {
+	notIn := func() error {
+		return tools.Errorf(tools.CodeNotInRoom, "%s is not among your rooms; see zooid_get_rooms", room)
+	}
+	ref, err := config.ParseRoomRef(room, c.UserID.Homeserver())
+	if err != nil {
+		return "", tools.Errorf(tools.CodeInvalidArgument, "room %s", err)
+	}
+	target, isID := ref.RoomID()
+	if alias, isAlias := ref.Alias(); isAlias {
+		resp, err := cli.ResolveAlias(ctx, alias)
+		if err != nil {
+			if errors.Is(err, mautrix.MNotFound) || isRefusal(err) {
+				return "", notIn()
+			}
+			return "", fmt.Errorf("resolving %s: %w", alias, err)
+		}
+		target = resp.RoomID
+	} else if !isID {
+		return "", notIn()
+	}
+	if !slices.Contains(c.Rooms, target) {
+		return "", notIn()
+	}
+	joined, err := cli.JoinedRooms(ctx)
+	if err != nil {
+		return "", fmt.Errorf("reading joined rooms of %s: %w", c.UserID, err)
+	}
+	if !slices.Contains(joined.JoinedRooms, target) {
+		return "", notIn()
+	}
+	return target, nil
 }
 
 var userMention = regexp.MustCompile(`@[a-z0-9._=/+\-]+:[A-Za-z0-9.\-]+(:[0-9]+)?`)
@@ -702,25 +744,9 @@ func (h *History) Send(ctx context.Context, c tools.Caller, room string, thread 
 	if err != nil {
 		return tools.SendResult{}, err
 	}
-	var target id.RoomID
-	if strings.HasPrefix(room, "#") {
-		resp, err := cli.ResolveAlias(ctx, id.RoomAlias(room))
-		if err != nil {
-			if errors.Is(err, mautrix.MNotFound) || isRefusal(err) {
-				return tools.SendResult{}, tools.Errorf(tools.CodeNotInRoom, "no room %s among your rooms; see zooid_get_rooms", room)
-			}
-			return tools.SendResult{}, fmt.Errorf("resolving %s: %w", room, err)
-		}
-		target = resp.RoomID
-	} else {
-		target = id.RoomID(room)
-	}
-	joined, err := cli.JoinedRooms(ctx)
+	target, err := h.target(ctx, cli, c, room)
 	if err != nil {
-		return tools.SendResult{}, fmt.Errorf("reading joined rooms of %s: %w", c.UserID, err)
-	}
-	if !slices.Contains(joined.JoinedRooms, target) {
-		return tools.SendResult{}, tools.Errorf(tools.CodeNotInRoom, "you are not a member of %s; valid targets are listed by zooid_get_rooms", room)
+		return tools.SendResult{}, err
 	}
 	content := &event.MessageEventContent{MsgType: event.MsgNotice, Body: body}
 	if thread != "" {

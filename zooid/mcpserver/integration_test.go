@@ -64,6 +64,23 @@ func TestMembersRoomInfoRooms(t *testing.T) {
 		t.Fatalf("rooms %+v", rs)
 	}
 
+	// agent-b is joined to the secret room too, but not bound to it: neither
+	// listed nor a target.
+	clB := connect(t, w.srv, w.srv.Bind(w.caller("agent-b", w.busy.RoomID)))
+	text, _ = callTool(t, clB, tools.GetRooms, nil)
+	ids = nil
+	for _, r := range decodeAs[tools.RoomsResult](t, text).Rooms {
+		ids = append(ids, r.ID)
+	}
+	if !slices.Equal(ids, []id.RoomID{w.busy.RoomID, w.other.RoomID}) {
+		t.Fatalf("agent-b's rooms %v, want its binding [busy other]", ids)
+	}
+	text, isErr := callTool(t, clB, tools.SendMessage, map[string]any{"room": string(w.secret.RoomID), "text": "unbound"})
+	if !isErr {
+		t.Fatalf("posted to a joined but unbound room: %s", text)
+	}
+	mustPrefix(t, text, "not_in_room: ")
+
 	// A session bound to a room the agent is not in reads nothing.
 	cl2 := connect(t, w.srv, w.srv.Bind(w.caller("agent-a", w.secret.RoomID)))
 	for _, tool := range []string{tools.GetHistory, tools.GetRecentThreads, tools.GetMembers, tools.GetRoomInfo} {
@@ -116,7 +133,7 @@ func TestSendMessage(t *testing.T) {
 		t.Fatalf("mentions %+v", mc.Mentions)
 	}
 
-	text, isErr = callTool(t, cl, tools.SendMessage, map[string]any{"room": "#other:localhost", "text": "hello other"})
+	text, isErr = callTool(t, cl, tools.SendMessage, map[string]any{"room": "#other", "text": "hello other"})
 	if isErr {
 		t.Fatal(text)
 	}
@@ -133,6 +150,8 @@ func TestSendMessage(t *testing.T) {
 	}{
 		{map[string]any{"room": string(w.secret.RoomID), "text": "let me in"}, "not_in_room: "},
 		{map[string]any{"room": "#secret:localhost", "text": "let me in"}, "not_in_room: "},
+		{map[string]any{"room": "#secret", "text": "let me in"}, "not_in_room: "},
+		{map[string]any{"room": "other", "text": "no sign"}, "invalid_argument: "},
 		{map[string]any{"room": "#nowhere:localhost", "text": "hello"}, "not_in_room: "},
 		{map[string]any{"room": string(w.other.RoomID), "thread_id": string(root.id), "text": "wrong room"}, "not_found: "},
 	} {

@@ -205,7 +205,10 @@ func (w *world) start(t testing.TB, hsURL string) {
 }
 
 func (w *world) caller(agent string, room id.RoomID) tools.Caller {
-	return tools.Caller{Agent: agent, UserID: id.UserID("@" + agent + ":localhost"), Transport: "matrix", Room: room, Thread: w.busy.EventIDs[0], SessionKey: agent, Kind: tools.Conversation}
+	// Both agents are bound to the busy and the other room (agent-b is also in
+	// the secret room, outside its binding).
+	return tools.Caller{Agent: agent, UserID: id.UserID("@" + agent + ":localhost"), Transport: "matrix", Room: room,
+		Rooms: []id.RoomID{w.busy.RoomID, w.other.RoomID}, Thread: w.busy.EventIDs[0], SessionKey: agent, Kind: tools.Conversation}
 }
 
 // say posts a message into the busy room as agent-b (a new arrival).

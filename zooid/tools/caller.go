@@ -44,6 +44,9 @@ type Caller struct {
 	Transport string
 	// Room is the room of the session's thread.
 	Room id.RoomID
+	// Rooms are the rooms the agent is bound to (zooid.yaml), resolved to ids: the
+	// only rooms it may list and post to, and then only while it is joined.
+	Rooms []id.RoomID
 	// Thread is the thread root event of the session; empty for none.
 	Thread id.EventID
 	// Kind decides gating.

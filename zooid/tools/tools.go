@@ -257,7 +257,7 @@ var all = []Tool{
 				"room is the target room's id or alias, thread_id a thread root in that room, omit thread_id for a new top-level message. " +
 				"Fire-and-forget: it returns the new event_id and nothing comes back. Your normal reply already goes to the current thread; use this for other threads or rooms. " +
 				"To hand work to another agent and get its result back, use zooid_start_task_threads instead.",
-			InputSchema: schema(`"room": {"type": "string", "description": "Target room id (!abc:server) or alias (#name:server); must be one of zooid_get_rooms."},
+			InputSchema: schema(`"room": {"type": "string", "description": "Target room id (!abc:server) or alias (#name:server, or #name on your own server); must be one of zooid_get_rooms."},
     "thread_id": {"type": "string", "description": "Event id of a thread root in the target room; omit for a top-level message."},
     "text": {"type": "string", "minLength": 1, "description": "Message text (Markdown allowed)."}`, "room", "text"),
 			Gating: Always,
