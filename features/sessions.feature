@@ -13,12 +13,38 @@ Feature: A thread is a conversation
     When ori says in "#ops": "@agent-a can someone audit svc-a"
     Then agent-a posts "looking into svc-a" in the thread
 
+  Scenario: a new session's first prompt says where it is, who spoke and how to read more
+    When ori says in "#ops": "@agent-a can someone audit svc-a"
+    Then agent-a's prompt with "can someone audit svc-a" is exactly:
+      """
+      [zooid] room: {#ops:alias} ({#ops}) · thread: {$thread} · from: ori ({@ori})
+      [zooid] Read more of this thread with zooid_get_thread_history {"thread_id": "{$thread}"}.
+
+      can someone audit svc-a
+      """
+
   Scenario: a second message in the thread reaches the same session
     When ori says in "#ops": "@agent-a can someone audit svc-a"
     And agent-a is prompted with "can someone audit svc-a"
     And ori replies in the thread: "@agent-a and svc-b too"
     Then agent-a is prompted with "and svc-b too" in the same session as "can someone audit svc-a"
+    And agent-a's prompt with "and svc-b too" is exactly:
+      """
+      and svc-b too
+      """
     And agent-a has had 1 session
+
+  Scenario: an agent mentioned in a running thread is told to catch up
+    When ori says in "#ops": "@agent-a can someone audit svc-a"
+    And agent-a is prompted with "can someone audit svc-a"
+    And mia replies in the thread: "@agent-b can you check the certificates?"
+    Then agent-b's prompt with "can you check the certificates?" is exactly:
+      """
+      [zooid] room: {#ops:alias} ({#ops}) · thread: {$thread} · from: mia ({@mia})
+      [zooid] This thread has messages from before this session: catch up with zooid_get_thread_history {"thread_id": "{$thread}"}.
+
+      can you check the certificates?
+      """
 
   Scenario: another thread gets a session of its own
     When ori says in "#ops": "@agent-a can someone audit svc-a"
@@ -62,6 +88,13 @@ Feature: A thread is a conversation
     When the daemon is killed and started again
     And ori replies in the thread: "can you restart it?"
     Then agent-b is prompted with "can you restart it?" in a new session
+    And agent-b's prompt with "can you restart it?" is exactly:
+      """
+      [zooid] room: {#ops:alias} ({#ops}) · thread: {$thread} · from: ori ({@ori})
+      [zooid] This thread has messages from before this session: catch up with zooid_get_thread_history {"thread_id": "{$thread}"}.
+
+      can you restart it?
+      """
     And agent-b posts "yes, restarting it now" in the thread
     And agent-a is not prompted with "can you restart it?"
 
@@ -74,5 +107,11 @@ Feature: A thread is a conversation
     And agent-a's process stops
     When ori replies in the thread: "please restart it"
     Then agent-a is prompted with "please restart it" in a new session
-    And agent-a is prompted with "zooid_get_thread_history"
+    And agent-a's prompt with "please restart it" is exactly:
+      """
+      [zooid] room: {#ops:alias} ({#ops}) · thread: {$thread} · from: ori ({@ori})
+      [zooid] This thread has messages from before this session: catch up with zooid_get_thread_history {"thread_id": "{$thread}"}.
+
+      please restart it
+      """
     And agent-a posts "restarting svc-a" in the thread

@@ -37,6 +37,20 @@ Feature: Delegating work to other agents in task threads
     And planner's thread gets a notice with the result of "review svc-d"
     And planner's thread gets a notice with the result of "test svc-e"
 
+  Scenario: the assignee's first prompt says where it is, who delegated and how to finish
+    When ori says in "#ops": "@planner please get svc-a audited"
+    And planner calls zooid_start_task_threads with {"tasks": [{"agent": "coder", "prompt": "audit svc-a"}]}
+    Then task 1 is started
+    And coder's prompt with "audit svc-a" is exactly:
+      """
+      [zooid] room: {#ops:alias} ({#ops}) · thread: {$task:audit svc-a} · from: planner ({@planner})
+      [zooid] Read more of this thread with zooid_get_thread_history {"thread_id": "{$task:audit svc-a}"}.
+
+      [zooid task] planner ({@planner}) delegated this task to you; you are its assignee in this thread. Finish by calling zooid_complete_task with your result, or just end your turn: your last message becomes the result. You cannot start task threads here, but you can @mention another agent in this thread to hand work to it; its reply comes back to you.
+
+      audit svc-a
+      """
+
   Scenario: the caller's answer to each result is posted in its thread
     Given coder will reply "svc-a is clean" after 0.5 seconds
     And reviewer will reply "svc-c has one open port" after 1 second

@@ -33,3 +33,4 @@ Feature: Task threads survive a daemon restart
     And planner is woken once with the result of "test svc-c"
     And the task "test svc-c" ends complete with "svc-c tests pass"
     And planner's thread gets a notice with the result of "test svc-c"
+    And planner is prompted with "[zooid] This thread has messages from before this session: catch up with zooid_get_thread_history"

@@ -86,7 +86,7 @@ func WriteCatalogue(out io.Writer) error {
 	b.WriteString("In tool arguments and expected JSON, strings are placeholders when they start with a sign:\n")
 	b.WriteString("`\"#ops\"` is the room's id, `\"#ops:alias\"` its full alias, `\"#ops:short\"` its alias without the server (as zooid.yaml may\n")
 	b.WriteString("write it), `\"#ops/thread-3\"` the root of the third generated thread of `#ops`,\n")
-	b.WriteString("`\"@ori\"` a user id, `\"$thread\"` the root of the current thread, `\"$next_before\"` the agent's\n")
+	b.WriteString("`\"@ori\"` a user id, `\"$thread\"` the root of the current thread, `\"$task:audit svc-a\"` that task's thread, `\"$next_before\"` the agent's\n")
 	b.WriteString("last cursor and `\"$tampered_next_before\"` that cursor with one character changed.\n")
 	defs := definitions(nil)
 	for _, a := range areas {

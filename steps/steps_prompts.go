@@ -3,12 +3,15 @@ package steps
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 
 	acp "github.com/coder/acp-go-sdk"
+	"github.com/cucumber/godog"
 
 	"github.com/zooid-dev/zooid/steps/fakeagent"
 )
@@ -19,6 +22,10 @@ func promptSteps(w *world) []stepDef {
 			example: `agent-a is prompted with "can someone audit svc-a"`,
 			doc:     "Waits until one of the agent's prompts contains the text.",
 			fn:      w.stepPrompted},
+		{area: "prompts", pattern: `^([a-z0-9-]+)'s prompt with "([^"]*)" is exactly:$`,
+			example: `agent-a's prompt with "can someone audit svc-a" is exactly:`,
+			doc:     "Waits for the prompt containing the text and compares it whole with the doc string, in which {placeholder} in braces is replaced as in tool arguments (`{#ops}`, `{#ops:alias}`, `{@ori}`, `{$thread}`, `{$task:audit svc-a}`).",
+			fn:      w.stepPromptExactly},
 		{area: "prompts", pattern: `^([a-z0-9-]+) is prompted (once|twice|\d+ times) with "([^"]*)"$`,
 			example: `agent-a is prompted once with "can someone audit svc-a"`,
 			doc:     "After a barrier, exactly that many of the agent's prompts contain the text.",
@@ -66,6 +73,32 @@ func (w *world) stepPrompted(ctx context.Context, agent, text string) error {
 		return err
 	}
 	return w.waitPrompted(ctx, agent, text)
+}
+
+// bracePlaceholder is a placeholder written in braces inside free text.
+var bracePlaceholder = regexp.MustCompile(`\{([#@$][^{}"\n]*)\}`)
+
+func (w *world) stepPromptExactly(ctx context.Context, agent, text string, doc *godog.DocString) error {
+	if err := w.stepPrompted(ctx, agent, text); err != nil {
+		return err
+	}
+	var errs []error
+	want := bracePlaceholder.ReplaceAllStringFunc(doc.Content, func(m string) string {
+		v, err := w.placeholder(agent, m[1:len(m)-1])
+		if err != nil {
+			errs = append(errs, err)
+			return m
+		}
+		return fmt.Sprint(v)
+	})
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	got, _ := w.promptWith(agent, text)
+	if got.Text != want {
+		return fmt.Errorf("%s's prompt with %q is\n%s\nwant\n%s", agent, text, got.Text, want)
+	}
+	return nil
 }
 
 // waitPrompted waits for a prompt containing text.

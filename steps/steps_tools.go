@@ -102,6 +102,12 @@ func (w *world) placeholder(agent, s string) (any, error) {
 			return nil, fmt.Errorf("$thread: there is no current thread")
 		}
 		return string(w.thread.root), nil
+	case strings.HasPrefix(s, "$task:"):
+		t, err := w.task(strings.TrimPrefix(s, "$task:"))
+		if err != nil {
+			return nil, err
+		}
+		return string(t.thread), nil
 	case s == "$next_before" || s == "$tampered_next_before":
 		nb := w.lastCursor(agent)
 		if nb == "" {

@@ -73,3 +73,22 @@ func TestRouterWakesInConfigurationOrder(t *testing.T) {
 		t.Fatalf("wake order %v, want configuration order %v", got, names)
 	}
 }
+
+// The header every new session's first prompt opens with, in its one shape.
+func TestSessionHeaderShape(t *testing.T) {
+	for _, c := range []struct {
+		h    sessionHeader
+		want string
+	}{
+		{sessionHeader{room: "!r:hs", alias: "#ops:hs", thread: "$root", from: "@ori:hs", fromName: "Ori"},
+			"[zooid] room: #ops:hs (!r:hs) · thread: $root · from: Ori (@ori:hs)\n" +
+				`[zooid] Read more of this thread with zooid_get_thread_history {"thread_id": "$root"}.`},
+		{sessionHeader{room: "!r:hs", thread: "$root", catchUp: true},
+			"[zooid] room: !r:hs · thread: $root · from: zooid\n" +
+				`[zooid] This thread has messages from before this session: catch up with zooid_get_thread_history {"thread_id": "$root"}.`},
+	} {
+		if got := c.h.String(); got != c.want {
+			t.Errorf("header\n%s\nwant\n%s", got, c.want)
+		}
+	}
+}

@@ -29,22 +29,25 @@ type turnRequest struct {
 	id      string
 	text    string
 	trigger id.EventID // the event that woke the agent, if any; replies relate to it
+	// from is who the turn comes from, for a new session's header: the
+	// trigger's sender, the agent behind a handoff, or "" for the daemon.
+	from id.UserID
 	// taken, if set, runs when the turn leaves the queue to run: what queued
 	// it (a task result) counts it as delivered only then.
 	taken func()
 }
 
-// eventTurn is a turn woken by a Matrix event: its id is the event's.
-func eventTurn(text string, ev id.EventID) turnRequest {
-	return turnRequest{id: string(ev), text: text, trigger: ev}
+// eventTurn is a turn woken by a Matrix event from sender: its id is the event's.
+func eventTurn(text string, ev id.EventID, sender id.UserID) turnRequest {
+	return turnRequest{id: string(ev), text: text, trigger: ev, from: sender}
 }
 
-// internalTurn is a turn the daemon itself queues (a task result, a handoff):
-// no event woke it, so it gets a fresh id.
-func internalTurn(text string) turnRequest {
+// internalTurn is a turn the daemon itself queues (a task result, a handoff),
+// on behalf of from ("" for the daemon): no event woke it, so it gets a fresh id.
+func internalTurn(text string, from id.UserID) turnRequest {
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
-	return turnRequest{id: "internal." + hex.EncodeToString(b), text: text}
+	return turnRequest{id: "internal." + hex.EncodeToString(b), text: text, from: from}
 }
 
 // sessions owns every live session and the goroutine that serialises its turns.

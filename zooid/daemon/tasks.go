@@ -31,7 +31,7 @@ func (d *Daemon) taskAgents(name string) (id.UserID, []id.RoomID, bool) {
 // session takes it. Results for a thread cleared since are never sent here:
 // the journal skips them (ThreadCleared).
 func (d *Daemon) wakeCaller(parent tasks.Parent, text string, delivered func()) {
-	req := internalTurn(text)
+	req := internalTurn(text, "")
 	req.taken = delivered
 	d.sessions.enqueue(sessionKey{agent: parent.Agent, room: parent.Room, thread: parent.ThreadRoot}, req)
 }
@@ -105,7 +105,7 @@ func (d *Daemon) handoffs(ctx context.Context, tt *taskTurn, p *poster, text str
 			d.log.Warn("handoff not started", "from", p.agent, "to", to, "err", err)
 			continue
 		}
-		d.sessions.enqueue(sessionKey{agent: to, room: p.room, thread: p.thread}, internalTurn(text))
+		d.sessions.enqueue(sessionKey{agent: to, room: p.room, thread: p.thread}, internalTurn(text, p.as))
 	}
 	return mentioned
 }
@@ -168,7 +168,7 @@ func (d *Daemon) endTaskTurn(ctx context.Context, tt *taskTurn, key sessionKey, 
 			d.log.Warn("ending handoff", "agent", key.agent, "thread", key.thread, "err", err)
 			return
 		}
-		d.sessions.enqueue(sessionKey{agent: w.Agent, room: w.Room, thread: w.Thread}, internalTurn(w.Text))
+		d.sessions.enqueue(sessionKey{agent: w.Agent, room: w.Room, thread: w.Thread}, internalTurn(w.Text, d.agents[key.agent].userID))
 		return
 	}
 	out := tasks.TurnOutcome{

@@ -92,11 +92,11 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 		}
 		s.state = st
 		s.opened++
-		if s.opened > 1 {
-			// The thread's earlier agent is gone (idle, crash, timeout): tell the
-			// fresh one where the conversation so far lives.
-			req.text = resumeNote + req.text
-		}
+		// A fresh agent knows nothing of where it is. When the thread had an
+		// earlier agent (idle, crash, timeout, a daemon restart) or anything
+		// before this prompt, it is told to catch up.
+		catchUp := s.opened > 1 || req.trigger != s.key.thread
+		req.text = d.header(ctx, rt, s.key, req.from, catchUp).String() + "\n\n" + req.text
 	}
 	st.setPoster(post)
 	defer st.setPoster(nil)
@@ -154,9 +154,69 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 	}
 }
 
-// resumeNote opens the first prompt of a fresh agent in a thread that had one.
-const resumeNote = "[zooid] This thread had an earlier agent session that has ended; " +
-	"read it with zooid_get_thread_history if you need its context.\n\n"
+// sessionHeader opens the first prompt of every new agent session: where it is
+// and who spoke, so it can read more without hunting for its own thread.
+type sessionHeader struct {
+	room     id.RoomID
+	alias    id.RoomAlias // "" when the room has none the daemon knows
+	thread   id.EventID
+	from     id.UserID // "" when the daemon itself queued the turn
+	fromName string
+	// catchUp says the thread holds messages from before this session.
+	catchUp bool
+}
+
+// String renders the header in its one stable shape.
+func (h sessionHeader) String() string {
+	room := string(h.room)
+	if h.alias != "" {
+		room = fmt.Sprintf("%s (%s)", h.alias, h.room)
+	}
+	from := "zooid"
+	if h.from != "" {
+		from = fmt.Sprintf("%s (%s)", h.fromName, h.from)
+	}
+	read := fmt.Sprintf("zooid_get_thread_history {\"thread_id\": %q}", h.thread)
+	next := "[zooid] Read more of this thread with " + read + "."
+	if h.catchUp {
+		next = "[zooid] This thread has messages from before this session: catch up with " + read + "."
+	}
+	return fmt.Sprintf("[zooid] room: %s · thread: %s · from: %s\n%s", room, h.thread, from, next)
+}
+
+// header gathers a new session's header. Names are best effort: a room
+// without a known alias is named by its id, a person without a display name
+// by their localpart.
+func (d *Daemon) header(ctx context.Context, rt *agentRuntime, key sessionKey, from id.UserID, catchUp bool) sessionHeader {
+	h := sessionHeader{room: key.room, thread: key.thread, from: from, catchUp: catchUp}
+	cli := d.transport.Client(rt.userID)
+	for _, ref := range rt.cfg.Matrix.Rooms {
+		if alias, ok := ref.Alias(); ok {
+			if rid, ok := d.transport.RoomID(ref); ok && rid == key.room {
+				h.alias = alias
+				break
+			}
+		}
+	}
+	if h.alias == "" {
+		var c event.CanonicalAliasEventContent
+		if err := cli.StateEvent(ctx, key.room, event.StateCanonicalAlias, "", &c); err == nil {
+			h.alias = c.Alias
+		}
+	}
+	switch other, isAgent := d.byUser[from]; {
+	case from == "":
+	case isAgent:
+		h.fromName = other.cfg.Name
+	default:
+		h.fromName = from.Localpart()
+		var m event.MemberEventContent
+		if err := cli.StateEvent(ctx, key.room, event.StateMember, string(from), &m); err == nil && m.Displayname != "" {
+			h.fromName = m.Displayname
+		}
+	}
+	return h
+}
 
 // idleSession lets the agent of a session that waited too long for a turn go.
 func (d *Daemon) idleSession(s *session) {
