@@ -213,7 +213,9 @@ func (w *world) start(t testing.TB, hsURL string) {
 func (w *world) session(c tools.Caller) *session { return &session{h: w.hist, c: c} }
 
 func (w *world) caller(agent string, room id.RoomID) tools.Caller {
-	return tools.Caller{Agent: agent, UserID: id.UserID("@" + agent + ":localhost"), Transport: "matrix", Room: room, Thread: w.busy.EventIDs[0], SessionKey: agent, Kind: tools.Conversation}
+	// Both agents are bound to the busy and the other room.
+	return tools.Caller{Agent: agent, UserID: id.UserID("@" + agent + ":localhost"), Transport: "matrix", Room: room,
+		Rooms: []id.RoomID{w.busy.RoomID, w.other.RoomID}, Thread: w.busy.EventIDs[0], SessionKey: agent, Kind: tools.Conversation}
 }
 
 // say posts a message into the busy room as agent-b (a new arrival).
