@@ -27,9 +27,9 @@ func taskSteps(w *world) []stepDef {
 			example: `the daemon runs as its own process`,
 			doc:     "Starts the scenario with the daemon as a child process of this executable (same config; a 60s turn timeout so hung agents stay hung), so it can be killed outright.",
 			fn:      w.stepDaemonProcess},
-		{area: "setup", pattern: `^the daemon is killed and started again$`,
+		{area: "setup", pattern: `^the daemon is (killed|stopped) and started again$`,
 			example: `the daemon is killed and started again`,
-			doc:     "SIGKILLs the daemon process (its agents die with it) and starts a new one on the same state dir, waiting until it is ready.",
+			doc:     "SIGKILLs (killed) or SIGTERMs (stopped) the daemon's process group, agents included, and starts a new daemon on the same state dir, waiting until it is ready.",
 			fn:      w.stepKillRestart},
 		{area: "script", pattern: `^([a-z0-9-]+) will take a turn that:$`,
 			example: `agent-a will take a turn that:`,
@@ -86,12 +86,16 @@ func (w *world) stepDaemonProcess(ctx context.Context) error {
 	return w.startAsProcess(ctx)
 }
 
-func (w *world) stepKillRestart(ctx context.Context) error {
+func (w *world) stepKillRestart(ctx context.Context, how string) error {
 	p := w.tw().proc
 	if p == nil {
 		return fmt.Errorf("the daemon runs in-process; declare \"the daemon runs as its own process\" before the first action")
 	}
-	if err := w.stopProcess(syscall.SIGKILL); err != nil {
+	sig := syscall.SIGKILL
+	if how == "stopped" {
+		sig = syscall.SIGTERM
+	}
+	if err := w.stopProcess(sig); err != nil {
 		return err
 	}
 	exe, err := os.Executable()

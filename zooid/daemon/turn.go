@@ -14,6 +14,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/acpagent"
+	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/tools"
 	"github.com/zooid-dev/zooid/zooid/trace"
 	"github.com/zooid-dev/zooid/zooid/zevent"
@@ -190,7 +191,11 @@ func (h sessionHeader) String() string {
 func (d *Daemon) header(ctx context.Context, rt *agentRuntime, key sessionKey, from id.UserID, catchUp bool) sessionHeader {
 	h := sessionHeader{room: key.room, thread: key.thread, from: from, catchUp: catchUp}
 	cli := d.transport.Client(rt.userID)
-	for _, ref := range rt.cfg.Matrix.Rooms {
+	var refs []config.RoomRef
+	if rt.cfg.Matrix != nil {
+		refs = rt.cfg.Matrix.Rooms
+	}
+	for _, ref := range refs {
 		if alias, ok := ref.Alias(); ok {
 			if rid, ok := d.transport.RoomID(ref); ok && rid == key.room {
 				h.alias = alias
