@@ -79,13 +79,13 @@ Feature: A thread is a conversation
     Then agent-a is prompted with "start over: audit svc-b" in a new session
     And agent-a has had 2 sessions
 
-  Scenario Outline: after a daemon restart, a bare reply still reaches the agent the thread was talking to, told to catch up
+  Scenario: after a daemon restart, a bare reply still reaches the agent the thread was talking to, told to catch up
     Given the daemon runs as its own process
     And agent-b will reply "svc-b is degraded"
     And agent-b will reply "yes, restarting it now"
     When ori says in "#ops": "@agent-b how is svc-b?"
     Then agent-b posts "svc-b is degraded" in the thread
-    When the daemon is <ended> and started again
+    When the daemon is killed and started again
     And ori replies in the thread: "can you restart it?"
     Then agent-b is prompted with "can you restart it?" in a new session
     And agent-b's prompt with "can you restart it?" is exactly:
@@ -98,10 +98,20 @@ Feature: A thread is a conversation
     And agent-b posts "yes, restarting it now" in the thread
     And agent-a is not prompted with "can you restart it?"
 
-    Examples:
-      | ended   |
-      | killed  |
-      | stopped |
+  Scenario: after a graceful daemon restart, the fresh agent in an old thread is told to catch up too
+    Given the daemon runs as its own process
+    And agent-b will reply "svc-b is degraded"
+    When ori says in "#ops": "@agent-b how is svc-b?"
+    Then agent-b posts "svc-b is degraded" in the thread
+    When the daemon is stopped and started again
+    And ori replies in the thread: "can you restart it?"
+    Then agent-b's prompt with "can you restart it?" is exactly:
+      """
+      [zooid] room: {#ops:alias} ({#ops}) · thread: {$thread} · from: ori ({@ori})
+      [zooid] This thread has messages from before this session: catch up with zooid_get_thread_history {"thread_id": "{$thread}"}.
+
+      can you restart it?
+      """
 
   Scenario: an idle agent's process stops, and the thread's next message starts a fresh one told where to catch up
     Given agent processes stop after 0.5 seconds idle

@@ -58,7 +58,7 @@ func seeded(b *testing.B, n int) (*history.History, tools.Caller) {
 			return cli
 		},
 	})
-	return h, tools.Caller{Agent: "agent-a", UserID: agent, Transport: "matrix", Room: room.RoomID}
+	return h, tools.Caller{Agent: "agent-a", UserID: agent, Transport: "matrix", Room: room.RoomID, Rooms: []id.RoomID{room.RoomID}}
 }
 
 func benchPages(b *testing.B, n int, page func(h *history.History, c tools.Caller, before string) (string, error)) {

@@ -52,7 +52,7 @@ func newRoom(t *testing.T, p fakehs.Profile, events []fakehs.SeedEvent) *room {
 		t.Fatal(err)
 	}
 	h := history.New(history.Options{Client: func(u id.UserID) *mautrix.Client { return asCli(hs, u) }, CursorKey: cursorKey})
-	return &room{hs: hs, h: h, c: tools.Caller{Agent: "agent-a", UserID: agent, Transport: "matrix", Room: imp.RoomID}, ids: imp.EventIDs}
+	return &room{hs: hs, h: h, c: tools.Caller{Agent: "agent-a", UserID: agent, Transport: "matrix", Room: imp.RoomID, Rooms: []id.RoomID{imp.RoomID}}, ids: imp.EventIDs}
 }
 
 var cursorKey = []byte("a key shared by the Histories of a test")
