@@ -110,9 +110,13 @@ func (w *world) startDaemon(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	turnTimeout := w.run.turnTimeout
+	if w.turnTimeout > 0 {
+		turnTimeout = w.turnTimeout
+	}
 	d, err := daemon.New(daemon.Options{
 		Config: w.config(exe), Logger: w.log.With("component", "daemon"),
-		BridgeCommand: []string{exe, "mcp"}, TurnTimeout: w.run.turnTimeout,
+		BridgeCommand: []string{exe, "mcp"}, TurnTimeout: turnTimeout,
 		PushListener: ln,
 	})
 	if err != nil {

@@ -46,7 +46,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Wait bounds every wait of a step (default 10s; 30s on synapse).
 	Wait time.Duration
-	// TurnTimeout is the daemon's turn timeout, which hung agents hit (default 3s).
+	// TurnTimeout is the daemon's turn timeout, which bounds an agent's
+	// start-up and each turn (default: Wait). A scenario about hung agents
+	// sets a short one of its own ("a turn times out after 3 seconds").
 	TurnTimeout time.Duration
 	// Repeat runs every selected scenario this many times, in as many passes
 	// (default 1). A scenario that fails in one pass and passes in another is
@@ -108,6 +110,13 @@ func Run(opts Options) int {
 	if opts.Wait == 0 && b.kind() != "fake" {
 		r.wait = 30 * time.Second
 	}
+	if opts.TurnTimeout == 0 {
+		// A turn no step would wait for anyway. It used to be 3s, and under
+		// load (the flake hunt: 2 cores, one hogged, 8-12 scenarios at once)
+		// agents took up to 3.9s to start and turns scripted to wait 1.5s
+		// took over 3s: scenarios failed as "hung" agents at random.
+		r.turnTimeout = r.wait
+	}
 	if opts.Random == -1 {
 		opts.Random = newSeed()
 	}
@@ -165,9 +174,6 @@ func prepare(opts *Options) (settings, error) {
 	}
 	if st.wait == 0 {
 		st.wait = 10 * time.Second
-	}
-	if st.turnTimeout == 0 {
-		st.turnTimeout = 3 * time.Second
 	}
 	if opts.Homeserver == "" {
 		opts.Homeserver = os.Getenv(HomeserverEnv)

@@ -48,6 +48,10 @@ func setupSteps(w *world) []stepDef {
 			example: `agent processes stop after 0.5 seconds idle`,
 			doc:     "Sets zooid.yaml idle_timeout: a thread's agent process that waits that long for a turn is stopped.",
 			fn:      w.stepIdleTimeout},
+		{area: "setup", pattern: `^a turn times out after (\d+(?:\.\d+)?) seconds?$`,
+			example: `a turn times out after 3 seconds`,
+			doc:     "Sets the daemon's turn timeout, which bounds an agent's start-up and each of its turns; by default it is the step wait bound, so only a scenario about hung agents should need it.",
+			fn:      w.stepTurnTimeout},
 		{area: "setup", pattern: `^the homeserver has users? ` + quotedList + `$`,
 			example: `the homeserver has users "ori" and "mia"`,
 			doc:     "Registers human accounts; the first one creates the scenario's rooms.",
@@ -387,6 +391,18 @@ func (w *world) stepAnswering(ctx context.Context, agent, roomName string) error
 		return err
 	}
 	return w.waitPrompted(ctx, agent, p.core)
+}
+
+func (w *world) stepTurnTimeout(secs string) error {
+	if w.started {
+		return fmt.Errorf("set the turn timeout before the first action starts the daemon")
+	}
+	f, err := strconv.ParseFloat(secs, 64)
+	if err != nil {
+		return fmt.Errorf("turn timeout %q: %w", secs, err)
+	}
+	w.turnTimeout = time.Duration(f * float64(time.Second))
+	return nil
 }
 
 func (w *world) stepIdleTimeout(secs string) error {

@@ -53,6 +53,7 @@ type world struct {
 	faults      []*programmedFault
 	idleTimeout time.Duration // zooid.yaml idle_timeout; zero: the daemon's default
 	traceDir    string        // zooid.yaml trace.dir; empty: tracing off
+	turnTimeout time.Duration // the daemon's turn timeout; zero: the run's
 	http        *httpAnswer   // the last answer of an HTTP-bound agent
 }
 

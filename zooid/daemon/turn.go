@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 	"maunium.net/go/mautrix/event"
@@ -78,8 +79,11 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 		// must not hold the thread forever.
 		openCtx, cancel := context.WithTimeout(ctx, d.opts.TurnTimeout)
 		var err error
+		began := time.Now()
 		st, err = d.openAgent(openCtx, ctx, rt, s)
 		cancel()
+		// How long start-up takes is what a turn_timeout must leave room for.
+		d.log.Debug("agent opened", "agent", rt.cfg.Name, "took", time.Since(began), "err", err)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -111,6 +115,7 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 	d.awaitVisible(ctx, rt.userID, s.key.room, req.trigger)
 	turnCtx, cancel := context.WithTimeout(ctx, d.opts.TurnTimeout)
 	defer cancel()
+	began := time.Now()
 	var buf strings.Builder
 	d.trace.Record(tracePrompt(s.key, req, fresh))
 	stop, err := st.acp.Prompt(turnCtx, req.text, func(u acpagent.Update) {
@@ -133,7 +138,7 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 
 	switch {
 	case err == nil:
-		d.log.Info("turn ended", "agent", rt.cfg.Name, "room", s.key.room, "thread", s.key.thread, "stop", stop)
+		d.log.Info("turn ended", "agent", rt.cfg.Name, "room", s.key.room, "thread", s.key.thread, "stop", stop, "took", time.Since(began))
 	case ctx.Err() != nil:
 		// The session was cleared or the daemon is stopping: no one to tell.
 		d.retire(s, st)
