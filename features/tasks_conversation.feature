@@ -65,15 +65,16 @@ Feature: Working inside a task thread
 
   Scenario: a result that arrives while the caller is mid-turn waits for that turn to end
     Given planner will take a turn that:
-      | calls | zooid_start_task_threads with {"tasks": [{"agent": "coder", "prompt": "audit svc-a"}]} |
-      | waits | 1.5s                                                                                   |
-      | says  | still planning the rest                                                                |
+      | calls       | zooid_start_task_threads with {"tasks": [{"agent": "coder", "prompt": "audit svc-a"}]} |
+      | waits until | released                                                                               |
+      | says        | still planning the rest                                                                |
     And coder will reply "svc-a is clean"
     When ori says in "#ops": "@planner get svc-a looked at"
     Then planner got a result from zooid_start_task_threads
     And task 1 is started
     And the task "audit svc-a" ends complete with "svc-a is clean"
-    And planner is woken with the result of "audit svc-a" only after its turn ends with "still planning the rest"
+    When planner's turn is released
+    Then planner is woken with the result of "audit svc-a" only after its turn ends with "still planning the rest"
     And planner is prompted with "svc-a is clean" in the same session as "get svc-a looked at"
     And planner is woken once with the result of "audit svc-a"
 

@@ -117,6 +117,8 @@ func (w *world) startDaemon(ctx context.Context) error {
 	d, err := daemon.New(daemon.Options{
 		Config: w.config(exe), Logger: w.log.With("component", "daemon"),
 		BridgeCommand: []string{exe, "mcp"}, TurnTimeout: turnTimeout,
+		// Start-up is bounded by the wait: only turns are meant to time out.
+		StartTimeout: w.run.wait,
 		PushListener: ln,
 	})
 	if err != nil {

@@ -46,8 +46,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Wait bounds every wait of a step (default 10s; 30s on synapse).
 	Wait time.Duration
-	// TurnTimeout is the daemon's turn timeout, which bounds an agent's
-	// start-up and each turn (default: Wait). A scenario about hung agents
+	// TurnTimeout is the daemon's turn timeout (default: Wait; an agent's
+	// start-up is bounded by Wait either way). A scenario about hung agents
 	// sets a short one of its own ("a turn times out after 3 seconds").
 	TurnTimeout time.Duration
 	// Repeat runs every selected scenario this many times, in as many passes

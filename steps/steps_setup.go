@@ -50,7 +50,7 @@ func setupSteps(w *world) []stepDef {
 			fn:      w.stepIdleTimeout},
 		{area: "setup", pattern: `^a turn times out after (\d+(?:\.\d+)?) seconds?$`,
 			example: `a turn times out after 3 seconds`,
-			doc:     "Sets the daemon's turn timeout, which bounds an agent's start-up and each of its turns; by default it is the step wait bound, so only a scenario about hung agents should need it.",
+			doc:     "Sets the daemon's turn timeout (an agent's start-up stays bounded by the step wait); by default it is the step wait bound, so only a scenario about hung agents should need it.",
 			fn:      w.stepTurnTimeout},
 		{area: "setup", pattern: `^the homeserver has users? ` + quotedList + `$`,
 			example: `the homeserver has users "ori" and "mia"`,

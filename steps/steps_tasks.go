@@ -33,8 +33,12 @@ func taskSteps(w *world) []stepDef {
 			fn:      w.stepKillRestart},
 		{area: "script", pattern: `^([a-z0-9-]+) will take a turn that:$`,
 			example: `agent-a will take a turn that:`,
-			doc:     "Queues one turn from a table of | says | text |, | calls | TOOL with {json} |, | waits | 1.5s |, | lists its tools |, | stops with | REASON |, | crashes |, | hangs | rows; it ends with end_turn unless a row ends it.",
+			doc:     "Queues one turn from a table of | says | text |, | calls | TOOL with {json} |, | waits | 1.5s |, | waits until | released | (a barrier: until the step \"AGENT's turn is released\"), | lists its tools |, | stops with | REASON |, | crashes |, | hangs | rows; it ends with end_turn unless a row ends it.",
 			fn:      w.stepTurnTable},
+		{area: "script", pattern: `^([a-z0-9-]+)'s turn is released$`,
+			example: `planner's turn is released`,
+			doc:     "Lets the agent's turns that wait until released go on (and any later ones: it stays released).",
+			fn:      w.stepRelease},
 		{area: "script", pattern: `^([a-z0-9-]+) will reply "([^"]*)" after (\d+(?:\.\d+)?) seconds?$`,
 			example: `agent-b will reply "svc-a is clean" after 0.5 seconds`,
 			doc:     "Queues a turn that waits (cancellably), then says the text and ends.",
@@ -139,6 +143,11 @@ func (w *world) stepTurnTable(ctx context.Context, agent string, table *godog.Ta
 				return fmt.Errorf("row %d: waits %q: %w", i+1, arg, err)
 			}
 			turn = append(turn, fakeagent.Wait(d))
+		case "waits until":
+			if arg != "released" {
+				return fmt.Errorf("row %d: waits until %q: the one barrier is | waits until | released |", i+1, arg)
+			}
+			turn = append(turn, fakeagent.WaitUntilReleased())
 		case "lists its tools":
 			turn = append(turn, fakeagent.ListTools())
 		case "stops with":
@@ -148,7 +157,7 @@ func (w *world) stepTurnTable(ctx context.Context, agent string, table *godog.Ta
 		case "hangs":
 			turn, ended = append(turn, fakeagent.Hang()), true
 		default:
-			return fmt.Errorf("row %d: unknown action %q; want says, calls, waits, lists its tools, stops with, crashes or hangs", i+1, cells[0])
+			return fmt.Errorf("row %d: unknown action %q; want says, calls, waits, waits until, lists its tools, stops with, crashes or hangs", i+1, cells[0])
 		}
 	}
 	if !ended {
@@ -584,5 +593,13 @@ func (w *world) stepPromptedWithHeader(ctx context.Context, agent, s, caller str
 			return fmt.Errorf("the header of %s's prompt lacks %q: %q", agent, want, p.Text)
 		}
 	}
+	return nil
+}
+
+func (w *world) stepRelease(agent string) error {
+	if _, err := w.agent(agent); err != nil {
+		return err
+	}
+	w.ctl.Release(agent)
 	return nil
 }

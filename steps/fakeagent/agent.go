@@ -343,8 +343,42 @@ func (a *agent) Prompt(ctx context.Context, req acp.PromptRequest) (acp.PromptRe
 	return acp.PromptResponse{StopReason: stop}, nil
 }
 
+// untilReleased asks the controller, every few milliseconds, whether the
+// scenario has released this agent yet. Asking rather than blocking keeps the
+// one control connection free for the turn's other reports.
+func (a *agent) untilReleased(ctx context.Context) error {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var reply message
+		if err := a.ctl.call("released", nil, &reply); err != nil {
+			return err
+		}
+		var open bool
+		if err := json.Unmarshal(reply.Data, &open); err != nil {
+			return fmt.Errorf("control released: %w", err)
+		}
+		if open {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 func (a *agent) run(ctx context.Context, s *session, turn Turn) (acp.StopReason, error) {
 	for _, act := range turn {
+		if act.UntilReleased {
+			if err := a.untilReleased(ctx); err != nil {
+				if ctx.Err() != nil {
+					return acp.StopReasonCancelled, nil
+				}
+				return "", err
+			}
+		}
 		if act.Wait > 0 {
 			t := time.NewTimer(act.Wait)
 			select {

@@ -55,6 +55,7 @@ type Controller struct {
 	permissions map[string][]PermissionResult
 	mcpErrors   map[string][]MCPError
 	unscripted  string // prompts containing it leave the script alone
+	released    map[string]bool
 	closeOnce   sync.Once
 }
 
@@ -102,6 +103,7 @@ func StartController(dir string) (*Controller, error) {
 		changed:     make(chan struct{}),
 		conns:       map[net.Conn]struct{}{},
 		queues:      map[string][]Turn{},
+		released:    map[string]bool{},
 		prompts:     map[string][]Prompt{},
 		sessions:    map[string][]SessionInfo{},
 		toolResults: map[string][]ToolResult{},
@@ -246,6 +248,11 @@ func (c *Controller) handle(proc *hello, m message, reply *message) error {
 			return err
 		}
 		record(c, c.permissions, m.Agent, p)
+	case "released":
+		c.mu.Lock()
+		open := c.released[m.Agent]
+		c.mu.Unlock()
+		reply.Data, _ = json.Marshal(open)
 	case "mcp_error":
 		var e MCPError
 		if err := json.Unmarshal(m.Data, &e); err != nil {
@@ -290,6 +297,14 @@ func waitN[T any](ctx context.Context, c *Controller, from map[string][]T, agent
 			return got, errors.New("controller closed")
 		}
 	}
+}
+
+// Release lets agent's turns that wait until released go on (see
+// WaitUntilReleased); it stays released for the rest of the scenario.
+func (c *Controller) Release(agent string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.released[agent] = true
 }
 
 // Queue appends turns to agent's script; each prompt consumes one, in order,

@@ -39,6 +39,9 @@ type Action struct {
 	Hang bool `json:"hang,omitempty"`
 	// Wait sleeps (cancellable) before the other fields run.
 	Wait time.Duration `json:"wait,omitempty"`
+	// UntilReleased blocks (cancellable) until the controller releases the
+	// agent, before the other fields run: a barrier, where Wait is a guess.
+	UntilReleased bool `json:"until_released,omitempty"`
 	// ListTools runs tools/list on every MCP server and reports the names.
 	ListTools bool `json:"list_tools,omitempty"`
 	// Permission sends session/request_permission for a tool call with this
@@ -46,6 +49,9 @@ type Action struct {
 	// the outcome.
 	Permission string `json:"permission,omitempty"`
 }
+
+// WaitUntilReleased blocks the turn until Controller.Release(agent).
+func WaitUntilReleased() Action { return Action{UntilReleased: true} }
 
 // Say sends text as one message chunk.
 func Say(text string) Action { return Action{Say: text} }

@@ -49,6 +49,11 @@ type Options struct {
 	// TurnTimeout bounds one agent turn; zero means the config's turn_timeout,
 	// else DefaultTurnTimeout.
 	TurnTimeout time.Duration
+	// StartTimeout bounds an agent's start-up (process, ACP initialize,
+	// session/new) before a turn; zero means TurnTimeout. A test harness
+	// that times turns short keeps start-up apart, so a slow machine is not
+	// taken for a hung agent.
+	StartTimeout time.Duration
 	// IdleTimeout stops a session's agent process after that long without a
 	// turn; the thread's next message starts a fresh one. Zero means the
 	// config's idle_timeout, else DefaultIdleTimeout.
@@ -115,6 +120,9 @@ func New(opts Options) (*Daemon, error) {
 	}
 	if opts.TurnTimeout <= 0 {
 		opts.TurnTimeout = DefaultTurnTimeout
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = opts.TurnTimeout
 	}
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = opts.Config.IdleTimeout

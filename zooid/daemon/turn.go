@@ -77,7 +77,7 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 	if st == nil {
 		// An agent that never finishes starting (waiting on a login, a TTY)
 		// must not hold the thread forever.
-		openCtx, cancel := context.WithTimeout(ctx, d.opts.TurnTimeout)
+		openCtx, cancel := context.WithTimeout(ctx, d.opts.StartTimeout)
 		var err error
 		began := time.Now()
 		st, err = d.openAgent(openCtx, ctx, rt, s)
