@@ -61,9 +61,12 @@ type Manager struct {
 	byThread   map[id.EventID]*Task // by thread root, once known
 	reporting  map[string]bool      // attempts whose report runs now
 	wakeQueued map[string]bool      // attempts whose wake waits in the caller's queue
-	stale      map[string]bool      // attempts found open by Open, for Recover
-	closing    bool                 // Close has begun: no new work
-	closed     bool                 // the journal is closed
+	// callers serialises the reports to one caller thread, so its wakes are
+	// queued in the order its results were posted (see deliver).
+	callers map[Parent]*sync.Mutex
+	stale   map[string]bool // attempts found open by Open, for Recover
+	closing bool            // Close has begun: no new work
+	closed  bool            // the journal is closed
 
 	// wg counts work Close waits for: Start calls, reports and TaskForRoot's
 	// background reports. Adds happen under mu while !closing.
@@ -112,6 +115,7 @@ func Open(opts Options) (*Manager, error) {
 		byThread:   make(map[id.EventID]*Task, len(ts)),
 		reporting:  map[string]bool{},
 		wakeQueued: map[string]bool{},
+		callers:    map[Parent]*sync.Mutex{},
 		stale:      map[string]bool{},
 	}
 	for _, t := range ts {

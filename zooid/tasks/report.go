@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -60,6 +61,15 @@ func (m *Manager) deliver(ctx context.Context, attempt string) {
 	r := *snap.Result
 	log := m.log.With("attempt", attempt, "thread", snap.ThreadID, "status", r.Status)
 	pending := false
+	// Two tasks of one caller that end together report concurrently: without
+	// this, the second's wake could be queued before the first's although its
+	// result was posted after, and the caller would hear them out of order.
+	unlock := m.lockCaller(snap.Parent)
+	defer func() {
+		if unlock != nil {
+			unlock()
+		}
+	}()
 
 	if snap.ThreadID != "" && !snap.Report.ResultPosted {
 		content := zevent.ThreadResultEventContent{ThreadResult: r, RelatesTo: zevent.ThreadReply(snap.ThreadID, snap.ThreadID)}
@@ -104,11 +114,26 @@ func (m *Manager) deliver(ctx context.Context, attempt string) {
 		return
 	}
 	if again {
+		unlock()
+		unlock = nil
 		m.deliver(ctx, attempt)
 		return
 	}
 	log.Info("task reported", "agent", snap.Agent, "caller", snap.Parent.Agent, "notify", snap.Notify)
 	m.opts.Trace.Record(traceStep(snap, trace.StepReported, ""))
+}
+
+// lockCaller holds the reports to one caller thread and returns the unlock.
+func (m *Manager) lockCaller(p Parent) func() {
+	m.mu.Lock()
+	mu, ok := m.callers[p]
+	if !ok {
+		mu = &sync.Mutex{}
+		m.callers[p] = mu
+	}
+	m.mu.Unlock()
+	mu.Lock()
+	return mu.Unlock
 }
 
 // wake hands the caller its result as a new turn and says whether the wake is
