@@ -3,15 +3,15 @@
 # orders at high concurrency with a CPU hog busy beside it. Fails on any
 # scenario that failed, flaky ones included (zooid sim --repeat reports them),
 # and on a hunt that overran its time budget. Knobs: FLAKE_REPEAT (passes,
-# default 3), FLAKE_CONCURRENCY (default 8), FLAKE_SEED (default: picked and
-# printed), FLAKE_BUDGET (seconds, default 480).
+# default 5), FLAKE_CONCURRENCY (default 8), FLAKE_SEED (default: picked and
+# printed), FLAKE_BUDGET (seconds, default 600).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-repeat=${FLAKE_REPEAT:-3}
+repeat=${FLAKE_REPEAT:-5}
 conc=${FLAKE_CONCURRENCY:-8}
 seed=${FLAKE_SEED:--1}
-budget=${FLAKE_BUDGET:-480}
+budget=${FLAKE_BUDGET:-600}
 
 bin=$(mktemp -d)
 hog=""
