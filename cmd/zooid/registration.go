@@ -26,9 +26,16 @@ func cmdRegistration(args []string, stdout, stderr io.Writer) int {
 	}
 	if *url == "" {
 		for _, t := range cfg.Transports {
-			if t.Matrix != nil && t.Matrix.Listen != "" {
-				*url = "http://" + t.Matrix.Listen
+			if t.Matrix == nil {
+				continue
 			}
+			if t.Matrix.Listen == "" {
+				// A registration with url "" tells the homeserver to push nowhere
+				// useful; say what to do instead of printing one.
+				fmt.Fprintf(stderr, "zooid registration: transports.%s has no listen address, so there is no URL for the homeserver to push to: set transports.%s.listen or pass --url\n", t.Name, t.Name)
+				return 1
+			}
+			*url = "http://" + t.Matrix.Listen
 		}
 	}
 	reg, err := daemon.Registration(cfg, *url)

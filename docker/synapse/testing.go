@@ -2,16 +2,23 @@ package synapse
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/testcontainers/testcontainers-go"
 )
 
-// RunForTest starts Synapse for a test and terminates it when the test ends. It skips the
-// test, saying why, when no Docker engine answers; any other failure fails the test.
+// RequestEnv names the variable that selects the test homeserver; the value
+// "synapse" asks for a real Synapse.
+const RequestEnv = "ZOOID_TEST_HOMESERVER"
+
+// RunForTest starts Synapse for a test and terminates it when the test ends.
+// When no Docker engine answers it skips the test, saying why, unless Synapse
+// was asked for (ZOOID_TEST_HOMESERVER=synapse): asking for Synapse and not
+// getting it fails the test. Any other failure fails the test.
 func RunForTest(t testing.TB, opts ...Option) *Container {
 	t.Helper()
-	skipWithoutEngine(t)
+	requireEngine(t)
 	ctx := context.Background()
 	c, err := Run(ctx, opts...)
 	if err != nil {
@@ -25,20 +32,27 @@ func RunForTest(t testing.TB, opts ...Option) *Container {
 	return c
 }
 
-// skipWithoutEngine skips t when no Docker engine answers.
-func skipWithoutEngine(t testing.TB) {
+// requireEngine skips t when no Docker engine answers, or fails it when the
+// run asked for Synapse.
+func requireEngine(t testing.TB) {
 	t.Helper()
-	if tt, ok := t.(*testing.T); ok {
-		testcontainers.SkipIfProviderIsNotHealthy(tt)
+	err := engineHealth()
+	if err == nil {
 		return
 	}
-	// Benchmarks and fuzz targets: the same check SkipIfProviderIsNotHealthy makes.
+	if os.Getenv(RequestEnv) == "synapse" {
+		t.Fatalf("%s=synapse, but no Docker engine answers (start one with docker/engine.sh start): %v", RequestEnv, err)
+	}
+	t.Skipf("no Docker engine answers (start one with docker/engine.sh start): %v", err)
+}
+
+// engineHealth is the check testcontainers.SkipIfProviderIsNotHealthy makes;
+// a variable so a test can stand in for a missing engine.
+var engineHealth = func() error {
 	p, err := testcontainers.NewDockerProvider()
 	if err != nil {
-		t.Skipf("no Docker engine (start one with docker/engine.sh start): %v", err)
+		return err
 	}
 	defer p.Close()
-	if err := p.Health(context.Background()); err != nil {
-		t.Skipf("no Docker engine answers (start one with docker/engine.sh start): %v", err)
-	}
+	return p.Health(context.Background())
 }

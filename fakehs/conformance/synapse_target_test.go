@@ -14,7 +14,8 @@ import (
 )
 
 // synapseTarget starts a real Synapse in a container (docker/synapse) with an appservice
-// registered, and stops it when the test ends. It skips when no Docker engine answers.
+// registered, and stops it when the test ends. Without a Docker engine it fails: this target
+// is only chosen when ZOOID_TEST_HOMESERVER=synapse asks for it.
 func synapseTarget(t *testing.T) Target {
 	t.Helper()
 	// The push listener is opened first: its port goes into the registration, and the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -567,21 +568,55 @@ agents:
 	}
 }
 
+// TestPresetsResolve checks what a preset must be, not what the table says:
+// the README lists exactly the presets there are; a preset chosen in
+// zooid.yaml starts a program found on PATH with the user's args after the
+// preset's; and an npx preset never waits for a yes, because the agent's stdin
+// is the ACP stream and npx would read its confirmation from it.
 func TestPresetsResolve(t *testing.T) {
-	want := map[string][]string{
-		"claude":   {"npx", "-y", "@zed-industries/claude-code-acp"},
-		"opencode": {"opencode", "acp"},
-		"codex":    {"codex-acp"},
-		"gemini":   {"gemini", "--experimental-acp"},
-		"pi":       {"pi-acp"},
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if names := PresetNames(); len(names) != len(want) {
-		t.Fatalf("presets %v", names)
+	listed := regexp.MustCompile(`preset: claude \}\s+# ([a-z, ]+?) — or command`).FindSubmatch(readme)
+	if listed == nil {
+		t.Fatal("README's config example no longer lists the presets after `acp: { preset: claude }`")
 	}
-	for name, w := range want {
-		cmd, args := ACP{Preset: name}.Resolve()
-		if got := append([]string{cmd}, args...); !slices.Equal(got, w) {
-			t.Errorf("%s resolves to %v, want %v", name, got, w)
+	documented := strings.FieldsFunc(string(listed[1]), func(r rune) bool { return r == ',' || r == ' ' })
+	slices.Sort(documented)
+	if names := PresetNames(); !slices.Equal(documented, names) {
+		t.Errorf("README lists presets %v, the code has %v", documented, names)
+	}
+
+	for _, name := range PresetNames() {
+		yaml := `transports:
+  matrix: { homeserver: http://127.0.0.1:8008, server_name: example.org, as_token: a, hs_token: b }
+agents:
+  a:
+    acp: { preset: ` + name + `, args: [--user-arg] }
+    matrix: { user_id: '@a', rooms: ['#general'] }
+`
+		c, err := Parse([]byte(yaml), "zooid.yaml", testEnv)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		cmd, args := c.Agents[0].ACP.Resolve()
+		bare, _ := ACP{Preset: name}.Resolve()
+		switch {
+		case cmd == "" || strings.ContainsAny(cmd, "/ "):
+			t.Errorf("%s starts %q: want a bare program name, found on PATH as its adapter installs it", name, cmd)
+		case len(args) == 0 || args[len(args)-1] != "--user-arg":
+			t.Errorf("%s: user args %v do not come after the preset's", name, args)
+		case slices.Contains([]string{"sh", "bash", "env"}, cmd):
+			t.Errorf("%s starts %s: a preset runs its adapter directly", name, cmd)
+		case cmd != bare:
+			t.Errorf("%s: zooid.yaml resolves to %s, the preset to %s", name, cmd, bare)
+		}
+		if cmd == "npx" {
+			i := slices.IndexFunc(args, func(a string) bool { return !strings.HasPrefix(a, "-") })
+			if !slices.Contains(args, "-y") || i < 0 || slices.Index(args, "-y") > i || !strings.HasPrefix(args[i], "@") {
+				t.Errorf("%s runs npx %v: want -y before the scoped adapter package", name, args)
+			}
 		}
 		// Command overrides the preset.
 		if cmd, _ := (ACP{Preset: name, Command: "/opt/x"}).Resolve(); cmd != "/opt/x" {

@@ -738,7 +738,10 @@ var userMention = regexp.MustCompile(`@[a-z0-9._=/+\-]+:[A-Za-z0-9.\-]+(:[0-9]+)
 
 // Send is zooid_send_message. The post is an m.notice (agent prose is notices,
 // so .m.rule.suppress_notices keeps it quiet); full user ids of joined members
-// written in the text become m.mentions so they are woken as a human mention would.
+// written in the text become m.mentions, so their clients notify them. No
+// agent is woken by it: the router wakes nobody on an agent's own post (only
+// the daemon's handoffs and task roots wake agents), which keeps agents from
+// looping on each other.
 func (h *History) Send(ctx context.Context, c tools.Caller, room string, thread id.EventID, body string) (tools.SendResult, error) {
 	cli, err := h.client(c)
 	if err != nil {
