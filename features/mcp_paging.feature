@@ -9,14 +9,18 @@ Feature: Paging through history with cursors
     And agents "agent-a" and "agent-b" are bound to "#ops"
     And "#ops" has 2000 messages in 40 threads from ori, mia, agent-a and agent-b
 
-  Scenario: the limit defaults to 50
-    When agent-a calls zooid_get_history
-    Then the result has 50 messages
+  Scenario Outline: a page holds the limit asked for, 50 by default, at most 200
+    When agent-a calls <tool> with <arguments>
+    Then the result has <n> <entries>
     And has_more is true
 
-  Scenario: a limit above 200 is clamped to 200
-    When agent-a calls zooid_get_history with {"limit": 1000}
-    Then the result has 200 messages
+    Examples:
+      | tool                     | arguments       | n   | entries  |
+      | zooid_get_history        | {}              | 50  | messages |
+      | zooid_get_history        | {"limit": 7}    | 7   | messages |
+      | zooid_get_history        | {"limit": 1000} | 200 | messages |
+      | zooid_get_recent_threads | {}              | 50  | threads  |
+      | zooid_get_recent_threads | {"limit": 1000} | 200 | threads  |
 
   Scenario: a limit below 1 is an input error
     When agent-a calls zooid_get_history with {"limit": 0}
@@ -52,4 +56,5 @@ Feature: Paging through history with cursors
 
   Scenario: the overview pages back to the first thread with an exact has_more
     When agent-a pages zooid_get_recent_threads with {"limit": 200} until has_more is false
-    Then has_more was true on every page but the last
+    Then agent-a saw each of the 40 generated thread roots of "#ops" exactly once
+    And has_more was true on every page but the last

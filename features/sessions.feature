@@ -114,7 +114,7 @@ Feature: A thread is a conversation
       """
 
   Scenario: an idle agent's process stops, and the thread's next message starts a fresh one told where to catch up
-    Given agent processes stop after 0.5 seconds idle
+    Given agent processes stop after 1 second idle
     And agent-a will reply "svc-a is fine"
     And agent-a will reply "restarting svc-a"
     When ori says in "#ops": "@agent-a how is svc-a?"

@@ -56,6 +56,25 @@ func register(sc *godog.ScenarioContext, w *world) {
 	}
 }
 
+// checkAreas refuses a step filed under a section the catalogue does not
+// have: it would silently drop out of the documentation.
+func checkAreas(defs []stepDef) error {
+	known := map[string]bool{}
+	for _, a := range areas {
+		known[a.key] = true
+	}
+	var bad []string
+	for _, d := range defs {
+		if !known[d.area] {
+			bad = append(bad, fmt.Sprintf("%q (area %q)", d.example, d.area))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("steps in no catalogue section (add the area to areas in steps/catalogue.go): %s", strings.Join(bad, ", "))
+	}
+	return nil
+}
+
 // WriteCatalogue renders the step catalogue (features/README.md).
 func WriteCatalogue(out io.Writer) error {
 	var b strings.Builder
@@ -89,6 +108,9 @@ func WriteCatalogue(out io.Writer) error {
 	b.WriteString("`\"@ori\"` a user id, `\"$thread\"` the root of the current thread, `\"$task:audit svc-a\"` that task's thread, `\"$next_before\"` the agent's\n")
 	b.WriteString("last cursor and `\"$tampered_next_before\"` that cursor with one character changed.\n")
 	defs := definitions(nil)
+	if err := checkAreas(defs); err != nil {
+		return err
+	}
 	for _, a := range areas {
 		fmt.Fprintf(&b, "\n## %s\n\n%s\n\n", a.title, a.intro)
 		for _, d := range defs {

@@ -5,9 +5,14 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+
+	gherkin "github.com/cucumber/gherkin/go/v42"
+	messages "github.com/cucumber/messages/go/v34"
+	"github.com/cucumber/godog"
 )
 
 var update = flag.Bool("update", false, "rewrite features/README.md from the step definitions")
@@ -33,6 +38,18 @@ func TestStepCatalogueIsCurrent(t *testing.T) {
 	}
 	if !bytes.Equal(got, b.Bytes()) {
 		t.Fatalf("%s is stale; run: go generate ./steps", path)
+	}
+}
+
+// TestUnknownAreaFailsTheCatalogue: a step filed under a section the
+// catalogue lacks must stop generation, not vanish from the README.
+func TestUnknownAreaFailsTheCatalogue(t *testing.T) {
+	defs := append(definitions(nil), stepDef{area: "misc", pattern: `^x$`, example: `x`, doc: "x"})
+	if err := checkAreas(defs); err == nil || !strings.Contains(err.Error(), `"misc"`) {
+		t.Fatalf("checkAreas = %v, want a refusal naming the area", err)
+	}
+	if err := checkAreas(definitions(nil)); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -64,8 +81,10 @@ func TestEveryStepIsDocumented(t *testing.T) {
 	}
 }
 
-// TestFeaturesUseOnlyDefinedSteps parses every feature line that is a step
-// and checks exactly one definition matches it, so a typo fails fast.
+// TestFeaturesUseOnlyDefinedSteps compiles every feature as godog does
+// (Scenario Outlines expanded into their examples) and checks exactly one
+// definition matches each step, taking a DocString or table exactly when the
+// step has one, so a typo fails fast.
 func TestFeaturesUseOnlyDefinedSteps(t *testing.T) {
 	dir, err := FeaturesDir()
 	if err != nil {
@@ -75,29 +94,48 @@ func TestFeaturesUseOnlyDefinedSteps(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no features found")
 	}
+	defs := definitions(nil)
 	var res []*regexp.Regexp
-	for _, d := range definitions(nil) {
+	for _, d := range defs {
 		res = append(res, regexp.MustCompile(d.pattern))
 	}
-	kw := regexp.MustCompile(`^\s*(Given|When|Then|And|But|\*) (.*)$`)
+	docType, tableType := reflect.TypeOf(&godog.DocString{}), reflect.TypeOf(&godog.Table{})
+	lastArg := func(fn any) reflect.Type {
+		ft := reflect.TypeOf(fn)
+		if ft.NumIn() == 0 {
+			return nil
+		}
+		return ft.In(ft.NumIn() - 1)
+	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, line := range strings.Split(string(b), "\n") {
-			m := kw.FindStringSubmatch(line)
-			if m == nil {
-				continue
-			}
-			n := 0
-			for _, re := range res {
-				if re.MatchString(m[2]) {
-					n++
+		ids := (&messages.Incrementing{}).NewId
+		doc, err := gherkin.ParseGherkinDocument(bytes.NewReader(b), ids)
+		if err != nil {
+			t.Errorf("%s: %v", filepath.Base(f), err)
+			continue
+		}
+		for _, p := range gherkin.Pickles(*doc, f, ids) {
+			for _, st := range p.Steps {
+				var hits []stepDef
+				for i, re := range res {
+					if re.MatchString(st.Text) {
+						hits = append(hits, defs[i])
+					}
 				}
-			}
-			if n != 1 {
-				t.Errorf("%s:%d: %q matches %d step definitions", filepath.Base(f), i+1, m[2], n)
+				if len(hits) != 1 {
+					t.Errorf("%s: %q (scenario %q) matches %d step definitions", filepath.Base(f), st.Text, p.Name, len(hits))
+					continue
+				}
+				last := lastArg(hits[0].fn)
+				hasDoc := st.Argument != nil && st.Argument.DocString != nil
+				hasTable := st.Argument != nil && st.Argument.DataTable != nil
+				if hasDoc != (last == docType) || hasTable != (last == tableType) {
+					t.Errorf("%s: %q (scenario %q): the step's DocString/table does not fit its definition %s", filepath.Base(f), st.Text, p.Name, hits[0].pattern)
+				}
 			}
 		}
 	}

@@ -104,6 +104,30 @@ func (w *world) startDaemon(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The config is a zooid.yaml whose tokens are ${VAR}s set in this
+	// process's environment, the daemon's own: so an agent that inherited the
+	// daemon's environment unscrubbed would carry them.
+	path, env, err := w.writeConfig(exe)
+	if err != nil {
+		return err
+	}
+	for k, v := range env {
+		if err := os.Setenv(k, v); err != nil {
+			return fmt.Errorf("setting %s: %w", k, err)
+		}
+	}
+	w.closers = append(w.closers, func() error {
+		for k := range env {
+			_ = os.Unsetenv(k)
+		}
+		return nil
+	})
+	cfg, err := config.Load(path)
+	if err != nil {
+		return fmt.Errorf("loading the scenario's zooid.yaml: %w", err)
+	}
+	// Runs after the daemon has closed (closers run in reverse).
+	w.closers = append(w.closers, func() error { return checkStateDir(cfg.StateDir) })
 	// The daemon serves on the lease's held push socket rather than binding
 	// the address again: the port is never free for anyone else to take.
 	ln, err := w.lease.push.listener()
@@ -115,7 +139,7 @@ func (w *world) startDaemon(ctx context.Context) error {
 		turnTimeout = w.turnTimeout
 	}
 	d, err := daemon.New(daemon.Options{
-		Config: w.config(exe), Logger: w.log.With("component", "daemon"),
+		Config: cfg, Logger: w.log.With("component", "daemon"),
 		BridgeCommand: []string{exe, "mcp"}, TurnTimeout: turnTimeout,
 		// Start-up is bounded by the wait: only turns are meant to time out.
 		StartTimeout: w.run.wait,

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cucumber/godog"
 	"maunium.net/go/mautrix/id"
 )
 
@@ -27,6 +28,10 @@ func resultSteps(w *world) []stepDef {
 			example: `the result includes {"members": [{"id": "@agent-a", "is_agent": true, "agent_name": "agent-a"}]}`,
 			doc:     "The last result contains the JSON: objects by subset, arrays by each expected element matching some actual one.",
 			fn:      w.stepIncludes},
+		{area: "results", pattern: `^the result includes:$`,
+			example: `the result includes:`,
+			doc:     "The same, with the expected JSON in a DocString below the step, for JSON too long for one line.",
+			fn:      func(doc *godog.DocString) error { return w.stepIncludes(doc.Content) }},
 		{area: "results", pattern: `^the result has (\d+) (threads?|messages?|members?|rooms?)$`,
 			example: `the result has 5 threads`,
 			doc:     "The last result's list has exactly that many entries.",
@@ -59,6 +64,14 @@ func resultSteps(w *world) []stepDef {
 			example: `agent-a saw each of the 2000 generated messages of "#ops" exactly once, in order`,
 			doc:     "Over the agent's paging walk (pages newest to oldest, each page chronological), every generated message appears once, in history order.",
 			fn:      w.stepSawAll},
+		{area: "results", pattern: `^([a-z0-9-]+) saw each of the (\d+) generated thread roots of "(#[a-z0-9-]+)" exactly once$`,
+			example: `agent-a saw each of the 40 generated thread roots of "#ops" exactly once`,
+			doc:     "Over the agent's paging walk of zooid_get_recent_threads, every generated thread root appears on exactly one page, once, and no entry of any kind appears twice.",
+			fn:      w.stepSawRoots},
+		{area: "results", pattern: `^the room info is "(#[a-z0-9-]+)", named "([^"]+)", on the (matrix|http) transport$`,
+			example: `the room info is "#ops", named "#ops", on the matrix transport`,
+			doc:     "The last result is exactly that room: its room id, its name (the m.room.name the harness gave it, taken literally) and its transport.",
+			fn:      w.stepRoomInfo},
 		{area: "results", pattern: `^has_more was true on every page but the last$`,
 			example: `has_more was true on every page but the last`,
 			doc:     "The paging walk's has_more was exact: true until the final page, false there, and that final page not empty.",
@@ -506,6 +519,75 @@ func (w *world) stepSawAll(agent string, n int, roomName string) error {
 		if seen[i] < seen[i-1] {
 			return fmt.Errorf("generated message %d came after %d", seen[i], seen[i-1])
 		}
+	}
+	return nil
+}
+
+func (w *world) stepSawRoots(agent string, n int, roomName string) error {
+	p, err := w.walk(agent)
+	if err != nil {
+		return err
+	}
+	if !p.done {
+		return fmt.Errorf("%s's walk has not reached has_more false", agent)
+	}
+	r := w.rooms[roomName]
+	if r == nil {
+		return fmt.Errorf("no room %s", roomName)
+	}
+	roots := map[id.EventID]int{}
+	for _, s := range r.seeded {
+		if s.isRoot {
+			roots[s.id] = 0
+		}
+	}
+	if len(roots) != n {
+		return fmt.Errorf("%s has %d generated thread roots, not %d", roomName, len(roots), n)
+	}
+	seen := map[id.EventID]bool{}
+	var twice []id.EventID
+	for _, pg := range p.pages {
+		l, err := pg.list()
+		if err != nil {
+			return err
+		}
+		for _, e := range ids(l) {
+			if seen[e] {
+				twice = append(twice, e)
+			}
+			seen[e] = true
+			if _, ok := roots[e]; ok {
+				roots[e]++
+			}
+		}
+	}
+	var missing []id.EventID
+	for e, c := range roots {
+		if c == 0 {
+			missing = append(missing, e)
+		}
+	}
+	if len(missing) > 0 || len(twice) > 0 {
+		return fmt.Errorf("over %d pages: %d of %d thread roots never seen (%v), %d entries seen more than once (%v)",
+			len(p.pages), len(missing), n, missing[:min(len(missing), 5)], len(twice), twice[:min(len(twice), 5)])
+	}
+	return nil
+}
+
+func (w *world) stepRoomInfo(roomName, name, transport string) error {
+	c, err := w.okCall()
+	if err != nil {
+		return err
+	}
+	r := w.rooms[roomName]
+	if r == nil || !r.created {
+		return fmt.Errorf("no room %s in this scenario", roomName)
+	}
+	gotID, _ := c.body["id"].(string)
+	gotName, _ := c.body["name"].(string)
+	gotTransport, _ := c.body["transport"].(string)
+	if id.RoomID(gotID) != r.id || gotName != name || gotTransport != transport {
+		return fmt.Errorf("want room %s (%s) named %q on %s, got %s", roomName, r.id, name, transport, c)
 	}
 	return nil
 }

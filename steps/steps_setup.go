@@ -44,9 +44,9 @@ func bareList(s string) []string {
 
 func setupSteps(w *world) []stepDef {
 	return []stepDef{
-		{area: "setup", pattern: `^agent processes stop after (\d+(?:\.\d+)?) seconds? idle$`,
-			example: `agent processes stop after 0.5 seconds idle`,
-			doc:     "Sets zooid.yaml idle_timeout: a thread's agent process that waits that long for a turn is stopped.",
+		{area: "setup", pattern: `^agent processes stop after (\d+) seconds? idle$`,
+			example: `agent processes stop after 1 second idle`,
+			doc:     "Sets zooid.yaml idle_timeout (at least 1s, as zooid.yaml allows): a thread's agent process that waits that long for a turn is stopped.",
 			fn:      w.stepIdleTimeout},
 		{area: "setup", pattern: `^a turn times out after (\d+(?:\.\d+)?) seconds?$`,
 			example: `a turn times out after 3 seconds`,

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cucumber/godog"
+
 	"github.com/zooid-dev/zooid/steps/fakeagent"
 )
 
@@ -33,6 +35,12 @@ func toolSteps(w *world) []stepDef {
 			example: `agent-a calls zooid_get_recent_threads with {"limit": 5}`,
 			doc:     "Wakes the agent in its current thread with a turn that calls the tool, and waits for the result.",
 			fn:      w.stepCalls},
+		{area: "tools", pattern: `^([a-z0-9-]+) calls (zooid_[a-z_]+) with:$`,
+			example: `agent-a calls zooid_start_task_threads with:`,
+			doc:     "The same, with the JSON arguments in a DocString below the step, for arguments too long for one line.",
+			fn: func(ctx context.Context, agent, tool string, doc *godog.DocString) error {
+				return w.stepCalls(ctx, agent, tool, doc.Content)
+			}},
 		{area: "tools", pattern: `^([a-z0-9-]+) pages (zooid_[a-z_]+)(?: with (\{.*\}))? until has_more is false$`,
 			example: `agent-a pages zooid_get_history with {"limit": 200} until has_more is false`,
 			doc:     "Calls the tool, then again with each next_before as before, until has_more is false.",

@@ -226,7 +226,7 @@ const daemonProcArg = "zooid-daemon"
 
 // daemonProcConfig is what the parent hands the daemon process.
 type daemonProcConfig struct {
-	Config        *config.Config
+	ConfigPath    string // a zooid.yaml whose tokens come from the process's environment
 	BridgeCommand []string
 	TurnTimeout   time.Duration
 	// PushFD is the descriptor, inherited from the parent, of the bound
@@ -261,7 +261,12 @@ func daemonProcessMain(path string) int {
 		log.Error("decoding daemon config", "err", err)
 		return 1
 	}
-	opts := daemon.Options{Config: pc.Config, Logger: log, BridgeCommand: pc.BridgeCommand, TurnTimeout: pc.TurnTimeout}
+	cfg, err := config.Load(pc.ConfigPath)
+	if err != nil {
+		log.Error("loading zooid.yaml", "err", err)
+		return 1
+	}
+	opts := daemon.Options{Config: cfg, Logger: log, BridgeCommand: pc.BridgeCommand, TurnTimeout: pc.TurnTimeout}
 	if pc.PushFD != 0 {
 		f := os.NewFile(uintptr(pc.PushFD), "appservice push socket")
 		ln, err := net.FileListener(f)
@@ -300,6 +305,7 @@ const procTurnTimeout = 60 * time.Second
 type daemonProc struct {
 	cfgPath string
 	logPath string
+	env     map[string]string // the tokens zooid.yaml reads from the environment
 	cmd     *exec.Cmd
 	done    chan struct{}
 	runs    int
@@ -326,12 +332,16 @@ func (w *world) startAsProcess(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pc := daemonProcConfig{Config: w.config(exe), BridgeCommand: []string{exe, "mcp"}, TurnTimeout: procTurnTimeout, PushFD: pushFD}
+	cfgPath, env, err := w.writeConfig(exe)
+	if err != nil {
+		return err
+	}
+	pc := daemonProcConfig{ConfigPath: cfgPath, BridgeCommand: []string{exe, "mcp"}, TurnTimeout: procTurnTimeout, PushFD: pushFD}
 	raw, err := json.Marshal(pc)
 	if err != nil {
 		return fmt.Errorf("encoding the daemon config: %w", err)
 	}
-	p := &daemonProc{cfgPath: filepath.Join(w.dir, "daemon.json"), logPath: filepath.Join(w.dir, "daemon.log")}
+	p := &daemonProc{cfgPath: filepath.Join(w.dir, "daemon.json"), logPath: filepath.Join(w.dir, "daemon.log"), env: env}
 	if err := os.WriteFile(p.cfgPath, raw, 0o600); err != nil {
 		return fmt.Errorf("writing the daemon config: %w", err)
 	}
@@ -355,6 +365,9 @@ func (w *world) spawnDaemon(ctx context.Context, exe string) error {
 	fmt.Fprintf(logf, "=== daemon run %d\n", p.runs)
 	cmd := exec.Command(exe, daemonProcArg, p.cfgPath)
 	cmd.Env = append(os.Environ(), fakeagent.ExecEnv+"="+daemonProcArg)
+	for k, v := range p.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.ExtraFiles = []*os.File{w.lease.push.file} // pushFD in the child
