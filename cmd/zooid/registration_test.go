@@ -14,8 +14,8 @@ func TestRegistrationNeedsAPushURL(t *testing.T) {
   matrix:
     homeserver: http://127.0.0.1:8008
     server_name: example.org
-    as_token: a
-    hs_token: b
+    as_token: 0123456789abcdef0123
+    hs_token: fedcba98765432100123
 agents:
   agent-a:
     acp: { preset: claude }

@@ -590,7 +590,7 @@ func TestPresetsResolve(t *testing.T) {
 
 	for _, name := range PresetNames() {
 		yaml := `transports:
-  matrix: { homeserver: http://127.0.0.1:8008, server_name: example.org, as_token: a, hs_token: b }
+  matrix: { homeserver: http://127.0.0.1:8008, server_name: example.org, as_token: 0123456789abcdef0123, hs_token: fedcba98765432100123 }
 agents:
   a:
     acp: { preset: ` + name + `, args: [--user-arg] }
