@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	gherkin "github.com/cucumber/gherkin/go/v42"
-	messages "github.com/cucumber/messages/go/v34"
 	"github.com/cucumber/godog"
+	messages "github.com/cucumber/messages/go/v34"
 )
 
 var update = flag.Bool("update", false, "rewrite features/README.md from the step definitions")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -64,6 +65,13 @@ func zooidYAML(cfg *config.Config, v secretVars) string {
 	if cfg.TurnTimeout > 0 {
 		line(0, "turn_timeout", cfg.TurnTimeout.String())
 	}
+	if tr := cfg.Trace; tr != nil {
+		b.WriteString("trace:\n")
+		line(1, "dir", q(tr.Dir))
+		if tr.MaxFileSize > 0 {
+			line(1, "max_file_size", fmt.Sprint(tr.MaxFileSize))
+		}
+	}
 	b.WriteString("transports:\n")
 	for _, t := range cfg.Transports {
 		fmt.Fprintf(&b, "  %s:\n", t.Name)
@@ -94,6 +102,10 @@ func zooidYAML(cfg *config.Config, v secretVars) string {
 		if len(a.ACP.Args) > 0 {
 			j, _ := json.Marshal(a.ACP.Args)
 			line(3, "args", string(j))
+		}
+		if len(a.ACP.InheritEnv) > 0 {
+			j, _ := json.Marshal(a.ACP.InheritEnv)
+			line(3, "inherit_env", string(j))
 		}
 		if len(a.ACP.Env) > 0 {
 			b.WriteString("      env:\n")
@@ -126,7 +138,10 @@ func zooidYAML(cfg *config.Config, v secretVars) string {
 }
 
 // writeConfig writes the scenario's zooid.yaml and returns its path and the
-// environment variables its ${VAR} references need.
+// environment variables its ${VAR} references need. It loads the file back
+// (with those variables) and refuses it if a setting the scenario made did not
+// survive: a config field zooidYAML does not render yet must not go missing
+// silently.
 func (w *world) writeConfig(exe string) (string, map[string]string, error) {
 	cfg := w.config(exe)
 	v := newSecretVars()
@@ -134,5 +149,50 @@ func (w *world) writeConfig(exe string) (string, map[string]string, error) {
 	if err := os.WriteFile(path, []byte(zooidYAML(cfg, v)), 0o600); err != nil {
 		return "", nil, fmt.Errorf("writing zooid.yaml: %w", err)
 	}
-	return path, v.values(cfg), nil
+	env := v.values(cfg)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, fmt.Errorf("reading zooid.yaml back: %w", err)
+	}
+	back, err := config.Parse(raw, path, func(k string) (string, bool) { s, ok := env[k]; return s, ok })
+	if err != nil {
+		return "", nil, fmt.Errorf("the scenario's zooid.yaml does not load: %w", err)
+	}
+	if lost := lostFields(reflect.ValueOf(cfg), reflect.ValueOf(back), "config"); len(lost) > 0 {
+		return "", nil, fmt.Errorf("zooid.yaml lost settings of the scenario (render them in steps/zooidyaml.go): %s", strings.Join(lost, ", "))
+	}
+	return path, env, nil
+}
+
+// lostFields lists the settings made in want that got has not: set fields
+// that came back zero, entries that came back missing. Values may differ
+// (config normalises ids and paths); only absence counts.
+func lostFields(want, got reflect.Value, path string) []string {
+	if want.IsZero() {
+		return nil
+	}
+	if !got.IsValid() || got.IsZero() {
+		return []string{path}
+	}
+	var out []string
+	switch want.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		return lostFields(want.Elem(), got.Elem(), path)
+	case reflect.Struct:
+		for i := range want.NumField() {
+			out = append(out, lostFields(want.Field(i), got.Field(i), path+"."+want.Type().Field(i).Name)...)
+		}
+	case reflect.Slice:
+		if got.Len() < want.Len() {
+			return []string{fmt.Sprintf("%s (%d of %d entries)", path, got.Len(), want.Len())}
+		}
+		for i := range want.Len() {
+			out = append(out, lostFields(want.Index(i), got.Index(i), fmt.Sprintf("%s[%d]", path, i))...)
+		}
+	case reflect.Map:
+		for _, k := range want.MapKeys() {
+			out = append(out, lostFields(want.MapIndex(k), got.MapIndex(k), fmt.Sprintf("%s[%v]", path, k))...)
+		}
+	}
+	return out
 }
