@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -53,7 +54,7 @@ func taskSteps(w *world) []stepDef {
 			fn:      w.stepTaskStatus},
 		{area: "posts", pattern: `^([a-z0-9-]+) has started (\d+) task threads? in "(#[a-z0-9-]+)"$`,
 			example: `agent-a has started 5 task threads in "#ops"`,
-			doc:     "Exactly that many top-level messages from the agent carry dev.zooid.thread_start; each is a started task's thread_id, mentions its assignee and names the version, assignee, attempt id, parent and notify.",
+			doc:     "Exactly that many top-level messages from the agent carry dev.zooid.thread_start; each is a started task's thread_id, mentions its assignee and names the version, assignee, attempt id, parent and notify; they appear in the order the calls listed them.",
 			fn:      w.stepStartedThreads},
 		{area: "posts", pattern: `^the task "([^"]+)" ends (complete|partial|failed|cancelled)(?: \(([a-z_]+)\))?(?: with "([^"]*)")?$`,
 			example: `the task "audit svc-a" ends complete with "svc-a is clean"`,
@@ -321,6 +322,19 @@ func (w *world) stepStartedThreads(ctx context.Context, caller string, n int, ro
 		if _, err := w.taskRoom(ctx, t); err != nil {
 			return err
 		}
+	}
+	// The room shows them in the order the caller listed them.
+	var got, want []string
+	for _, m := range roots {
+		got = append(got, mine[m.ev.ID].prompt)
+	}
+	for _, t := range w.tw().tasks {
+		if t.caller == caller && slices.ContainsFunc(roots, func(m rawMsg) bool { return m.ev.ID == t.thread }) {
+			want = append(want, t.prompt)
+		}
+	}
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("%s's task roots appear in %s as %q, want the order listed %q", caller, roomName, got, want)
 	}
 	return nil
 }
