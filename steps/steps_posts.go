@@ -248,16 +248,13 @@ func (w *world) readErrors(ctx context.Context, r *room) ([]errorEvent, error) {
 			return nil, fmt.Errorf("reading %s as %s: %w", r.name, reader.name, err)
 		}
 		for _, ev := range resp.Chunk {
-			if ev.Type.Type != "dev.zooid.error" {
+			if ev.Type.Type != zevent.EventError.Type {
 				continue
 			}
 			e := errorEvent{sender: ev.Sender}
 			e.agent, _ = ev.Content.Raw["agent"].(string)
 			e.code, _ = ev.Content.Raw["code"].(string)
-			if rel, ok := ev.Content.Raw["m.relates_to"].(map[string]any); ok && rel["rel_type"] == "m.thread" {
-				s, _ := rel["event_id"].(string)
-				e.thread = id.EventID(s)
-			}
+			e.thread = zevent.ThreadRoot(ev)
 			out = append(out, e)
 		}
 		if resp.End == "" || len(resp.Chunk) == 0 {
