@@ -47,10 +47,3 @@ agents:
 		t.Fatalf("stderr %q, want it to contain %q and the agents.Bad errors", errb.String(), want)
 	}
 }
-
-func TestFakeAgentNeedsController(t *testing.T) {
-	var out, errb strings.Builder
-	if code := dispatch([]string{"fake-agent", "--agent", "a"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--control") {
-		t.Fatalf("exit %d, stderr %q", code, errb.String())
-	}
-}

@@ -19,15 +19,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooid-dev/zooid/internal/simcmd"
 	"github.com/zooid-dev/zooid/steps/fakeagent"
 )
 
 // execEnv makes the test binary behave as the zooid command, so the test runs
-// the real subcommands as real processes without a separate build step.
+// the real subcommands as real processes without a separate build step. With
+// "1" it plays zooid-sim too (as if installed next to zooid): the harness
+// commands go to simcmd. With "alone" it is zooid by itself, exec and all.
 const execEnv = "ZOOID_TEST_AS_ZOOID"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(execEnv) == "1" {
+	switch os.Getenv(execEnv) {
+	case "1":
+		if len(os.Args) > 1 && slices.Contains(harnessCommands, os.Args[1]) {
+			os.Exit(simcmd.Main(os.Args[1:], os.Stdout, os.Stderr))
+		}
+		os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
+	case "alone":
 		os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())

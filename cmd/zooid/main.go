@@ -1,11 +1,14 @@
-// Command zooid is the Zooid daemon and its companions: the MCP bridge agents
-// start, the fake homeserver, the scripted test agent and the scenario runner.
+// Command zooid is the Zooid daemon and its companions: the config check, the
+// appservice registration, the MCP bridge agents start and the room recorder.
+// The test harness (sim, fakehs, fake-agent) is the separate zooid-sim binary,
+// which `zooid <that command>` execs (harness.go).
 package main
 
 import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 )
 
@@ -22,9 +25,6 @@ var subcommands = map[string]subcommand{
 	"check":        {"validate a config file: zooid check --config zooid.yaml", cmdCheck},
 	"registration": {"print the appservice registration for a config: zooid registration --config zooid.yaml --url http://127.0.0.1:9000", cmdRegistration},
 	"mcp":          {"the Zooid MCP stdio bridge agents start (internal; put into session/new by the daemon)", cmdMCP},
-	"fakehs":       {"run the fake Matrix homeserver standalone", cmdFakehs},
-	"fake-agent":   {"a scripted ACP agent driven by a test controller", cmdFakeAgent},
-	"sim":          {"run the Gherkin feature suite against a homeserver", cmdSim},
 	"record":       {"record a room as a replayable scenario: ZOOID_RECORD_TOKEN=... zooid record --homeserver URL --room '#ops:server' > scenarios/x.json", cmdRecord},
 }
 
@@ -39,6 +39,9 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return 0
+	}
+	if slices.Contains(harnessCommands, args[0]) {
+		return runHarness(args, stderr)
 	}
 	sc, ok := subcommands[args[0]]
 	if !ok {
@@ -57,6 +60,10 @@ func usage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-11s %s\n", n, subcommands[n].summary)
+		fmt.Fprintf(w, "  %-13s %s\n", n, subcommands[n].summary)
+	}
+	fmt.Fprintf(w, "\ntest harness (the separate %s binary):\n", harnessBinary)
+	for _, n := range harnessCommands {
+		fmt.Fprintf(w, "  %s\n", n)
 	}
 }

@@ -142,3 +142,9 @@ func recordToken(file string, lookupEnv func(string) (string, bool)) (string, er
 	}
 	return "", fmt.Errorf("no access token: set $%s or give --token-file (the appservice's as_token with --as-user)", recordTokenEnv)
 }
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }

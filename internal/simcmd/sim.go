@@ -1,4 +1,4 @@
-package main
+package simcmd
 
 import (
 	"flag"
@@ -11,7 +11,8 @@ import (
 )
 
 // cmdSim runs the Gherkin features against a homeserver with the daemon
-// in-process and this binary as the scripted agents and MCP bridge.
+// in-process and this binary as the scripted agents and MCP bridge (hence the
+// fake-agent and mcp commands beside it).
 func cmdSim(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -1,4 +1,4 @@
-package main
+package simcmd
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"maunium.net/go/mautrix/appservice"
@@ -15,12 +14,7 @@ import (
 	"github.com/zooid-dev/zooid/fakehs"
 )
 
-// stringList is a repeatable string flag.
-type stringList []string
-
-func (l *stringList) String() string     { return strings.Join(*l, ",") }
-func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
-
+// cmdFakehs serves the fake homeserver until SIGINT or SIGTERM.
 func cmdFakehs(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -36,8 +30,11 @@ func runFakehs(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	serverName := fs.String("server-name", "localhost", "server name in user, room and alias ids")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	profileName := fs.String("profile", "synapse", "behaviour: synapse, or degraded (no /threads, no bundled aggregations, no relation filters, filters after the limit, history for non-members, new events visible 200 ms after the send)")
-	var regs stringList
-	fs.Var(&regs, "appservice", "appservice registration YAML file (repeatable)")
+	var regs []string
+	fs.Func("appservice", "appservice registration YAML file (repeatable)", func(v string) error {
+		regs = append(regs, v)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -1,4 +1,4 @@
-package main
+package simcmd
 
 import (
 	"bufio"
@@ -129,5 +129,24 @@ func TestFakehsChildProcess(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "fakehs stopped") {
 		t.Fatalf("no clean shutdown log: %s", stderr.String())
+	}
+}
+
+func TestFakeAgentNeedsController(t *testing.T) {
+	var out, errb strings.Builder
+	if code := Main([]string{"fake-agent", "--agent", "a"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--control") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+}
+
+func TestUnknownCommandListsTheHarnessCommands(t *testing.T) {
+	var out, errb strings.Builder
+	if code := Main([]string{"run"}, &out, &errb); code != 2 {
+		t.Fatalf("exit %d, want 2", code)
+	}
+	for _, want := range []string{`unknown command "run"`, "sim ", "fakehs ", "fake-agent ", "mcp "} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
 	}
 }
