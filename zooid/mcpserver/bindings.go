@@ -1,0 +1,114 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+
+	acp "github.com/coder/acp-go-sdk"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/zooid-dev/zooid/zooid/tools"
+)
+
+// A binding is one agent session's right to the tools: an unguessable id the
+// daemon puts into the bridge's argv, resolving to the session's tools.Caller, so
+// no tool argument ever says who is calling. Connections that presented it are
+// closed when it is unbound.
+type binding struct {
+	id     string
+	caller tools.Caller
+	conns  map[*conn]struct{}
+}
+
+// Bind registers a session and returns its unguessable binding id.
+func (s *Server) Bind(c tools.Caller) string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("mcpserver: crypto/rand failed: %v", err))
+	}
+	bid := base64.RawURLEncoding.EncodeToString(b)
+	s.mu.Lock()
+	s.bindings[bid] = &binding{id: bid, caller: c, conns: map[*conn]struct{}{}}
+	s.mu.Unlock()
+	return bid
+}
+
+// SetKind changes a binding's session kind (its gating) and tells its live
+// connections with notifications/tools/list_changed.
+func (s *Server) SetKind(bindingID string, kind tools.SessionKind) {
+	s.mu.Lock()
+	b, ok := s.bindings[bindingID]
+	if !ok || b.caller.Kind == kind {
+		s.mu.Unlock()
+		return
+	}
+	b.caller.Kind = kind
+	var ids []string
+	for c := range b.conns {
+		ids = append(ids, c.id)
+	}
+	s.mu.Unlock()
+	for _, sid := range ids {
+		if err := s.mcp.SendNotificationToSpecificClient(sid, string(mcp.MethodNotificationToolsListChanged), nil); err != nil {
+			s.log.Debug("tools/list_changed not delivered", "session", sid, "err", err)
+		}
+	}
+}
+
+// Unbind forgets a binding and closes its live connections.
+func (s *Server) Unbind(bindingID string) {
+	s.mu.Lock()
+	b, ok := s.bindings[bindingID]
+	delete(s.bindings, bindingID)
+	var cs []*conn
+	if ok {
+		for c := range b.conns {
+			cs = append(cs, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range cs {
+		c.close()
+	}
+}
+
+// StdioEntry is the session/new mcpServers entry that starts the bridge for a
+// binding. It carries only the socket path and the binding id: no token.
+func (s *Server) StdioEntry(bindingID string) acp.McpServer {
+	s.mu.Lock()
+	var path string
+	if b, ok := s.bindings[bindingID]; ok {
+		if l, ok := s.listeners[b.caller.Agent]; ok {
+			path = l.path
+		}
+	}
+	s.mu.Unlock()
+	if path == "" {
+		s.log.Error("stdio entry for a binding without a listening agent socket; the bridge will fail", "binding_known", false)
+	}
+	args := append(append([]string(nil), s.bridge[1:]...), "--socket", path, "--binding", bindingID)
+	return acp.McpServer{Stdio: &acp.McpServerStdio{
+		Name:    "zooid",
+		Command: s.bridge[0],
+		Args:    args,
+		Env:     []acp.EnvVariable{},
+	}}
+}
+
+// callerOf resolves the calling connection's binding.
+func (s *Server) callerOf(ctx context.Context) (tools.Caller, bool) {
+	c, ok := server.ClientSessionFromContext(ctx).(*conn)
+	if !ok {
+		return tools.Caller{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.bindings[c.binding]
+	if !ok {
+		return tools.Caller{}, false
+	}
+	return b.caller, true
+}

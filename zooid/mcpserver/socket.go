@@ -1,0 +1,285 @@
+package mcpserver
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/zooid-dev/zooid/zooid/bridge"
+	"github.com/zooid-dev/zooid/zooid/config"
+)
+
+// The socket transport: newline-delimited JSON-RPC over one unix socket per
+// agent, a binding handshake first, then mcp-go's HandleMessage per line. It is
+// written here because mcp-go's StdioServer serves one client session per process
+// (a package-level session), while each connection here needs a session of its own,
+// bound to its binding's Caller.
+
+type listener struct {
+	agent string
+	path  string
+	ln    net.Listener
+}
+
+// ListenAgent opens the agent's socket (mode 0600) in RunDir and serves it until
+// Close. It returns the socket path to mount or pass to the bridge.
+func (s *Server) ListenAgent(agent string) (string, error) {
+	if !config.ValidName(agent) {
+		return "", fmt.Errorf("listening for agent %q: not a valid agent name", agent)
+	}
+	path := filepath.Join(s.opts.RunDir, agent+".sock")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return "", errors.New("listening for agent: server closed")
+	}
+	if l, ok := s.listeners[agent]; ok {
+		return l.path, nil
+	}
+	// A stale socket from an earlier run would make bind fail.
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("removing stale socket %s: %w", path, err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return "", fmt.Errorf("listening on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return "", fmt.Errorf("securing socket %s: %w", path, err)
+	}
+	if ul, ok := ln.(*net.UnixListener); ok {
+		ul.SetUnlinkOnClose(true)
+	}
+	l := &listener{agent: agent, path: path, ln: ln}
+	s.listeners[agent] = l
+	s.wg.Add(1)
+	go s.accept(l) // owner: Server; ends when Close closes the listener
+	return path, nil
+}
+
+// SocketPath returns the agent's socket path, if it listens.
+func (s *Server) SocketPath(agent string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.listeners[agent]
+	if !ok {
+		return "", false
+	}
+	return l.path, true
+}
+
+func (s *Server) accept(l *listener) {
+	defer s.wg.Done()
+	for {
+		nc, err := l.ln.Accept()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				s.log.Error("accepting on agent socket", "agent", l.agent, "err", err)
+			}
+			return
+		}
+		s.wg.Add(1)
+		go s.serve(l.agent, nc) // owner: Server; ends when the connection closes
+	}
+}
+
+// conn is one bridge connection: an mcp-go client session plus its writer.
+type conn struct {
+	id      string
+	nc      net.Conn
+	binding string
+	notes   chan mcp.JSONRPCNotification
+	init    atomic.Bool
+
+	writeMu sync.Mutex
+	w       *bufio.Writer
+
+	closeOnce sync.Once
+	done      chan struct{}
+
+	cancelMu sync.Mutex
+	cancel   context.CancelFunc
+}
+
+func (c *conn) setCancel(cancel context.CancelFunc) {
+	c.cancelMu.Lock()
+	c.cancel = cancel
+	c.cancelMu.Unlock()
+}
+
+func (c *conn) SessionID() string                                   { return c.id }
+func (c *conn) NotificationChannel() chan<- mcp.JSONRPCNotification { return c.notes }
+func (c *conn) Initialize()                                         { c.init.Store(true) }
+func (c *conn) Initialized() bool                                   { return c.init.Load() }
+
+func (c *conn) close() {
+	c.closeOnce.Do(func() {
+		close(c.done)
+		c.nc.Close()
+		c.cancelMu.Lock()
+		if c.cancel != nil {
+			c.cancel()
+		}
+		c.cancelMu.Unlock()
+	})
+}
+
+func (c *conn) writeLine(v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding message: %w", err)
+	}
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	if _, err := c.w.Write(append(data, '\n')); err != nil {
+		return fmt.Errorf("writing to bridge: %w", err)
+	}
+	if err := c.w.Flush(); err != nil {
+		return fmt.Errorf("writing to bridge: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) serve(agent string, nc net.Conn) {
+	defer s.wg.Done()
+	sid := make([]byte, 16)
+	_, _ = rand.Read(sid)
+	c := &conn{
+		id:    "zooid-" + base64.RawURLEncoding.EncodeToString(sid),
+		nc:    nc,
+		notes: make(chan mcp.JSONRPCNotification, 16),
+		w:     bufio.NewWriter(nc),
+		done:  make(chan struct{}),
+	}
+	defer c.close()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		if b, ok := s.bindings[c.binding]; ok {
+			delete(b.conns, c)
+		}
+		s.mu.Unlock()
+	}()
+
+	sc := bufio.NewScanner(nc)
+	sc.Buffer(make([]byte, 64<<10), bridge.MaxLine)
+
+	// Handshake: the first line names the binding. An unknown binding and one of
+	// another agent get the same answer, so the socket is no oracle.
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if !sc.Scan() {
+		return
+	}
+	var hello bridge.Hello
+	_ = json.Unmarshal(sc.Bytes(), &hello)
+	s.mu.Lock()
+	b, ok := s.bindings[hello.Binding]
+	if ok && b.caller.Agent == agent && !s.closed {
+		b.conns[c] = struct{}{}
+		c.binding = b.id
+	} else {
+		ok = false
+	}
+	s.mu.Unlock()
+	if !ok {
+		s.log.Warn("refused a connection with an unknown binding", "agent", agent)
+		_ = c.writeLine(bridge.Welcome{Error: bridge.RefusedMessage})
+		return
+	}
+	_ = nc.SetReadDeadline(time.Time{})
+	if err := c.writeLine(bridge.Welcome{OK: true}); err != nil {
+		return
+	}
+
+	if err := s.mcp.RegisterSession(s.ctx, c); err != nil {
+		s.log.Error("registering mcp session", "err", err)
+		return
+	}
+	defer s.mcp.UnregisterSession(s.ctx, c.id)
+
+	// Calls in flight end when the connection is closed (Unbind, Close), but a
+	// bridge that merely stops writing still gets its answers.
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	c.setCancel(cancel)
+	ctx = s.mcp.WithContext(ctx, c)
+
+	notesDone := make(chan struct{})
+	go func() { // owner: serve; forwards notifications until the connection ends
+		defer close(notesDone)
+		for {
+			select {
+			case n := <-c.notes:
+				if err := c.writeLine(n); err != nil {
+					c.close()
+					return
+				}
+			case <-c.done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var inflight sync.WaitGroup
+	for sc.Scan() {
+		line := append([]byte(nil), sc.Bytes()...)
+		if len(line) == 0 {
+			continue
+		}
+		// Requests run concurrently so a slow tool call doesn't block pings or
+		// cancellations; notifications are handled in order.
+		run := func() {
+			resp := s.mcp.HandleMessage(ctx, line)
+			if resp != nil {
+				if err := c.writeLine(resp); err != nil {
+					s.log.Debug("writing mcp response", "err", err)
+					c.close()
+				}
+			}
+		}
+		if hasID(line) {
+			inflight.Add(1)
+			go func() { defer inflight.Done(); run() }() // owner: serve (inflight)
+		} else {
+			run()
+		}
+	}
+	inflight.Wait()
+	cancel()
+	<-notesDone
+	if err := sc.Err(); err != nil && !errors.Is(err, net.ErrClosed) {
+		s.log.Debug("reading from bridge", "err", err)
+	}
+}
+
+func hasID(line []byte) bool {
+	var probe struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.Unmarshal(line, &probe) != nil {
+		return false
+	}
+	return len(probe.ID) > 0 && string(probe.ID) != "null" && probe.Method != ""
+}

@@ -1,0 +1,85 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/zooid-dev/zooid/zooid/tools"
+	"github.com/zooid-dev/zooid/zooid/trace"
+)
+
+// The tool handler: mcp-go's tool list and calls, answered by zooid/tools for
+// the calling connection's binding (gating by its session kind).
+
+func (s *Server) filterTools(ctx context.Context, in []mcp.Tool) []mcp.Tool {
+	caller, ok := s.callerOf(ctx)
+	if !ok {
+		return nil
+	}
+	out := make([]mcp.Tool, 0, len(in))
+	for _, t := range in {
+		if _, offered := tools.Lookup(caller.Kind, t.Name); offered {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func (s *Server) handler(name string) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		caller, ok := s.callerOf(ctx)
+		if !ok {
+			return mcp.NewToolResultError("forbidden: this session has ended; its binding is no longer valid"), nil
+		}
+		args := req.Params.RawArguments
+		if len(args) == 0 && req.Params.Arguments != nil {
+			raw, err := json.Marshal(req.Params.Arguments)
+			if err != nil {
+				return mcp.NewToolResultError("invalid_argument: arguments are not a JSON object"), nil
+			}
+			args = raw
+		}
+		start := time.Now()
+		res, terr, cause := tools.Call(ctx, tools.Backends{Rooms: s.opts.Rooms, Tasks: s.opts.Tasks}, caller, name, args)
+		if terr != nil {
+			lvl := slog.LevelDebug
+			if cause != nil {
+				lvl = slog.LevelWarn
+			}
+			s.log.Log(ctx, lvl, "tool call failed", "tool", name, "agent", caller.Agent, "code", terr.Code, "err", errOr(cause, terr))
+			s.opts.Trace.Record(traceTool(caller, name, args, "", terr.Error()))
+			return mcp.NewToolResultError(terr.Error()), nil
+		}
+		text, err := json.Marshal(res)
+		if err != nil {
+			s.log.Error("encoding tool result", "tool", name, "err", err)
+			return mcp.NewToolResultError("unavailable: the result could not be encoded"), nil
+		}
+		s.log.Debug("tool call", "tool", name, "agent", caller.Agent, "took", time.Since(start))
+		s.opts.Trace.Record(traceTool(caller, name, args, string(text), ""))
+		// Structured content must be a JSON object; every result record is one.
+		var structured map[string]any
+		if err := json.Unmarshal(text, &structured); err != nil {
+			return mcp.NewToolResultText(string(text)), nil
+		}
+		return mcp.NewToolResultStructured(structured, string(text)), nil
+	}
+}
+
+func errOr(a error, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// traceTool is the trace record of one tool call, in the caller's session.
+func traceTool(c tools.Caller, name string, args []byte, result, errText string) trace.Record {
+	return trace.Record{Kind: trace.KindTool, Room: c.Room, Session: c.SessionKey,
+		Tool: &trace.ToolCall{Agent: c.Agent, Tool: name, Args: string(args), Result: result, Error: errText}}
+}
