@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"sync"
 	"time"
 
@@ -45,9 +44,7 @@ func eventTurn(text string, ev id.EventID, sender id.UserID) turnRequest {
 // internalTurn is a turn the daemon itself queues (a task result, a handoff),
 // on behalf of from ("" for the daemon): no event woke it, so it gets a fresh id.
 func internalTurn(text string, from id.UserID) turnRequest {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return turnRequest{id: "internal." + hex.EncodeToString(b), text: text, from: from}
+	return turnRequest{id: "internal." + rand.Text(), text: text, from: from}
 }
 
 // sessions owns every live session and the goroutine that serialises its turns.

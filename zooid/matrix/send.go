@@ -3,7 +3,6 @@ package matrix
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -22,9 +21,7 @@ import (
 // empty txnID gets a random one, shared by the retries of this call.
 func (t *Transport) Send(ctx context.Context, as id.UserID, room id.RoomID, evType event.Type, content any, txnID string) (evID id.EventID, err error) {
 	if txnID == "" {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		txnID = "zooid-" + hex.EncodeToString(b[:])
+		txnID = "zooid-" + rand.Text()
 	}
 	defer func() { t.trace.Record(tracePost(t.trace, as, room, evType, content, txnID, evID, err)) }()
 	cli := t.Client(as)

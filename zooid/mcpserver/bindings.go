@@ -3,8 +3,6 @@ package mcpserver
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
-	"fmt"
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -23,13 +21,10 @@ type binding struct {
 	conns  map[*conn]struct{}
 }
 
-// Bind registers a session and returns its unguessable binding id.
+// Bind registers a session and returns its unguessable binding id (130 random
+// bits).
 func (s *Server) Bind(c tools.Caller) string {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		panic(fmt.Sprintf("mcpserver: crypto/rand failed: %v", err))
-	}
-	bid := base64.RawURLEncoding.EncodeToString(b)
+	bid := rand.Text()
 	s.mu.Lock()
 	s.bindings[bid] = &binding{id: bid, caller: c, conns: map[*conn]struct{}{}}
 	s.mu.Unlock()

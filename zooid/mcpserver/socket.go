@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -155,10 +154,8 @@ func (c *conn) writeLine(v any) error {
 
 func (s *Server) serve(agent string, nc net.Conn) {
 	defer s.wg.Done()
-	sid := make([]byte, 16)
-	_, _ = rand.Read(sid)
 	c := &conn{
-		id:    "zooid-" + base64.RawURLEncoding.EncodeToString(sid),
+		id:    "zooid-" + rand.Text(),
 		nc:    nc,
 		notes: make(chan mcp.JSONRPCNotification, 16),
 		w:     bufio.NewWriter(nc),

@@ -3,7 +3,6 @@ package tasks
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"html"
 	"slices"
@@ -79,12 +78,8 @@ func (m *Manager) admit(c tools.Caller, specs []tools.TaskSpec, notify string, r
 		case open >= m.opts.MaxOpenPerRoom:
 			results[i].Status, results[i].Reason = tools.TaskRefused, tools.ReasonAtCapacity
 		default:
-			attempt, err := newAttemptID()
-			if err != nil {
-				return nil, err
-			}
 			t := &Task{
-				AttemptID: attempt,
+				AttemptID: newAttemptID(),
 				Agent:     s.Agent,
 				AgentUser: user,
 				Room:      c.Room,
@@ -240,10 +235,8 @@ func delivery(notify string, results []tools.TaskResult) string {
 	return fmt.Sprintf("%d task thread(s) started: each result comes back to you as a new turn when its task ends. End your turn now and do not poll or wait for them.", started)
 }
 
-func newAttemptID() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("generating attempt id: %w", err)
-	}
-	return "zt" + hex.EncodeToString(b[:]), nil
+// newAttemptID is a fresh attempt id: the journal key of a task and the txn id
+// of its root, so it is unique per attempt and a valid Matrix txn id.
+func newAttemptID() string {
+	return "zt" + rand.Text()
 }
