@@ -18,10 +18,7 @@ func tracePost(rec trace.Recorder, as id.UserID, room id.RoomID, evType event.Ty
 	var c struct {
 		MsgType   string `json:"msgtype"`
 		Body      any    `json:"body"`
-		RelatesTo *struct {
-			Type    string     `json:"rel_type"`
-			EventID id.EventID `json:"event_id"`
-		} `json:"m.relates_to"`
+		RelatesTo *event.RelatesTo `json:"m.relates_to"`
 	}
 	if raw, merr := json.Marshal(content); merr == nil {
 		_ = json.Unmarshal(raw, &c)
@@ -30,9 +27,7 @@ func tracePost(rec trace.Recorder, as id.UserID, room id.RoomID, evType event.Ty
 	if s, ok := c.Body.(string); ok {
 		p.Text = s
 	}
-	if c.RelatesTo != nil && c.RelatesTo.Type == string(event.RelThread) {
-		p.Thread = c.RelatesTo.EventID
-	}
+	p.Thread = c.RelatesTo.GetThreadParent()
 	if err != nil {
 		p.Error = err.Error()
 	}
