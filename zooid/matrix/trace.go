@@ -16,8 +16,8 @@ func tracePost(rec trace.Recorder, as id.UserID, room id.RoomID, evType event.Ty
 		return trace.Record{}
 	}
 	var c struct {
-		MsgType   string `json:"msgtype"`
-		Body      any    `json:"body"`
+		MsgType   string           `json:"msgtype"`
+		Body      any              `json:"body"`
 		RelatesTo *event.RelatesTo `json:"m.relates_to"`
 	}
 	if raw, merr := json.Marshal(content); merr == nil {
