@@ -277,6 +277,15 @@ func (r *runner) initScenario(sc *godog.ScenarioContext) {
 	}
 	pass := r.pass
 	sc.After(func(ctx context.Context, s *godog.Scenario, err error) (context.Context, error) {
+		if err == nil {
+			// A scenario written to survive a fault proves nothing if the
+			// fault never fired.
+			if ferr := w.faultsUsed(); ferr != nil {
+				_ = w.close()
+				r.outcomes.record(pass, s, ferr)
+				return ctx, ferr
+			}
+		}
 		cerr := w.close()
 		if cerr != nil && err == nil {
 			cerr = fmt.Errorf("closing the scenario: %w", cerr)
