@@ -12,6 +12,7 @@ import (
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/fakehs"
 )
@@ -293,11 +294,28 @@ func (w *world) stepReactions(ctx context.Context, who string, n int, roomName s
 	if err != nil {
 		return err
 	}
-	resp, err := h.cli.Messages(ctx, r.id, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 1)
-	if err != nil || len(resp.Chunk) == 0 {
-		return fmt.Errorf("finding the last message of %s: %v", roomName, err)
+	// Page back unfiltered rather than ask for one filtered event: a server
+	// that filters after the page limit (degraded fakehs) answers that with
+	// nothing when the newest event is not a message, such as an agent's
+	// join the daemon made a moment ago.
+	var target id.EventID
+	from := ""
+	for target == "" {
+		resp, err := h.cli.Messages(ctx, r.id, from, "", mautrix.DirectionBackward, nil, 50)
+		if err != nil {
+			return fmt.Errorf("finding the last message of %s: %w", roomName, err)
+		}
+		for _, ev := range resp.Chunk {
+			if ev.Type == event.EventMessage {
+				target = ev.ID
+				break
+			}
+		}
+		if target == "" && (resp.End == "" || len(resp.Chunk) == 0) {
+			return fmt.Errorf("finding the last message of %s: the room has none", roomName)
+		}
+		from = resp.End
 	}
-	target := resp.Chunk[0].ID
 	for i := range n {
 		if _, err := h.cli.SendReaction(ctx, r.id, target, fmt.Sprintf("r%d", i)); err != nil {
 			return fmt.Errorf("reaction %d to %s: %w", i, target, err)
