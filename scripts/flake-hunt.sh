@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Hunts flaky scenarios: the fake feature suite, several passes in shuffled
-# orders at high concurrency with a CPU hog busy beside it. Fails on any
-# scenario that failed, flaky ones included (zooid sim --repeat reports them),
-# and on a hunt that overran its time budget. Knobs: FLAKE_REPEAT (passes,
-# default 5), FLAKE_CONCURRENCY (default 8), FLAKE_SEED (default: picked and
-# printed), FLAKE_BUDGET (seconds, default 600).
+# orders at high concurrency with a CPU hog busy beside it, on fakehs and on
+# fakehs's degraded profile (late visibility widens timing windows). Fails on
+# any scenario that failed, flaky ones included (zooid sim --repeat reports
+# them), and on a hunt that overran its time budget. Knobs: FLAKE_HOMESERVERS
+# (default "fake fake-degraded"), FLAKE_REPEAT (passes on each, default 3),
+# FLAKE_CONCURRENCY (default 8), FLAKE_SEED (default: picked and printed),
+# FLAKE_BUDGET (seconds for the whole hunt, default 600).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-repeat=${FLAKE_REPEAT:-5}
+homeservers=${FLAKE_HOMESERVERS:-fake fake-degraded}
+repeat=${FLAKE_REPEAT:-3}
 conc=${FLAKE_CONCURRENCY:-8}
 seed=${FLAKE_SEED:--1}
 budget=${FLAKE_BUDGET:-600}
@@ -29,10 +32,24 @@ go build -o "$bin/" ./cmd/zooid ./cmd/zooid-sim
 sh -c 'while :; do :; done' &
 hog=$!
 
-status=0
-timeout --kill-after=30 "$budget" "$bin/zooid" sim --homeserver fake \
-	--repeat "$repeat" --concurrency "$conc" --random "$seed" || status=$?
-if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
-	echo "flake hunt: overran its ${budget}s budget (a hung scenario is a failure too)" >&2
-fi
-exit "$status"
+deadline=$(( $(date +%s) + budget ))
+failed=0
+for hs in $homeservers; do
+	left=$(( deadline - $(date +%s) ))
+	if [ "$left" -le 0 ]; then
+		echo "flake hunt: no time left for $hs within the ${budget}s budget" >&2
+		failed=1
+		break
+	fi
+	echo "=== flake hunt on $hs: $repeat passes at concurrency $conc (${left}s left)"
+	status=0
+	timeout --kill-after=30 "$left" "$bin/zooid" sim --homeserver "$hs" \
+		--repeat "$repeat" --concurrency "$conc" --random "$seed" || status=$?
+	if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+		echo "flake hunt: $hs overran the ${budget}s budget (a hung scenario is a failure too)" >&2
+	fi
+	if [ "$status" -ne 0 ]; then
+		failed=1
+	fi
+done
+exit "$failed"
