@@ -180,8 +180,11 @@ agents:
 		return false
 	})
 	prompts := ctl.Prompts("agent-a")
-	if len(prompts) != 1 || prompts[0].Text != "is svc-a healthy?" {
-		t.Fatalf("agent-a was prompted with %+v, want one prompt with its mention stripped", prompts)
+	// A new session's first prompt is the session header, a blank line, then the
+	// message with the agent's own mention stripped.
+	if len(prompts) != 1 || !strings.HasPrefix(prompts[0].Text, "[zooid] room: #general:localhost ") ||
+		!strings.HasSuffix(prompts[0].Text, "\n\nis svc-a healthy?") {
+		t.Fatalf("agent-a was prompted with %+v, want one prompt: the session header, then the message with its mention stripped", prompts)
 	}
 
 	// The agent process ran in its own directory under the state dir, with an
