@@ -18,3 +18,17 @@ if git ls-files --error-unmatch '*package-lock.json' >/dev/null 2>&1 || [ -n "$(
     fi
   done
 fi
+
+# The report's browser test (scenarios/report) drives Debian's chromium headless;
+# without it that test fails, so install it when missing (needs root and apt).
+if ! command -v chromium >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "setup: installing chromium"
+    apt-get install -y --no-install-recommends chromium >/dev/null 2>&1 || {
+      apt-get update >/dev/null && apt-get install -y --no-install-recommends chromium >/dev/null
+    }
+  else
+    echo "setup: chromium is required for the report's browser test (as root: apt-get install -y chromium)" >&2
+    exit 1
+  fi
+fi

@@ -1,0 +1,237 @@
+// Package report renders what happened in a run — rooms' events, the daemon's
+// trace (routing decisions, turns with their tool calls, posts, task steps)
+// and, optionally, the divergences of a replay — as one self-contained HTML
+// page: inline CSS and script, nothing fetched from the network. Every piece
+// of event text is escaped (html/template), since room text is hostile input.
+//
+// It links no test code, so the daemon binary (zooid replay) and the harness
+// binary (zooid sim --report) both use it.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/zooid-dev/zooid/scenarios"
+	"github.com/zooid-dev/zooid/zooid/trace"
+)
+
+// Run is one world to show: a recording replayed, or one scenario of a sim
+// run.
+type Run struct {
+	// Title heads the run's section (the recording's name, the scenario's).
+	Title string
+	// Status is a short verdict shown beside the title ("passed", "failed:
+	// …", "diverges"); may be empty.
+	Status string
+	// Rooms are the run's rooms.
+	Rooms []Room
+	// Diff is what a replay found different from the recorded trace; its
+	// entries are highlighted where the ids they name are shown.
+	Diff trace.Diff
+}
+
+// Room is one room's timeline: its events as read back and, when the daemon
+// traced it, the trace's records for it.
+type Room struct {
+	// Name is how the run named the room ("#ops").
+	Name string
+	// ID is the room id the trace knows it by; may be empty.
+	ID string
+	// Events are the room's events, oldest first.
+	Events []Event
+	// Trace is the daemon's records for the room; nil when not traced.
+	Trace []trace.Record
+}
+
+// Event is one event of a room's timeline.
+type Event struct {
+	// ID is the event id; the trace's records name events by it.
+	ID string
+	// Label is the recording's label for it, if any.
+	Label  string
+	Sender string
+	// Agent marks a sender that is one of the run's agents.
+	Agent bool
+	Time  time.Time
+	// Type is the event type; MsgType the message's msgtype.
+	Type    string
+	MsgType string
+	Text    string
+	// Thread is the id of the thread root it replies in; empty at top level.
+	Thread string
+	// Relation says how it relates to another event when not a thread
+	// reply ("edits $x", "reacts 👍 to $x").
+	Relation string
+}
+
+// FromRecording makes a Run of a recording. Its events get the ids of the
+// trace's event records they match (same text, in order) so routing
+// decisions and turns attach to them; trace events that match no recorded
+// event (the recording window started later) are shown where the trace has
+// them. tr may be nil; then the recording's own trace lines are used.
+func FromRecording(rec *scenarios.Recording, tr *trace.Trace) (Run, error) {
+	run := Run{Title: rec.Name}
+	if run.Title == "" {
+		run.Title = rec.Path
+	}
+	if tr == nil && len(rec.Trace) > 0 {
+		t, err := ParseLines(rec.Trace)
+		if err != nil {
+			return Run{}, fmt.Errorf("the trace of %s: %w", rec.Path, err)
+		}
+		tr = t
+	}
+	roomName := rec.Room
+	if roomName == "" {
+		roomName = "#room"
+	}
+	room := Room{Name: roomName}
+	ids := make([]string, len(rec.Events))
+	for i := range rec.Events {
+		ids[i] = fmt.Sprintf("rec-%d", i)
+	}
+	var traced []trace.Record
+	if tr != nil && len(tr.Rooms) > 0 {
+		tRoom := &tr.Rooms[0]
+		for i := range tr.Rooms {
+			if tr.Rooms[i].Alias != "" && tr.Rooms[i].Alias == rec.Room {
+				tRoom = &tr.Rooms[i]
+			}
+		}
+		room.ID = string(tRoom.ID)
+		if tRoom.Alias != "" {
+			room.Name = tRoom.Alias
+		}
+		traced = tRoom.Records
+		room.Trace = traced
+	}
+	agentUser := map[string]bool{}
+	for _, r := range traced {
+		if r.Event != nil && r.Event.Nobody == trace.WhyAgentPost {
+			agentUser[string(r.Event.Sender)] = true
+		}
+	}
+	// Merge: walk the trace's events; each takes the next recorded event
+	// with its text (and the sender's name as the localpart), else is
+	// inserted as the trace saw it.
+	var events []Event
+	next := 0
+	emit := func(upto int) {
+		for ; next < upto; next++ {
+			events = append(events, recordedEvent(rec, next, ids))
+		}
+	}
+	for _, r := range traced {
+		if r.Kind != trace.KindEvent || r.Event == nil {
+			continue
+		}
+		te := r.Event
+		match := -1
+		for j := next; j < len(rec.Events); j++ {
+			if rec.Text(j) == te.Text && localpart(string(te.Sender)) == rec.Events[j].Sender {
+				match = j
+				break
+			}
+		}
+		if match < 0 {
+			events = append(events, Event{ID: string(te.ID), Sender: string(te.Sender), Agent: agentUser[string(te.Sender)],
+				Time: r.Time, Type: te.Type, MsgType: te.MsgType, Text: te.Text, Thread: string(te.Thread)})
+			continue
+		}
+		ids[match] = string(te.ID)
+		emit(match)
+		events = append(events, recordedEvent(rec, match, ids))
+		next = match + 1
+	}
+	emit(len(rec.Events))
+	room.Events = events
+	run.Rooms = []Room{room}
+	return run, nil
+}
+
+// recordedEvent is event i of rec, its relations named by ids.
+func recordedEvent(rec *scenarios.Recording, i int, ids []string) Event {
+	e := rec.Events[i]
+	_, isAgent := rec.Agents[e.Sender]
+	out := Event{ID: ids[i], Label: e.Label, Sender: e.Sender, Agent: isAgent, Time: e.Timestamp, Type: e.Type, Text: rec.Text(i)}
+	if mt, ok := e.Content["msgtype"].(string); ok {
+		out.MsgType = mt
+	}
+	if e.Thread >= 0 {
+		out.Thread = ids[e.Thread]
+	}
+	switch {
+	case e.Edits >= 0:
+		out.Relation = "edits " + ids[e.Edits]
+	case e.ReactsTo >= 0:
+		out.Relation = "reacts " + e.Key + " to " + ids[e.ReactsTo]
+	case e.Other != nil:
+		out.Relation = e.Other.RelType + " to " + ids[e.Other.Target]
+	case e.ReplyTo >= 0 && e.Thread < 0:
+		out.Relation = "replies to " + ids[e.ReplyTo]
+	}
+	if out.Text == "" && e.Type != scenarios.TypeMessage {
+		b, _ := json.Marshal(e.Content)
+		out.Text = string(b)
+	}
+	return out
+}
+
+func localpart(u string) string {
+	u = strings.TrimPrefix(u, "@")
+	if i := strings.IndexByte(u, ':'); i >= 0 {
+		u = u[:i]
+	}
+	return u
+}
+
+// ParseLines reads a recording's trace lines (headers and records, as the
+// trace files hold them) into a Trace, rooms in the order first seen.
+func ParseLines(lines []json.RawMessage) (*trace.Trace, error) {
+	t := &trace.Trace{}
+	index := map[string]int{}
+	room := func(id string) *trace.Room {
+		i, ok := index[id]
+		if !ok {
+			i = len(t.Rooms)
+			index[id] = i
+			t.Rooms = append(t.Rooms, trace.Room{})
+		}
+		return &t.Rooms[i]
+	}
+	for n, line := range lines {
+		var probe struct {
+			Format string `json:"format"`
+			Room   string `json:"room"`
+		}
+		if err := json.Unmarshal(line, &probe); err != nil {
+			return nil, fmt.Errorf("trace line %d: %w", n+1, err)
+		}
+		if probe.Format != "" {
+			var h trace.Header
+			if err := json.Unmarshal(line, &h); err != nil {
+				return nil, fmt.Errorf("trace line %d: %w", n+1, err)
+			}
+			if h.Version > trace.Version {
+				return nil, fmt.Errorf("trace line %d: trace format version %d; this zooid reads version %d and older", n+1, h.Version, trace.Version)
+			}
+			r := room(string(h.Room))
+			r.ID = h.Room
+			continue
+		}
+		var rec trace.Record
+		if err := json.Unmarshal(line, &rec); err != nil {
+			return nil, fmt.Errorf("trace line %d: %w", n+1, err)
+		}
+		r := room(string(rec.Room))
+		r.ID = rec.Room
+		r.Records = append(r.Records, rec)
+		if rec.Start != nil && rec.Start.Alias != "" {
+			r.Alias = rec.Start.Alias
+		}
+	}
+	return t, nil
+}
