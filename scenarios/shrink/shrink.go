@@ -1,0 +1,457 @@
+package shrink
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/scenarios"
+	"github.com/zooid-dev/zooid/zooid/trace"
+)
+
+// Fails says whether a candidate recording still fails the way the input
+// did; for `zooid replay --shrink` it replays the candidate and asks SameWay.
+type Fails func(ctx context.Context, rec *scenarios.Recording) (bool, error)
+
+// Result is a shrunk recording and what it took.
+type Result struct {
+	Recording *scenarios.Recording
+	// Tests is how many candidates were replayed; Cached how many were
+	// answered without (met before, or equal to another after closure).
+	Tests, Cached int
+}
+
+// Recording reduces rec to a smallest recording for which fails holds:
+// ddmin over its members (a member removed takes its events with it), then
+// over its events, then over the members again. Whatever depends on a
+// removed event goes with it, so every candidate is a valid recording: the
+// events relating to it (thread replies, replies, edits, reactions, other
+// relations), the agents' turns it triggered or that ran in its thread
+// (their prompt, tool calls, task steps, posts and turn end in the trace),
+// and the events those turns posted. A removed agent is also taken out of
+// the trace's routing decisions and start records, as if it had never been
+// configured. fails must hold for rec itself; that is checked first.
+func Recording(ctx context.Context, rec *scenarios.Recording, fails Fails) (*Result, error) {
+	g, err := newGraph(rec)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	cache := map[string]bool{}
+	test := func(ctx context.Context, members, events []int) (bool, error) {
+		cand, key := g.candidate(members, events)
+		if v, ok := cache[key]; ok {
+			res.Cached++
+			return v, nil
+		}
+		res.Tests++
+		v, err := fails(ctx, cand)
+		if err != nil {
+			return false, err
+		}
+		cache[key] = v
+		return v, nil
+	}
+	allM := seq(len(rec.Members))
+	allE := seq(len(rec.Events))
+	ok, err := test(ctx, allM, allE)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("%s does not fail to begin with: nothing to shrink", rec.Path)
+	}
+	members, st, err := DDMinFrom(ctx, allM, func(ctx context.Context, keep []int) (bool, error) { return test(ctx, keep, allE) })
+	res.Cached += st.Cached
+	if err != nil {
+		return nil, err
+	}
+	events, st, err := DDMinFrom(ctx, g.kept(members, allE), func(ctx context.Context, keep []int) (bool, error) { return test(ctx, members, keep) })
+	res.Cached += st.Cached
+	if err != nil {
+		return nil, err
+	}
+	members, st, err = DDMinFrom(ctx, members, func(ctx context.Context, keep []int) (bool, error) { return test(ctx, keep, events) })
+	res.Cached += st.Cached
+	if err != nil {
+		return nil, err
+	}
+	res.Recording, _ = g.candidate(members, events)
+	return res, nil
+}
+
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// line is one trace line of the recording: a header (rec nil) or a record.
+type line struct {
+	raw json.RawMessage
+	rec *trace.Record
+}
+
+// turnSpan is one agent turn in the trace: its lines, the event that
+// triggered it and the thread it ran in (trace ids), and the recording
+// events it posted.
+type turnSpan struct {
+	agent, trigger, thread string
+	lines                  []int
+	posted                 []int
+}
+
+// graph is what depends on what in a recording and its trace.
+type graph struct {
+	rec     *scenarios.Recording
+	lines   []line
+	traceID []string       // recording event → the trace's id for it ("" if unmatched)
+	byID    map[string]int // trace event id → recording event
+	turns   []turnSpan
+	// children[i] are the events that go when event i goes.
+	children [][]int
+}
+
+var serverRE = regexp.MustCompile(`@([A-Za-z0-9._=/+-]+):[A-Za-z0-9.-]+(?::\d+)?`)
+
+func newGraph(rec *scenarios.Recording) (*graph, error) {
+	g := &graph{rec: rec, traceID: make([]string, len(rec.Events)), byID: map[string]int{}, children: make([][]int, len(rec.Events))}
+	for n, raw := range rec.Trace {
+		var probe struct {
+			Format string `json:"format"`
+		}
+		if err := json.Unmarshal(raw, &probe); err != nil {
+			return nil, fmt.Errorf("%s: trace line %d: %w", rec.Path, n+1, err)
+		}
+		l := line{raw: raw}
+		if probe.Format == "" {
+			l.rec = &trace.Record{}
+			if err := json.Unmarshal(raw, l.rec); err != nil {
+				return nil, fmt.Errorf("%s: trace line %d: %w", rec.Path, n+1, err)
+			}
+		}
+		g.lines = append(g.lines, l)
+	}
+	g.align()
+	g.cutTurns()
+	for i, e := range rec.Events {
+		for _, p := range []int{e.Thread, e.ReplyTo, e.Edits, e.ReactsTo} {
+			if p >= 0 {
+				g.children[p] = append(g.children[p], i)
+			}
+		}
+		if e.Other != nil {
+			g.children[e.Other.Target] = append(g.children[e.Other.Target], i)
+		}
+	}
+	for _, t := range g.turns {
+		for _, parent := range []string{t.trigger, t.thread} {
+			if p, ok := g.byID[parent]; ok {
+				for _, k := range t.posted {
+					if k != p {
+						g.children[p] = append(g.children[p], k)
+					}
+				}
+			}
+		}
+	}
+	return g, nil
+}
+
+// sameSender says whether the trace's user is the recording's member: its
+// localpart is the name, or ends in "-name" (a shared Synapse prefixes
+// localparts).
+func sameSender(user, name string) bool {
+	lp := strings.TrimPrefix(user, "@")
+	if i := strings.IndexByte(lp, ':'); i >= 0 {
+		lp = lp[:i]
+	}
+	return lp == name || strings.HasSuffix(lp, "-"+name)
+}
+
+// align pairs the trace's event records with the recording's events in
+// order: same sender and body, user ids in the trace's text read as @name.
+func (g *graph) align() {
+	next := 0
+	for _, l := range g.lines {
+		if l.rec == nil || l.rec.Event == nil {
+			continue
+		}
+		e := l.rec.Event
+		text := serverRE.ReplaceAllString(e.Text, "@$1")
+		for j := next; j < len(g.rec.Events); j++ {
+			re := g.rec.Events[j]
+			body, _ := re.Content["body"].(string)
+			if !sameSender(string(e.Sender), re.Sender) {
+				continue
+			}
+			if body == e.Text || body == text || mentionsOf(text, body) {
+				g.traceID[j] = string(e.ID)
+				g.byID[string(e.ID)] = j
+				next = j + 1
+				break
+			}
+		}
+	}
+}
+
+// mentionsOf says whether text is body with prefixed names (@h3f9a1-ori for
+// @ori), as a shared Synapse writes them.
+func mentionsOf(text, body string) bool {
+	return prefixRE.ReplaceAllString(text, "@") == body
+}
+
+var prefixRE = regexp.MustCompile(`@[a-z0-9]+-`)
+
+// sessionParts splits a session key "agent|room|thread".
+func sessionParts(s string) (agent, thread string) {
+	parts := strings.Split(s, "|")
+	if len(parts) < 2 {
+		return s, ""
+	}
+	return parts[0], parts[len(parts)-1]
+}
+
+// cutTurns finds each turn: a prompt, then its session's records up to the
+// turn's end, and the session-less posts of the agent in that thread
+// meanwhile (its prose, posted by the daemon for it).
+func (g *graph) cutTurns() {
+	for i, l := range g.lines {
+		if l.rec == nil || l.rec.Prompt == nil {
+			continue
+		}
+		p := l.rec.Prompt
+		agent, thread := sessionParts(l.rec.Session)
+		t := turnSpan{agent: agent, trigger: string(p.Trigger), thread: thread, lines: []int{i}}
+		if t.trigger == "" {
+			t.trigger = p.Turn
+		}
+	walk:
+		for j := i + 1; j < len(g.lines); j++ {
+			x := g.lines[j].rec
+			switch {
+			case x == nil:
+			case x.Session == l.rec.Session && x.Prompt != nil:
+				break walk
+			case x.Session == l.rec.Session:
+				t.lines = append(t.lines, j)
+				if x.Post != nil {
+					t.post(g, x.Post.ID)
+				}
+				if x.Task != nil && x.Task.Thread != "" {
+					t.post(g, x.Task.Thread)
+				}
+				if x.TurnEnd != nil {
+					break walk
+				}
+			case x.Session == "" && x.Post != nil && sameSender(string(x.Post.Sender), agent) && string(x.Post.Thread) == thread:
+				t.lines = append(t.lines, j)
+				t.post(g, x.Post.ID)
+			}
+		}
+		g.turns = append(g.turns, t)
+	}
+}
+
+func (t *turnSpan) post(g *graph, id id.EventID) {
+	if k, ok := g.byID[string(id)]; ok {
+		t.posted = append(t.posted, k)
+	}
+}
+
+// kept is events minus what goes with the events and members left out.
+func (g *graph) kept(members, events []int) []int {
+	inM := map[string]bool{}
+	for _, m := range members {
+		inM[g.rec.Members[m]] = true
+	}
+	keep := make([]bool, len(g.rec.Events))
+	for _, i := range events {
+		keep[i] = inM[g.rec.Events[i].Sender]
+	}
+	// Children come after their parents except posts of turns, which the
+	// closure reaches from either side; iterate to a fixed point.
+	for changed := true; changed; {
+		changed = false
+		for i := range g.rec.Events {
+			if keep[i] {
+				continue
+			}
+			for _, c := range g.children[i] {
+				if keep[c] {
+					keep[c], changed = false, true
+				}
+			}
+		}
+	}
+	var out []int
+	for i, k := range keep {
+		if k {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// candidate is the recording with only members and events (closed), its
+// trace cut to match, and a key naming it for the cache.
+func (g *graph) candidate(members, events []int) (*scenarios.Recording, string) {
+	rec := g.rec
+	events = g.kept(members, events)
+	out := &scenarios.Recording{Path: rec.Path, Version: scenarios.Version, Name: rec.Name, Room: rec.Room,
+		Agents: map[string]scenarios.Agent{}, LeftOut: rec.LeftOut}
+	gone := map[string]bool{}
+	for _, m := range members {
+		name := rec.Members[m]
+		out.Members = append(out.Members, name)
+		if a, ok := rec.Agents[name]; ok {
+			out.Agents[name] = a
+		}
+	}
+	for name := range rec.Agents {
+		if _, ok := out.Agents[name]; !ok {
+			gone[name] = true
+		}
+	}
+	newIndex := make([]int, len(rec.Events))
+	for i := range newIndex {
+		newIndex[i] = -1
+	}
+	for n, i := range events {
+		newIndex[i] = n
+	}
+	removedID := map[string]bool{}
+	for i, tid := range g.traceID {
+		if newIndex[i] < 0 && tid != "" {
+			removedID[tid] = true
+		}
+	}
+	re := func(i int) int {
+		if i < 0 {
+			return -1
+		}
+		return newIndex[i]
+	}
+	for _, i := range events {
+		e := rec.Events[i]
+		e.Thread, e.ReplyTo, e.Edits, e.ReactsTo = re(e.Thread), re(e.ReplyTo), re(e.Edits), re(e.ReactsTo)
+		if e.Other != nil {
+			o := *e.Other
+			o.Target = re(o.Target)
+			e.Other = &o
+		}
+		out.Events = append(out.Events, e)
+	}
+	// The trace: drop the removed events' records, the turns they triggered
+	// or that ran in their threads, and the removed agents' part.
+	drop := make([]bool, len(g.lines))
+	for _, t := range g.turns {
+		if removedID[t.trigger] || removedID[t.thread] || gone[t.agent] {
+			for _, j := range t.lines {
+				drop[j] = true
+			}
+		}
+	}
+	for j, l := range g.lines {
+		if drop[j] {
+			continue
+		}
+		if l.rec == nil {
+			out.Trace = append(out.Trace, l.raw)
+			continue
+		}
+		r := *l.rec
+		agent, thread := sessionParts(r.Session)
+		switch {
+		case r.Session != "" && (gone[agent] || removedID[thread]):
+			continue
+		case r.Event != nil && removedID[string(r.Event.ID)]:
+			continue
+		case r.Post != nil && removedID[string(r.Post.ID)]:
+			continue
+		case r.Task != nil && (removedID[string(r.Task.Thread)] || gone[r.Task.Agent]):
+			continue
+		case r.Agent != nil && gone[r.Agent.Agent]:
+			continue
+		case r.Event != nil && len(gone) > 0 && len(r.Event.Woke) > 0:
+			ev := *r.Event
+			ev.Woke = nil
+			for _, w := range r.Event.Woke {
+				if !gone[w.Agent] {
+					ev.Woke = append(ev.Woke, w)
+				}
+			}
+			if len(ev.Woke) == 0 {
+				ev.Nobody = trace.WhyNotNotified
+			}
+			r.Event = &ev
+			out.Trace = append(out.Trace, mustJSON(r))
+		case r.Start != nil && len(gone) > 0:
+			st := *r.Start
+			st.Agents = nil
+			for _, a := range r.Start.Agents {
+				if !gone[a] {
+					st.Agents = append(st.Agents, a)
+				}
+			}
+			r.Start = &st
+			out.Trace = append(out.Trace, mustJSON(r))
+		default:
+			out.Trace = append(out.Trace, l.raw)
+		}
+	}
+	return out, fmt.Sprint(members, events)
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("a trace record that was read does not encode: %v", err))
+	}
+	return b
+}
+
+// maskRE finds what differs from run to run in a difference's text: event
+// and room ids (and the session keys and threads made of them), the
+// daemon's txn, turn and attempt ids, timestamps and record counts.
+var maskRE = regexp.MustCompile(`[$][^\s",;)|]+` +
+	`|![A-Za-z0-9._=+/-]+:[A-Za-z0-9.-]+(?::\d+)?` +
+	`|zooid[.-][0-9a-f]{8,}|internal\.[0-9a-f]{8,}|zt[0-9a-f]{32}` +
+	`|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)|\d+ records`)
+
+// Signature is a difference with what differs from run to run masked: its
+// room, its stream and what it says, with event, room, txn and attempt ids,
+// timestamps and record counts replaced by "…". Names, agents, tools,
+// decisions and texts stay.
+func Signature(d trace.Difference) string {
+	m := func(s string) string { return maskRE.ReplaceAllString(s, "…") }
+	return m(d.Room) + "\x1f" + m(d.Stream) + "\x1f" + m(d.What)
+}
+
+// SameWay says whether a candidate's diff diverges the way the original's
+// did: every difference of the original, by Signature, is among the
+// candidate's. The candidate may differ in more ways (a prompt or a read
+// tool's result that showed a removed message), never in fewer.
+func SameWay(original, candidate trace.Diff) bool {
+	if len(original) == 0 {
+		return false
+	}
+	have := map[string]int{}
+	for _, d := range candidate {
+		have[Signature(d)]++
+	}
+	for _, d := range original {
+		s := Signature(d)
+		if have[s] == 0 {
+			return false
+		}
+		have[s]--
+	}
+	return true
+}
