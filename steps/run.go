@@ -58,6 +58,10 @@ type Options struct {
 	// seed+k-1); -1 picks a seed. The seeds are printed so an order that
 	// failed can be replayed. 0 keeps the files' order.
 	Random int64
+	// Report, when set, is a file to write one HTML page to at the end: each
+	// scenario's rooms as read back, with the daemon's trace where the
+	// scenario turned it on (scenarios/report).
+	Report string
 
 	// testSteps, set by this package's tests, registers extra steps.
 	testSteps func(sc *godog.ScenarioContext)
@@ -74,6 +78,8 @@ type runner struct {
 	outcomes  *outcomes
 	pass      int
 	testSteps func(sc *godog.ScenarioContext)
+	// reports collects the scenarios' worlds when Options.Report is set.
+	reports *reports
 }
 
 // Run runs the features and returns the godog exit status: 0 when all
@@ -107,6 +113,9 @@ func Run(opts Options) int {
 		opts.Tags = andTags(opts.Tags, "~"+FakeOnlyTag)
 	}
 	r := &runner{backend: b, log: st.log, wait: st.wait, turnTimeout: st.turnTimeout, outcomes: newOutcomes(), testSteps: opts.testSteps}
+	if opts.Report != "" {
+		r.reports = &reports{}
+	}
 	if opts.Wait == 0 && b.kind() != "fake" {
 		r.wait = 30 * time.Second
 	}
@@ -150,6 +159,13 @@ func Run(opts Options) int {
 	}
 	if flaky, _ := r.outcomes.summary(out, opts.Repeat); flaky > 0 && status == 0 {
 		status = 1
+	}
+	if r.reports != nil {
+		if err := r.reports.write(opts.Report); err != nil {
+			fmt.Fprintf(out, "zooid sim: %v\n", err)
+			return max(status, 2)
+		}
+		fmt.Fprintf(out, "zooid sim: wrote the report to %s\n", opts.Report)
 	}
 	return status
 }
@@ -281,10 +297,16 @@ func (r *runner) initScenario(sc *godog.ScenarioContext) {
 			// A scenario written to survive a fault proves nothing if the
 			// fault never fired.
 			if ferr := w.faultsUsed(); ferr != nil {
+				if r.reports != nil {
+					r.reports.add(w.reportRun(ctx, s, ferr))
+				}
 				_ = w.close()
 				r.outcomes.record(pass, s, ferr)
 				return ctx, ferr
 			}
+		}
+		if r.reports != nil {
+			r.reports.add(w.reportRun(ctx, s, err))
 		}
 		cerr := w.close()
 		if cerr != nil && err == nil {

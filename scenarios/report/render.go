@@ -161,7 +161,7 @@ func buildRun(n int, r Run) runView {
 				}
 			case rec.Task != nil:
 				ts := rec.Task
-				title := "task " + ts.Step + " for " + ts.Agent
+				title := ts.Step + " for " + ts.Agent
 				if ts.Status != "" {
 					title += ": " + ts.Status
 				}

@@ -120,7 +120,7 @@ func TestTraceAttachesToTheTimeline(t *testing.T) {
 	if turn.Steps[1].Link != task.Anchor || task.TaskOf != turn.Anchor {
 		t.Errorf("task step links %q, task root %q; task root links back %q, turn %q", turn.Steps[1].Link, task.Anchor, task.TaskOf, turn.Anchor)
 	}
-	if len(task.Notes) != 1 || task.Notes[0] != "task closed for agent-b: completed" {
+	if len(task.Notes) != 1 || task.Notes[0] != "closed for agent-b: completed" {
 		t.Errorf("task root notes %q", task.Notes)
 	}
 	if alarm.Agent || !alarm.Replies[0].Agent {
