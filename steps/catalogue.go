@@ -46,6 +46,7 @@ func definitions(w *world) []stepDef {
 	all = append(all, processSteps(w)...)
 	all = append(all, httpSteps(w)...)
 	all = append(all, traceSteps(w)...)
+	all = append(all, replaySteps(w)...)
 	return all
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -682,6 +683,12 @@ func wantIDs(xs []expected) []id.EventID {
 }
 
 func (w *world) stepRecord(ctx context.Context, roomName, agent string) error {
+	return w.record(ctx, roomName, agent, false)
+}
+
+// record runs the recorder on a room of the scenario; withTrace carries the
+// daemon's trace of it along (the daemon must keep one).
+func (w *world) record(ctx context.Context, roomName, agent string, withTrace bool) error {
 	if err := w.start(ctx); err != nil {
 		return err
 	}
@@ -708,6 +715,12 @@ func (w *world) stepRecord(ctx context.Context, roomName, agent string) error {
 		Homeserver: w.lease.hs.baseURL(), Token: w.lease.reg.AppToken, AsUser: w.names().agent(agent),
 		Room: string(r.id), Limit: 1000, Names: names, Agents: agents,
 	}
+	if withTrace {
+		if w.traceDir == "" {
+			return errors.New("the daemon keeps no trace; add: the daemon keeps a trace")
+		}
+		opts.TraceFile = w.traceDir
+	}
 	// A server may show a sent event to /messages a moment later (Synapse's
 	// workers, fakehs's degraded profile): record until what the harness put
 	// in the room is there, so the next step compares a whole recording.
@@ -725,7 +738,17 @@ func (w *world) stepRecord(ctx context.Context, roomName, agent string) error {
 		if err != nil {
 			return false, "", fmt.Errorf("recording %s as %s: %w", roomName, agent, err)
 		}
-		return len(rec.Events) >= put, fmt.Sprintf("%d events", len(rec.Events)), nil
+		if len(rec.Events) < put {
+			return false, fmt.Sprintf("%d events", len(rec.Events)), nil
+		}
+		if withTrace {
+			// The trace must have caught up too: every recorded event routed,
+			// every prompt's turn ended, every post seen coming back.
+			if quiet, seen := traceSettled(rec); !quiet {
+				return false, seen, nil
+			}
+		}
+		return true, "", nil
 	})
 	if err != nil {
 		return err

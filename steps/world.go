@@ -42,6 +42,7 @@ type world struct {
 	posts        []*post              // every message the harness posted, in order
 	recording    *scenarios.Recording // the last room recorded by a step
 	recordedFrom *room                // and the room it was recorded from
+	replayOut    string               // what the last `zooid replay` printed
 	thread       *post                // the thread steps mean by "the thread"
 	focus        map[string]*post     // per agent: the message it is answering
 	calls        map[string][]*call   // per agent: tool calls made through steps

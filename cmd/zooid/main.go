@@ -26,6 +26,7 @@ var subcommands = map[string]subcommand{
 	"registration": {"print the appservice registration for a config: zooid registration --config zooid.yaml --url http://127.0.0.1:9000", cmdRegistration},
 	"mcp":          {"the Zooid MCP stdio bridge agents start (internal; put into session/new by the daemon)", cmdMCP},
 	"report":       {"render a recording and its trace as one HTML page: zooid report --html OUT.html scenarios/x.json", cmdReport},
+	"replay":       {"replay a recording with its trace through today's daemon and diff: zooid replay scenarios/x.json (exit 0 reproduced, 1 diverged)", cmdReplay},
 	"record":       {"record a room as a replayable scenario: ZOOID_RECORD_TOKEN=... zooid record --homeserver URL --room '#ops:server' > scenarios/x.json", cmdRecord},
 }
 

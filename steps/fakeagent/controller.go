@@ -56,6 +56,7 @@ type Controller struct {
 	mcpErrors   map[string][]MCPError
 	unscripted  string // prompts containing it leave the script alone
 	released    map[string]bool
+	responder   func(agent string, p Prompt) (Turn, bool)
 	closeOnce   sync.Once
 }
 
@@ -216,6 +217,8 @@ func (c *Controller) handle(proc *hello, m message, reply *message) error {
 		c.mu.Lock()
 		if c.unscripted != "" && strings.Contains(p.Text, c.unscripted) {
 			reply.Turn = Turn{Say(DefaultReply)}
+		} else if t, ok := c.respond(m.Agent, p); ok {
+			reply.Turn = t
 		} else if q := c.queues[m.Agent]; len(q) > 0 {
 			reply.Turn, c.queues[m.Agent] = q[0], q[1:]
 		} else {
@@ -322,6 +325,27 @@ func (c *Controller) Unscripted(marker string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.unscripted = marker
+}
+
+// Respond makes f choose the turn for each prompt (before the queue): a
+// replay scripts agents from what a recorded trace says they did, turn by
+// turn as the prompts arrive. f runs with no controller lock held; false
+// falls back to the queue. f must be safe for concurrent use.
+func (c *Controller) Respond(f func(agent string, p Prompt) (Turn, bool)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.responder = f
+}
+
+// respond is called with c.mu held; it releases it around the responder.
+func (c *Controller) respond(agent string, p Prompt) (Turn, bool) {
+	f := c.responder
+	if f == nil {
+		return nil, false
+	}
+	c.mu.Unlock()
+	defer c.mu.Lock()
+	return f(agent, p)
 }
 
 // Pending is the number of queued turns not yet consumed by agent.

@@ -63,6 +63,10 @@ type Options struct {
 	// down by a supervisor or a test harness); the daemon serves on it and
 	// closes it instead of binding the address itself.
 	PushListener net.Listener
+	// TraceTap, when set and tracing is on, is handed every trace record
+	// after the writer took it, so a harness (zooid replay) can wait on what
+	// the daemon did instead of polling the trace files.
+	TraceTap func(trace.Record)
 }
 
 // Daemon is a running Zooid. Create it with New, then Start; Close stops it.

@@ -24,7 +24,21 @@ func (d *Daemon) openTrace() error {
 		return fmt.Errorf("opening trace: %w", err)
 	}
 	d.traceW, d.trace = w, w
+	if d.opts.TraceTap != nil {
+		d.trace = tapped{w, d.opts.TraceTap}
+	}
 	return nil
+}
+
+// tapped hands each record to the writer, then to the tap.
+type tapped struct {
+	trace.Recorder
+	tap func(trace.Record)
+}
+
+func (t tapped) Record(r trace.Record) {
+	t.Recorder.Record(r)
+	t.tap(r)
 }
 
 // traceStarts writes a start record in each bound room: the first record of
