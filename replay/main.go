@@ -71,7 +71,7 @@ func MainWith(args []string, stdout, stderr io.Writer, base Options) int {
 		return ExitBadInput
 	}
 	if *feature != "" {
-		if err := WriteFeatureFile(*feature, rec, paths[0]); err != nil {
+		if err := WriteFeatureFile(*feature, rec, FeatureRef(paths[0])); err != nil {
 			fmt.Fprintf(stderr, "zooid replay: %v\n", err)
 			return ExitBadInput
 		}

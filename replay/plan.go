@@ -1,17 +1,13 @@
 package replay
 
 import (
-	"encoding/json"
-
 	"fmt"
-	acp "github.com/coder/acp-go-sdk"
 	"regexp"
 	"strings"
 
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/scenarios"
-	"github.com/zooid-dev/zooid/steps/fakeagent"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
@@ -28,9 +24,12 @@ type plan struct {
 	agents []string // recorded agents, in member order
 	// agentRooms are each agent's rooms (aliases), the played one first.
 	agentRooms map[string][]string
-	user       map[string]id.UserID
-	events     []plannedEvent // the recorded trace's events, in order
-	seed       []int          // recording events sent before the daemon starts
+	user       map[string]id.UserID // each member's recorded user id
+	name       map[id.UserID]string // and back
+	posted     map[id.EventID]bool  // recorded events the daemon posted
+	made       map[int]bool         // recording events the daemon posted
+	events     []plannedEvent       // the recorded trace's events, in order
+	seed       []int                // recording events sent before the daemon starts
 	steps      []step
 	total      map[trace.Kind]int
 	turns      map[string][]*turn // each agent's recorded turns, in prompt order
@@ -49,6 +48,7 @@ type plannedEvent struct {
 type step struct {
 	event   int
 	restart bool
+	upTo    int // for a restart: the last recording event before it (-1: none)
 	want    map[trace.Kind]int
 	what    string
 }
@@ -57,6 +57,7 @@ type step struct {
 type turn struct {
 	key     string // the prompt text, ids masked
 	prompt  string
+	cut     bool // the recorded daemon was killed during the turn
 	actions []action
 	used    bool
 }
@@ -74,7 +75,7 @@ type action struct {
 func newPlan(rec *scenarios.Recording, want *trace.Trace) (*plan, error) {
 	room := want.Rooms[0]
 	p := &plan{want: want, wantRoom: room.ID, user: map[string]id.UserID{},
-		agentRooms: map[string][]string{}, turns: map[string][]*turn{}, total: map[trace.Kind]int{}}
+		agentRooms: map[string][]string{}, made: map[int]bool{}, turns: map[string][]*turn{}, total: map[trace.Kind]int{}}
 	p.users(rec, room.Records)
 	p.roomsOf(rec, room.Alias)
 	if err := p.align(rec, room.Records); err != nil {
@@ -188,10 +189,18 @@ var idRE = regexp.MustCompile(`[$][A-Za-z0-9._=+/-]{8,}(?::[A-Za-z0-9.-]+(?::\d+
 	`|zooid[.-][0-9a-f]{24,}|internal\.[0-9a-f]{24}|zt[0-9a-f]{32}` +
 	`|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)`)
 
-func mask(s string) string { return idRE.ReplaceAllString(s, "\x00") }
+// userRE finds user ids, which a run on another server spells otherwise.
+var userRE = regexp.MustCompile(`@[A-Za-z0-9._=+/-]+:[A-Za-z0-9.-]+(?::\d+)?`)
 
-func eventKey(e *trace.Event) string {
-	return strings.Join([]string{string(e.Sender), e.Type, fmt.Sprint(e.Thread != ""), mask(e.Text)}, "\x1f")
+// mask takes the run-dependent parts out of a text, for matching.
+func mask(s string) string {
+	return userRE.ReplaceAllString(idRE.ReplaceAllString(s, "\x00"), "\x01")
+}
+
+// eventKey is what pairs a live event with a recorded one: the sender's
+// name, the type, whether it is in a thread, and the text with ids masked.
+func eventKey(sender string, e *trace.Event) string {
+	return strings.Join([]string{sender, e.Type, fmt.Sprint(e.Thread != ""), mask(e.Text)}, "\x1f")
 }
 
 // align pairs the trace's events with the recording's, works out what is
@@ -204,11 +213,13 @@ func (p *plan) align(rec *scenarios.Recording, recs []trace.Record) error {
 			posted[r.Post.ID] = true
 		}
 	}
+	p.posted = posted
 	user := func(n string) id.UserID { return p.user[n] }
 	name := map[id.UserID]string{}
 	for n, u := range p.user {
 		name[u] = n
 	}
+	p.name = name
 	matches := func(j int, e *trace.Event) bool {
 		ev := rec.Events[j]
 		typ := ev.Type
@@ -241,11 +252,11 @@ func (p *plan) align(rec *scenarios.Recording, recs []trace.Record) error {
 		switch {
 		case r.Start != nil:
 			if started && r.Start.Restart {
-				p.steps = append(p.steps, step{restart: true, want: snapshot(), what: fmt.Sprintf("the daemon restart (trace seq %d)", r.Seq)})
+				p.steps = append(p.steps, step{restart: true, upTo: next - 1, want: snapshot(), what: fmt.Sprintf("the daemon restart (trace seq %d)", r.Seq)})
 			}
 			started = true
 		case r.Event != nil:
-			pe := plannedEvent{rec: r.Event, key: eventKey(r.Event), index: -1}
+			pe := plannedEvent{rec: r.Event, key: eventKey(name[r.Event.Sender], r.Event), index: -1}
 			for j := next; j < len(rec.Events); j++ {
 				if matches(j, r.Event) {
 					pe.index = j
@@ -267,6 +278,8 @@ func (p *plan) align(rec *scenarios.Recording, recs []trace.Record) error {
 				}
 				if !posted[r.Event.ID] {
 					p.steps = append(p.steps, step{event: j, want: snapshot(), what: fmt.Sprintf("recording event %d (%s)", j, short(r.Event.Text))})
+				} else {
+					p.made[j] = true
 				}
 				next = j + 1
 			}
@@ -309,6 +322,12 @@ func (p *plan) turnsOf(recs []trace.Record) {
 					po.MsgType == "m.notice" && strings.HasPrefix(po.TxnID, "zooid.") && !strings.HasPrefix(po.Text, "⚠ ") {
 					t.actions = append(t.actions, action{say: po.Text})
 				}
+			case x.Start != nil:
+				// The daemon was killed mid-turn: the turn never ended. The
+				// replay's agent hangs until the replayed restart stops it.
+				t.actions = append(t.actions, action{hang: true})
+				t.cut = true
+				break walk
 			case x.Session != sess:
 			case x.Tool != nil:
 				t.actions = append(t.actions, action{tool: x.Tool.Tool, args: x.Tool.Args})
@@ -330,63 +349,4 @@ func (p *plan) turnsOf(recs []trace.Record) {
 		}
 		p.turns[agent] = append(p.turns[agent], t)
 	}
-}
-
-// respond answers a live prompt with the recorded turn it matches: the first
-// unused turn of the agent with the same text (ids aside), else the agent's
-// first unused turn; none left is the scripted agent's default reply.
-func (r *runner) respond(agent string, pr fakeagent.Prompt) (fakeagent.Turn, bool) {
-	key := mask(pr.Text)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var t *turn
-	for _, c := range r.plan.turns[agent] {
-		if !c.used && c.key == key {
-			t = c
-			break
-		}
-	}
-	if t == nil {
-		for _, c := range r.plan.turns[agent] {
-			if !c.used {
-				t = c
-				break
-			}
-		}
-	}
-	if t == nil {
-		return nil, false
-	}
-	t.used = true
-	out := fakeagent.Turn{}
-	for _, a := range t.actions {
-		switch {
-		case a.say != "":
-			out = append(out, fakeagent.Say(a.say))
-		case a.tool != "":
-			args := map[string]any{}
-			mapped := idRE.ReplaceAllStringFunc(a.args, func(s string) string {
-				if to, ok := r.idmap[s]; ok && to != "" {
-					return to
-				}
-				return s
-			})
-			if err := json.Unmarshal([]byte(mapped), &args); err != nil {
-				r.stalls = append(r.stalls, fmt.Sprintf("%s's recorded call of %s has arguments that are not a JSON object (cut short in the trace?): %v", agent, a.tool, err))
-				continue
-			}
-			out = append(out, fakeagent.CallTool(a.tool, args))
-		case a.crash:
-			out = append(out, fakeagent.Crash())
-		case a.hang:
-			out = append(out, fakeagent.Hang())
-		case a.stop != "":
-			out = append(out, fakeagent.Action{Stop: acp.StopReason(a.stop)})
-		}
-	}
-	if len(out) == 0 {
-		// A turn that said nothing: the default reply would post "ok".
-		out = append(out, fakeagent.Action{Stop: acp.StopReasonEndTurn})
-	}
-	return out, true
 }

@@ -227,18 +227,22 @@ type runner struct {
 	d           *daemon.Daemon
 	dcancel     context.CancelFunc
 	cli         *client
-	room        id.RoomID    // the played room on this run's server
-	ids         []id.EventID // this run's id of each recording event, once known
+	room        id.RoomID // the played room on this run's server
+	script      *Script
 	tokens      map[id.UserID]string
 
 	mu      sync.Mutex
 	changed chan struct{}
 	counts  map[trace.Kind]int
-	idmap   map[string]string // recorded id -> this run's id
-	paired  []bool            // plan.events already paired with a live event
 	stalls  []string
-	pushed  int
-	seeded  int
+	// stopping is set while a replayed restart stops the daemon; what it
+	// writes then (turns it cancels) the recorded daemon, killed, never
+	// wrote, and is left out of the comparison.
+	stopping bool
+	restarts int
+	cut      []cutRecord
+	pushed   int
+	seeded   int
 }
 
 func (r *runner) close() {
@@ -289,9 +293,8 @@ func (r *runner) setUp(ctx context.Context) error {
 	r.runDir = rd
 	r.changed = make(chan struct{})
 	r.counts = map[trace.Kind]int{}
-	r.idmap = map[string]string{string(p.wantRoom): ""}
-	r.paired = make([]bool, len(p.events))
-	r.ids = make([]id.EventID, len(r.rec.Events))
+	// Users keep their recorded ids in a replay.
+	r.script = newScript(p, len(r.rec.Events), func(n string) id.UserID { return p.user[n] })
 	r.tokens = map[id.UserID]string{}
 
 	push, err := bindPush()
@@ -362,7 +365,6 @@ func (r *runner) setUp(ctx context.Context) error {
 		}
 	}
 	r.room = rooms[p.alias]
-	r.idmap[string(p.wantRoom)] = string(r.room)
 	for _, i := range p.seed {
 		if err := r.send(ctx, i); err != nil {
 			return err
@@ -388,7 +390,7 @@ func (r *runner) setUp(ctx context.Context) error {
 		return fmt.Errorf("starting the scripted agents' controller: %w", err)
 	}
 	r.ctl = ctl
-	ctl.Respond(r.respond)
+	ctl.Respond(r.script.Respond)
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding this executable: %w", err)
@@ -470,6 +472,15 @@ func (r *runner) startDaemon(ctx context.Context) error {
 }
 
 func (r *runner) stopDaemon() error {
+	r.mu.Lock()
+	r.stopping = true
+	r.restarts++
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.stopping = false
+		r.mu.Unlock()
+	}()
 	err := r.d.Close()
 	r.d = nil
 	r.dcancel()
@@ -485,32 +496,16 @@ func (r *runner) tap(rec trace.Record) {
 	if rec.Room != r.room || (rec.Event != nil && isState(rec.Event.Type)) {
 		return
 	}
+	r.script.Observe(rec)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.counts[rec.Kind]++
-	if rec.Event != nil {
-		r.pairLocked(rec.Event)
-	}
-	close(r.changed)
-	r.changed = make(chan struct{})
-}
-
-// pairLocked maps a live event to the first recorded event with the same
-// sender, type and text (ids aside) not yet paired, so the recorded ids in
-// later turns and relations can be turned into this run's.
-func (r *runner) pairLocked(e *trace.Event) {
-	key := eventKey(e)
-	for k, pe := range r.plan.events {
-		if r.paired[k] || pe.key != key {
-			continue
-		}
-		r.paired[k] = true
-		r.idmap[string(pe.rec.ID)] = string(e.ID)
-		if pe.index >= 0 && r.ids[pe.index] == "" {
-			r.ids[pe.index] = e.ID
-		}
+	if r.stopping {
+		r.cut = append(r.cut, cutRecord{rec, r.restarts})
 		return
 	}
+	r.counts[rec.Kind]++
+	close(r.changed)
+	r.changed = make(chan struct{})
 }
 
 // play walks the plan: barrier, then push or restart, to the end.
@@ -583,7 +578,7 @@ var kinds = []trace.Kind{trace.KindEvent, trace.KindPrompt, trace.KindTool, trac
 // run's ids.
 func (r *runner) send(ctx context.Context, i int) error {
 	ev := r.rec.Events[i]
-	ids := r.liveIDs()
+	ids := r.script.liveIDs()
 	for _, t := range []int{ev.Thread, ev.ReplyTo, ev.Edits, ev.ReactsTo} {
 		if t >= 0 && ids[t] == "" {
 			return fmt.Errorf("event %d (%s): the event it relates to (%d) does not exist in this run; not sent", i, short(r.rec.Text(i)), t)
@@ -611,16 +606,8 @@ func (r *runner) send(ctx context.Context, i int) error {
 	if err != nil {
 		return fmt.Errorf("sending event %d as %s: %w", i, ev.Sender, err)
 	}
-	r.mu.Lock()
-	r.ids[i] = eid
-	r.mu.Unlock()
+	r.script.SetEventID(i, eid)
 	return nil
-}
-
-func (r *runner) liveIDs() []id.EventID {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]id.EventID(nil), r.ids...)
 }
 
 // finish stops the daemon and compares its trace with the recorded one.
@@ -635,14 +622,55 @@ func (r *runner) finish() (*Result, error) {
 	}
 	got := &trace.Trace{Rooms: []trace.Room{{ID: r.room, Alias: r.plan.want.Rooms[0].Alias}}}
 	if room, ok := all.Room(r.room); ok {
-		got.Rooms[0].Records = keep(room.Records)
+		got.Rooms[0].Records = r.uncut(keep(room.Records))
 	}
 	res := &Result{Want: r.plan.want, Got: got, Pushed: r.pushed, Seeded: r.seeded}
 	res.Diff = trace.Compare(r.plan.want, got)
 	r.mu.Lock()
-	res.Stalls = append(res.Stalls, r.stalls...)
+	res.Stalls = append(append(res.Stalls, r.stalls...), r.script.Notes()...)
 	r.mu.Unlock()
 	return res, nil
+}
+
+// cutRecord is a record written while the n-th replayed restart stopped
+// the daemon.
+type cutRecord struct {
+	rec trace.Record
+	n   int
+}
+
+// uncut drops from recs the records written while a replayed restart
+// stopped the daemon: for each, the last record of its kind and session
+// before that restart's start record.
+func (r *runner) uncut(recs []trace.Record) []trace.Record {
+	r.mu.Lock()
+	cut := append([]cutRecord(nil), r.cut...)
+	r.mu.Unlock()
+	var starts []int
+	for i, x := range recs {
+		if x.Start != nil && x.Start.Restart {
+			starts = append(starts, i)
+		}
+	}
+	drop := map[int]bool{}
+	for _, c := range cut {
+		if c.rec.Kind == trace.KindStart || c.n < 1 || c.n > len(starts) {
+			continue
+		}
+		for i := starts[c.n-1] - 1; i >= 0; i-- {
+			if !drop[i] && recs[i].Kind == c.rec.Kind && recs[i].Session == c.rec.Session {
+				drop[i] = true
+				break
+			}
+		}
+	}
+	out := make([]trace.Record, 0, len(recs))
+	for i, x := range recs {
+		if !drop[i] {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 func short(s string) string {

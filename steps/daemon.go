@@ -84,6 +84,15 @@ func (w *world) prepareAgents() (string, error) {
 		return "", fmt.Errorf("starting the fake-agent controller: %w", err)
 	}
 	ctl.Unscripted(barrierMarker)
+	var scripts []*recordedScript
+	for _, rn := range w.roomSeq {
+		if r := w.rooms[rn]; r.replay != nil && r.replay.script != nil {
+			scripts = append(scripts, r.replay.script)
+		}
+	}
+	if len(scripts) > 0 {
+		ctl.Respond(w.respondRecorded(scripts))
+	}
 	w.ctl = ctl
 	w.closers = append(w.closers, ctl.Close)
 	exe, err := os.Executable()

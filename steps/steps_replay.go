@@ -49,13 +49,15 @@ func (w *world) stepRecordWithTrace(ctx context.Context, roomName, agent string)
 
 // traceSettled says whether a recording's trace has caught up with the
 // room: every recorded event routed, every prompt's turn ended and every
-// post seen coming back as an event.
+// post seen coming back as an event, every closed task reported.
 func traceSettled(rec *scenarios.Recording) (bool, string) {
 	tr, err := zreplay.RecordedTrace(rec)
 	if err != nil {
 		return false, err.Error()
 	}
-	events, prompts, ends := 0, 0, 0
+	// A daemon killed mid-turn never ends that turn: a start record
+	// forgets the turns in flight.
+	events, inFlight, open := 0, 0, 0
 	seen := map[string]bool{}
 	var posts []string
 	for _, r := range tr.Rooms[0].Records {
@@ -63,10 +65,16 @@ func traceSettled(rec *scenarios.Recording) (bool, string) {
 		case r.Event != nil:
 			events++
 			seen[string(r.Event.ID)] = true
+		case r.Start != nil:
+			inFlight = 0
 		case r.Prompt != nil:
-			prompts++
-		case r.TurnEnd != nil:
-			ends++
+			inFlight++
+		case r.TurnEnd != nil && inFlight > 0:
+			inFlight--
+		case r.Task != nil && r.Task.Step == trace.StepClosed:
+			open++
+		case r.Task != nil && r.Task.Step == trace.StepReported:
+			open--
 		case r.Post != nil && r.Post.ID != "":
 			posts = append(posts, string(r.Post.ID))
 		}
@@ -74,8 +82,11 @@ func traceSettled(rec *scenarios.Recording) (bool, string) {
 	if events < len(rec.Events) {
 		return false, fmt.Sprintf("the trace has routed %d of the %d recorded events", events, len(rec.Events))
 	}
-	if ends < prompts {
-		return false, fmt.Sprintf("%d of %d turns ended", ends, prompts)
+	if open > 0 {
+		return false, fmt.Sprintf("%d closed tasks not yet reported", open)
+	}
+	if inFlight > 0 {
+		return false, fmt.Sprintf("%d turns still running", inFlight)
 	}
 	for _, p := range posts {
 		if !seen[p] {

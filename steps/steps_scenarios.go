@@ -10,12 +10,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/fakehs"
+	zreplay "github.com/zooid-dev/zooid/replay"
 	"github.com/zooid-dev/zooid/scenarios"
+	"github.com/zooid-dev/zooid/steps/fakeagent"
+	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
 func scenarioSteps(w *world) []stepDef {
@@ -30,7 +34,7 @@ func scenarioSteps(w *world) []stepDef {
 			fn:      w.stepPlayedFrom},
 		{area: "humans", pattern: `^the recording of "(#[a-z0-9-]+)" is played(?: up to "([^"]+)")?$`,
 			example: `the recording of "#ops" is played up to "rollback"`,
-			doc:     "Sends the recorded events (the rest, or up to and including the labelled one) in recorded order, each as its recorded sender (agents through the appservice), so the daemon is pushed them as a homeserver pushes live events.",
+			doc:     "Sends the recorded events (the rest, or up to and including the one with that label or index) in recorded order, each as its recorded sender (agents through the appservice), so the daemon is pushed them as a homeserver pushes live events. When the recording carries the daemon's trace, the agents answer with their recorded turns and the events the daemon posted are left to the daemon (the step waits for each).",
 			fn:      w.stepPlay},
 		{area: "setup", pattern: `^"(#[a-z0-9-]+)" is recorded as ([a-z0-9-]+)$`,
 			example: `"#ops" is recorded as agent-a`,
@@ -112,6 +116,18 @@ func (w *world) recordedRoom(ctx context.Context, roomName, ref string, play boo
 		return err
 	}
 	r.replay = &replay{rec: rec, play: play}
+	if play && len(rec.Trace) > 0 {
+		sc, err := zreplay.NewScript(rec, func(n string) id.UserID { u, _ := w.userID(n); return u })
+		if err != nil {
+			return err
+		}
+		r.replay.script = &recordedScript{Script: sc}
+		if w.traceDir == "" {
+			// The recorded turns name events by id: the live trace says
+			// which of this run's events they are.
+			w.traceDir = filepath.Join(w.dir, "trace")
+		}
+	}
 	if play {
 		for _, m := range rec.Members {
 			if _, agent := w.agents[m]; !agent {
@@ -182,7 +198,13 @@ func (w *world) stepPlay(ctx context.Context, roomName, upTo string) error {
 	rec := rp.rec
 	last := len(rec.Events) - 1
 	if upTo != "" {
-		i, err := rec.Find(upTo)
+		// Labels never start with a digit: a number is an event's index.
+		i, err := strconv.Atoi(upTo)
+		if err != nil {
+			i, err = rec.Find(upTo)
+		} else if i < 0 || i >= len(rec.Events) {
+			err = fmt.Errorf("%s has no event %d (it has %d)", rec.Path, i, len(rec.Events))
+		}
 		if err != nil {
 			return err
 		}
@@ -199,8 +221,27 @@ func (w *world) stepPlay(ctx context.Context, roomName, upTo string) error {
 	for i := range r.seeded {
 		ids[i] = r.seeded[i].id
 	}
+	if sc := rp.script; sc != nil {
+		sc.mu.Lock()
+		sc.room = r.id
+		sc.mu.Unlock()
+	}
 	for i := rp.next; i <= last; i++ {
 		e := rec.Events[i]
+		if sc := rp.script; sc != nil && sc.MadeByDaemon(i) {
+			eid, err := w.madeByDaemon(ctx, sc, rec, i)
+			if err != nil {
+				return err
+			}
+			ids[i] = eid
+			s := seeded{id: eid, sender: e.Sender, body: rec.Text(i), isRoot: len(rec.Replies(i)) > 0}
+			if e.Thread >= 0 {
+				s.root = ids[e.Thread]
+			}
+			r.seeded[i] = s
+			rp.next = i + 1
+			continue
+		}
 		uid, err := w.userID(e.Sender)
 		if err != nil {
 			return fmt.Errorf("playing %s event %d: %w", rec.Path, i, err)
@@ -226,6 +267,9 @@ func (w *world) stepPlay(ctx context.Context, roomName, upTo string) error {
 			return fmt.Errorf("playing %s event %d (%s) as %s: %w", rec.Path, i, e.Type, e.Sender, err)
 		}
 		ids[i] = sent.EventID
+		if rp.script != nil {
+			rp.script.SetEventID(i, sent.EventID)
+		}
 		s := seeded{id: sent.EventID, sender: e.Sender, body: rec.Text(i), isRoot: len(rec.Replies(i)) > 0}
 		if e.Thread >= 0 {
 			s.root = ids[e.Thread]
@@ -298,6 +342,19 @@ type replay struct {
 	// imported: the history went in through an importer, which keeps the
 	// recorded timestamps (sending stamps the time of sending).
 	imported bool
+	// script, for a played recording that carries the daemon's trace,
+	// answers the agents' prompts with their recorded turns; the events the
+	// daemon posted are then made by the daemon, not sent.
+	script *recordedScript
+}
+
+// recordedScript is a played recording's replay.Script and what of the
+// live trace it has been fed.
+type recordedScript struct {
+	*zreplay.Script
+	mu   sync.Mutex
+	room id.RoomID // the played room, once the play starts
+	seen uint64    // the last live trace record fed
 }
 
 // pushDrain is the fakehs lease's hold on the push port, with the last event of
@@ -820,4 +877,54 @@ func (w *world) stepRecordingIs(ref string) error {
 		}
 	}
 	return nil
+}
+
+// madeByDaemon waits until the daemon has posted recording event i itself,
+// as the recording's trace says it did, and returns its id in this run.
+func (w *world) madeByDaemon(ctx context.Context, sc *recordedScript, rec *scenarios.Recording, i int) (id.EventID, error) {
+	var eid id.EventID
+	err := w.eventually(ctx, fmt.Sprintf("the daemon posting recorded event %d as %s (%q), as the recording's trace says", i, rec.Events[i].Sender, rec.Text(i)), func() (bool, string, error) {
+		w.feedScript(sc)
+		eid = sc.EventID(i)
+		return eid != "", "not posted", nil
+	})
+	return eid, err
+}
+
+// feedScript gives a played recording's script the live trace records it
+// has not seen, so it knows this run's ids.
+func (w *world) feedScript(sc *recordedScript) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.room == "" || w.traceDir == "" {
+		return
+	}
+	tr, err := trace.Read(w.traceDir)
+	if err != nil {
+		return // a half-written file; the next feed reads it whole
+	}
+	room, ok := tr.Room(sc.room)
+	if !ok {
+		return
+	}
+	for _, r := range room.Records {
+		if r.Seq > sc.seen {
+			sc.Observe(r)
+			sc.seen = r.Seq
+		}
+	}
+}
+
+// respondRecorded answers an agent's prompt with its recorded turn when a
+// played recording carries the trace (see replay.Script).
+func (w *world) respondRecorded(scripts []*recordedScript) func(string, fakeagent.Prompt) (fakeagent.Turn, bool) {
+	return func(agent string, p fakeagent.Prompt) (fakeagent.Turn, bool) {
+		for _, sc := range scripts {
+			w.feedScript(sc)
+			if t, ok := sc.Respond(agent, p); ok {
+				return t, true
+			}
+		}
+		return nil, false
+	}
 }
