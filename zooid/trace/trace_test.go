@@ -215,3 +215,30 @@ func TestReadRefusesNewerVersionAndBrokenLines(t *testing.T) {
 		t.Fatalf("Read of a torn file: %v, %+v", err, tr)
 	}
 }
+
+// Txn, attempt and internal turn ids made by crypto/rand.Text (base32, 26
+// characters) and the MCP send's hex txn ids differ from run to run too.
+func TestCompareMapsRandomTextIDs(t *testing.T) {
+	ids := map[string][3]string{
+		"1": {"zooid-ABCDEFGHIJKLMNOPQRSTUVWXY2", "ztABCDEFGHIJKLMNOPQRSTUVWXY2", "zooid-mcp-00112233445566778899aabbccddeeff"},
+		"2": {"zooid-Z7Z7Z7Z7Z7Z7Z7Z7Z7Z7Z7Z7Z3", "ztQ3Q3Q3Q3Q3Q3Q3Q3Q3Q3Q3Q3Q3", "zooid-mcp-ffeeddccbbaa99887766554433221100"},
+	}
+	runWith := func(suffix string) *trace.Trace {
+		return read(t, run(t, suffix, func(recs []trace.Record) []trace.Record {
+			for i := range recs {
+				if recs[i].Post != nil {
+					recs[i].Post.TxnID = ids[suffix][0]
+					extra := *recs[i].Post
+					extra.TxnID, extra.ID = ids[suffix][2], id.EventID("$sent0000"+suffix)
+					recs = append(recs, trace.Record{Kind: trace.KindPost, Room: recs[i].Room, Post: &extra},
+						trace.Record{Kind: trace.KindTask, Room: recs[i].Room, Task: &trace.TaskStep{Step: trace.StepAdmitted, Agent: "agent-b", Caller: "agent-a", Attempt: ids[suffix][1]}})
+					break
+				}
+			}
+			return recs
+		}))
+	}
+	if d := trace.Compare(runWith("1"), runWith("2")); len(d) != 0 {
+		t.Fatalf("want no diff between runs that differ only in random ids, got:\n%s", d)
+	}
+}
