@@ -20,7 +20,10 @@ import (
 
 // Hello is the first line a bridge writes on the socket.
 type Hello struct {
-	Binding string `json:"zooid_binding"`
+	Binding string `json:"zooid_binding,omitempty"`
+	// ACPSession names the binding by the agent's ACP session id instead: the pi
+	// extension knows its session id but is never given a binding id.
+	ACPSession string `json:"zooid_acp_session,omitempty"`
 }
 
 // Welcome is the daemon's one-line answer to Hello. On refusal the daemon closes

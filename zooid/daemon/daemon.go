@@ -107,6 +107,8 @@ type agentRuntime struct {
 	rooms   []id.RoomID
 	socket  string
 	workDir string
+	// piDir is the pi agent directory of an agent on the pi preset.
+	piDir string
 }
 
 // New prepares a daemon for cfg, which config.Load has validated (the daemon

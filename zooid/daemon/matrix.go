@@ -109,6 +109,11 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		if rt.workDir, err = d.workDir(rt.cfg); err != nil {
 			return err
 		}
+		if usesPi(rt.cfg) {
+			if rt.piDir, err = d.installPi(rt.cfg); err != nil {
+				return err
+			}
+		}
 	}
 
 	// The transport serves until the daemon closes, not until the caller's

@@ -250,7 +250,7 @@ func (d *Daemon) openAgent(ctx, live context.Context, rt *agentRuntime, s *sessi
 	spec := acpagent.Spec{
 		Command: command,
 		Args:    args,
-		Env:     agentEnv(d.secrets(), rt.cfg.ACP),
+		Env:     append(agentEnv(d.secrets(), rt.cfg.ACP), piEnv(rt)...),
 		Dir:     rt.workDir,
 	}
 	st := &agentSession{}
@@ -276,6 +276,12 @@ func (d *Daemon) openAgent(ctx, live context.Context, rt *agentRuntime, s *sessi
 		d.mcp.Unbind(binding)
 		conn.Close()
 		return nil, fmt.Errorf("opening ACP session: %w", err)
+	}
+	// The pi extension names its session by this id (pi-acp's ACP session id
+	// is pi's own session id), never by the binding. Other agents get the
+	// binding in their bridge's argv, so only pi sessions are mapped.
+	if rt.piDir != "" {
+		d.mcp.BindACPSession(binding, string(sess.ID()))
 	}
 	st.conn, st.acp, st.binding, st.kind = conn, sess, binding, caller.Kind
 	return st, nil

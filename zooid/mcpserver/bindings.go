@@ -19,6 +19,8 @@ type binding struct {
 	id     string
 	caller tools.Caller
 	conns  map[*conn]struct{}
+	// acpSession is the agent's ACP session id, when the daemon registered one.
+	acpSession string
 }
 
 // Bind registers a session and returns its unguessable binding id (130 random
@@ -53,11 +55,29 @@ func (s *Server) SetKind(bindingID string, kind tools.SessionKind) {
 	}
 }
 
+// BindACPSession lets connections that name the ACP session id acpSession in
+// their hello (the pi extension) use binding bindingID. The daemon calls it once
+// session/new has returned the id; the binding's Unbind forgets it.
+func (s *Server) BindACPSession(bindingID, acpSession string) {
+	if acpSession == "" {
+		return
+	}
+	s.mu.Lock()
+	if b, ok := s.bindings[bindingID]; ok {
+		b.acpSession = acpSession
+		s.acpSessions[acpSession] = bindingID
+	}
+	s.mu.Unlock()
+}
+
 // Unbind forgets a binding and closes its live connections.
 func (s *Server) Unbind(bindingID string) {
 	s.mu.Lock()
 	b, ok := s.bindings[bindingID]
 	delete(s.bindings, bindingID)
+	if ok && b.acpSession != "" && s.acpSessions[b.acpSession] == bindingID {
+		delete(s.acpSessions, b.acpSession)
+	}
 	var cs []*conn
 	if ok {
 		for c := range b.conns {

@@ -65,7 +65,9 @@ type Server struct {
 	closed    bool
 	listeners map[string]*listener // by agent
 	bindings  map[string]*binding
-	conns     map[*conn]struct{}
+	// acpSessions maps an ACP session id to its binding id (BindACPSession).
+	acpSessions map[string]string
+	conns       map[*conn]struct{}
 }
 
 // New creates the run directory and the MCP server; it listens on nothing yet.
@@ -96,13 +98,14 @@ func New(opts Options) (*Server, error) {
 	}
 	opts.Trace = trace.Or(opts.Trace)
 	s := &Server{
-		madeDir:   made,
-		opts:      opts,
-		log:       log,
-		bridge:    append([]string(nil), bridgeCmd...),
-		listeners: map[string]*listener{},
-		bindings:  map[string]*binding{},
-		conns:     map[*conn]struct{}{},
+		madeDir:     made,
+		opts:        opts,
+		log:         log,
+		bridge:      append([]string(nil), bridgeCmd...),
+		listeners:   map[string]*listener{},
+		bindings:    map[string]*binding{},
+		acpSessions: map[string]string{},
+		conns:       map[*conn]struct{}{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mcp = server.NewMCPServer("zooid", version,

@@ -190,7 +190,11 @@ func (s *Server) serve(agent string, nc net.Conn) {
 	var hello bridge.Hello
 	_ = json.Unmarshal(sc.Bytes(), &hello)
 	s.mu.Lock()
-	b, ok := s.bindings[hello.Binding]
+	bid := hello.Binding
+	if bid == "" && hello.ACPSession != "" {
+		bid = s.acpSessions[hello.ACPSession]
+	}
+	b, ok := s.bindings[bid]
 	if ok && b.caller.Agent == agent && !s.closed {
 		b.conns[c] = struct{}{}
 		c.binding = b.id
