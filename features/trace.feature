@@ -32,3 +32,14 @@ Feature: The daemon's flight recorder
     And the trace of "#ops" records coder's task closed complete
     And the trace of "#ops" records coder's task reported
     And no secret appears in the trace
+
+  Scenario: an agent crash and a daemon restart are traced
+    Given the daemon runs as its own process
+    And planner will crash
+    When ori says in "#ops": "@planner please check svc-a"
+    Then planner posts an error "agent_crashed" in the thread
+    And the trace of "#ops" records the daemon starting
+    And the trace of "#ops" records planner crashed
+    When the daemon is killed and started again
+    Then the trace of "#ops" records the daemon restarting
+    And no secret appears in the trace

@@ -36,6 +36,14 @@ func traceSteps(w *world) []stepDef {
 			example: `the trace of "#ops" records agent-a posting "on it"`,
 			doc:     "A post by the agent whose text contains the given text, with the event id it got.",
 			fn:      w.stepTracePost},
+		{area: "trace", pattern: `^the trace of "(#[a-z0-9-]+)" records ([a-z0-9-]+) (crashed|timed_out|start_failed)$`,
+			example: `the trace of "#ops" records agent-a crashed`,
+			doc:     "An agent failure record of the agent, in one of its sessions.",
+			fn:      w.stepTraceAgent},
+		{area: "trace", pattern: `^the trace of "(#[a-z0-9-]+)" records the daemon (starting|restarting)$`,
+			example: `the trace of "#ops" records the daemon restarting`,
+			doc:     "A start record naming the room's alias; restarting: one marked as a restart (the room's trace already held a run).",
+			fn:      w.stepTraceStart},
 		{area: "trace", pattern: `^no secret appears in the trace$`,
 			example: `no secret appears in the trace`,
 			doc:     "No trace file holds the appservice tokens, a user's access token, or a session binding id of any agent.",
@@ -182,6 +190,35 @@ func (w *world) stepTracePost(ctx context.Context, roomName, agent, text string)
 		}
 		if p.ID == "" || p.TxnID == "" || p.Error != "" {
 			return false, fmt.Errorf("the post is recorded with id %q, txn %q, error %q", p.ID, p.TxnID, p.Error)
+		}
+		return true, nil
+	})
+	return err
+}
+
+func (w *world) stepTraceAgent(ctx context.Context, roomName, agent, what string) error {
+	_, err := w.traceRecord(ctx, roomName, fmt.Sprintf("%s %s in the trace", agent, what), func(r trace.Record) (bool, error) {
+		a := r.Agent
+		if a == nil || a.Agent != agent || a.What != what {
+			return false, nil
+		}
+		if !strings.HasPrefix(r.Session, agent+"|") {
+			return false, fmt.Errorf("%s %s recorded in session %q", agent, what, r.Session)
+		}
+		return true, nil
+	})
+	return err
+}
+
+func (w *world) stepTraceStart(ctx context.Context, roomName, which string) error {
+	alias := string(w.names().alias(roomName))
+	_, err := w.traceRecord(ctx, roomName, fmt.Sprintf("the daemon %s in the trace", which), func(r trace.Record) (bool, error) {
+		st := r.Start
+		if st == nil || st.Restart != (which == "restarting") {
+			return false, nil
+		}
+		if st.Alias != alias {
+			return false, fmt.Errorf("the start record names the room %q, want %q", st.Alias, alias)
 		}
 		return true, nil
 	})
