@@ -1,6 +1,7 @@
 package trace_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -240,5 +241,43 @@ func TestCompareMapsRandomTextIDs(t *testing.T) {
 	}
 	if d := trace.Compare(runWith("1"), runWith("2")); len(d) != 0 {
 		t.Fatalf("want no diff between runs that differ only in random ids, got:\n%s", d)
+	}
+}
+
+func TestWriterConcurrentRoomsKeepOrder(t *testing.T) {
+	dir := t.TempDir()
+	w, err := trace.Open(trace.Options{Dir: dir, MaxFileSize: 8 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	for g := 0; g < 8; g++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			room := id.RoomID(fmt.Sprintf("!r%d:x", g%2))
+			for i := 0; i < 100; i++ {
+				w.Record(trace.Record{Room: room, Kind: trace.KindPost, Post: &trace.Post{Sender: "@a:x", Text: "t"}})
+			}
+		}()
+	}
+	for g := 0; g < 8; g++ {
+		<-done
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tr := read(t, dir)
+	if len(tr.Rooms) != 2 {
+		t.Fatalf("%d rooms, want 2", len(tr.Rooms))
+	}
+	for _, r := range tr.Rooms {
+		if len(r.Records) != 400 {
+			t.Fatalf("room %s: %d records, want 400", r.ID, len(r.Records))
+		}
+		for i, rec := range r.Records {
+			if rec.Seq != uint64(i+1) {
+				t.Fatalf("room %s: record %d has seq %d", r.ID, i, rec.Seq)
+			}
+		}
 	}
 }
