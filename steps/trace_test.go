@@ -45,28 +45,50 @@ func tracedRun(t *testing.T) *trace.Trace {
 	must(w.stepPostsInThread(ctx, "planner", "noted: svc-a is clean"))
 	must(w.stepTraceWoke(ctx, "#ops", "noted: svc-a is clean", "nobody", trace.WhyAgentPost))
 	must(w.stepTraceTask(ctx, "#ops", "coder", trace.StepReported, ""))
-	// Every prompt's turn has ended: nothing is still being written.
+	// Every prompt's turn has ended and every post has been seen back:
+	// nothing is still being written.
 	must(w.eventually(ctx, "every traced turn to end", func() (bool, string, error) {
 		tr, err := trace.Read(dir)
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		prompts, ends := 0, 0
+		prompts, ends, unechoed := 0, 0, map[string]bool{}
 		for _, room := range tr.Rooms {
 			for _, rec := range room.Records {
-				switch rec.Kind {
-				case trace.KindPrompt:
+				switch {
+				case rec.Kind == trace.KindPrompt:
 					prompts++
-				case trace.KindTurnEnd:
+				case rec.Kind == trace.KindTurnEnd:
 					ends++
+				case rec.Post != nil && rec.Post.ID != "":
+					unechoed[string(rec.Post.ID)] = true
+				}
+			}
+			for _, rec := range room.Records {
+				if rec.Event != nil {
+					delete(unechoed, string(rec.Event.ID))
 				}
 			}
 		}
-		return prompts > 0 && prompts == ends, fmt.Sprintf("%d prompts, %d turn ends", prompts, ends), nil
+		// Every post has also come back as an inbound event with its decision.
+		return prompts > 0 && prompts == ends && len(unechoed) == 0, fmt.Sprintf("%d prompts, %d turn ends, %d posts not seen back", prompts, ends, len(unechoed)), nil
 	}))
 	must(w.close())
 	tr, err := trace.Read(dir)
 	must(err)
+	// A task is reported once, though the caller's wake runs a report of its
+	// own after the first one may have finished.
+	reported := 0
+	for _, room := range tr.Rooms {
+		for _, rec := range room.Records {
+			if rec.Task != nil && rec.Task.Step == trace.StepReported {
+				reported++
+			}
+		}
+	}
+	if reported != 1 {
+		t.Fatalf("the task is reported %d times in the trace, want once", reported)
+	}
 	return tr
 }
 

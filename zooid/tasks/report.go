@@ -99,7 +99,7 @@ func (m *Manager) deliver(ctx context.Context, attempt string) {
 	if pending {
 		return
 	}
-	again := false
+	again, already := false, false
 	if _, err := m.update(attempt, func(t *Task) error {
 		if t.ThreadID != "" && !t.Report.ResultPosted {
 			// TaskForRoot bound the thread while this report ran: its result
@@ -107,6 +107,9 @@ func (m *Manager) deliver(ctx context.Context, attempt string) {
 			again = true
 			return nil
 		}
+		// The wake's own report can follow one that already finished: the
+		// task is reported once, whoever gets here second.
+		already = t.Report.Done
 		t.Report.Done = true
 		return nil
 	}); err != nil {
@@ -117,6 +120,9 @@ func (m *Manager) deliver(ctx context.Context, attempt string) {
 		unlock()
 		unlock = nil
 		m.deliver(ctx, attempt)
+		return
+	}
+	if already {
 		return
 	}
 	log.Info("task reported", "agent", snap.Agent, "caller", snap.Parent.Agent, "notify", snap.Notify)
