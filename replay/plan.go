@@ -192,9 +192,14 @@ var idRE = regexp.MustCompile(`[$][A-Za-z0-9._=+/-]{8,}(?::[A-Za-z0-9.-]+(?::\d+
 // userRE finds user ids, which a run on another server spells otherwise.
 var userRE = regexp.MustCompile(`@[A-Za-z0-9._=+/-]+:[A-Za-z0-9.-]+(?::\d+)?`)
 
+// aliasRE finds room aliases, which a shared server suffixes per run.
+var aliasRE = regexp.MustCompile(`#[A-Za-z0-9._=+/-]+:[A-Za-z0-9.-]+(?::\d+)?`)
+
 // mask takes the run-dependent parts out of a text, for matching.
 func mask(s string) string {
-	return userRE.ReplaceAllString(idRE.ReplaceAllString(s, "\x00"), "\x01")
+	s = idRE.ReplaceAllString(s, "\x00")
+	s = userRE.ReplaceAllString(s, "\x01")
+	return aliasRE.ReplaceAllString(s, "\x02")
 }
 
 // eventKey is what pairs a live event with a recorded one: the sender's
