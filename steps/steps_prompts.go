@@ -1,19 +1,23 @@
 package steps
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/cucumber/godog"
 
 	"github.com/zooid-dev/zooid/steps/fakeagent"
+	"github.com/zooid-dev/zooid/zooid/bridge"
 )
 
 func promptSteps(w *world) []stepDef {
@@ -52,7 +56,7 @@ func promptSteps(w *world) []stepDef {
 			fn:      w.stepSessionNewMCP},
 		{area: "prompts", pattern: `^no secret appears in ([a-z0-9-]+)'s environment, arguments or session/new$`,
 			example: `no secret appears in agent-a's environment, arguments or session/new`,
-			doc:     "Neither the appservice tokens nor any user's access token occur in the agent process's env or argv, or in what session/new carried.",
+			doc:     "Neither the appservice tokens nor any user's access token occur in the agent process's env or argv, or in what session/new carried; and the session's binding id (handed to the bridge in `$ZOOID_BINDING`) is in the argv (`/proc/<pid>/cmdline`) of neither the agent process nor any live descendant of it, once its bridge runs.",
 			fn:      w.stepNoSecrets},
 		{area: "prompts", pattern: `^([a-z0-9-]+) sees exactly the tools ([a-z_, ]+)$`,
 			example: `agent-a sees exactly the tools zooid_get_recent_threads, zooid_get_history and zooid_send_message`,
@@ -328,7 +332,102 @@ func (w *world) stepNoSecrets(ctx context.Context, agent string) error {
 			}
 		}
 	}
-	return nil
+	return w.bindingsOffArgv(ctx, agent)
+}
+
+// bindingOf is the session binding id a zooid MCP entry hands its bridge.
+func bindingOf(e *acp.McpServerStdio) string {
+	for _, v := range e.Env {
+		if v.Name == bridge.BindingEnv {
+			return v.Value
+		}
+	}
+	return ""
+}
+
+// bindingsOffArgv checks the real processes: no binding id of the agent's
+// latest session is in the argv (/proc/<pid>/cmdline, readable by any process
+// of the uid) of the agent process or any of its descendants, the running
+// bridge included. It waits until that bridge is running, so the check saw it.
+func (w *world) bindingsOffArgv(ctx context.Context, agent string) error {
+	s, err := w.lastSession(ctx, agent)
+	if err != nil {
+		return err
+	}
+	var bindings []string
+	for _, m := range s.McpServers {
+		if m.Stdio != nil {
+			if b := bindingOf(m.Stdio); b != "" {
+				bindings = append(bindings, b)
+			}
+		}
+	}
+	if len(bindings) == 0 {
+		return fmt.Errorf("%s's session/new hands its bridge no binding in $%s", agent, bridge.BindingEnv)
+	}
+	return w.eventually(ctx, agent+"'s bridge runs with no binding in any argv", func() (bool, string, error) {
+		tree, err := processTree(s.Pid)
+		if err != nil {
+			return false, "", err
+		}
+		bridges := 0
+		for pid, argv := range tree {
+			for _, b := range bindings {
+				if strings.Contains(argv, b) {
+					return false, "", fmt.Errorf("%s's binding id appears in the arguments of process %d (%q)", agent, pid, argv)
+				}
+			}
+			if strings.Contains(argv, " mcp --socket ") {
+				bridges++
+			}
+		}
+		return bridges > 0, fmt.Sprintf("%d processes under %s's pid %d, no bridge among them", len(tree), agent, s.Pid), nil
+	})
+}
+
+// processTree is the argv of pid and of every live descendant of it, read
+// from /proc.
+func processTree(root int) (map[int]string, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("listing processes: %w", err)
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // ended meanwhile
+		}
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		if ppid, err := strconv.Atoi(f[1]); err == nil {
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	tree := map[int]string{}
+	for todo := []int{root}; len(todo) > 0; todo = todo[1:] {
+		pid := todo[0]
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue // ended meanwhile
+		}
+		tree[pid] = strings.ReplaceAll(strings.TrimRight(string(cmdline), "\x00"), "\x00", " ")
+		todo = append(todo, children[pid]...)
+	}
+	if _, ok := tree[root]; !ok {
+		return nil, fmt.Errorf("agent process %d is not running", root)
+	}
+	return tree, nil
 }
 
 func mustJSON(v any) string {

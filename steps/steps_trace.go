@@ -240,8 +240,8 @@ func (w *world) stepTraceNoSecrets(ctx context.Context) error {
 				if m.Stdio == nil {
 					continue
 				}
-				if i := slices.Index(m.Stdio.Args, "--binding"); i >= 0 && i+1 < len(m.Stdio.Args) {
-					secrets[m.Stdio.Args[i+1]] = an + "'s binding id"
+				if b := bindingOf(m.Stdio); b != "" {
+					secrets[b] = an + "'s binding id"
 					bindings++
 				}
 			}

@@ -1,5 +1,6 @@
 // Package bridge is `zooid mcp`: the stdio MCP server an agent starts. It connects
-// to the agent's private unix socket, says which session binding it belongs to, and
+// to the agent's private unix socket, says which session binding it belongs to
+// (from $ZOOID_BINDING, never argv), and
 // then only pipes line-delimited JSON-RPC between stdio and the socket. It holds no
 // token and knows nothing of Matrix.
 package bridge
@@ -13,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -127,20 +129,26 @@ func Pipe(conn net.Conn, fromConn *bufio.Reader, stdin io.Reader, stdout io.Writ
 	return nil
 }
 
-// Main is `zooid mcp --socket PATH --binding ID`; it returns the exit code.
+// BindingEnv is the environment variable that carries the session binding id
+// to the bridge. It is not an argument, so it stays out of /proc/<pid>/cmdline;
+// the daemon does not rely on its secrecy either (it checks the socket's peer).
+const BindingEnv = "ZOOID_BINDING"
+
+// Main is `zooid mcp --socket PATH` with the binding id in $ZOOID_BINDING; it
+// returns the exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("zooid mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	socket := fs.String("socket", "", "the agent's zooid socket")
-	binding := fs.String("binding", "", "the session binding id")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *socket == "" || strings.TrimSpace(*binding) == "" || fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "zooid mcp: usage: zooid mcp --socket PATH --binding ID (started by the zooid daemon, not by hand)")
+	binding := os.Getenv(BindingEnv)
+	if *socket == "" || strings.TrimSpace(binding) == "" || fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "zooid mcp: usage: "+BindingEnv+"=ID zooid mcp --socket PATH (started by the zooid daemon, not by hand)")
 		return 2
 	}
-	conn, r, err := Dial(context.Background(), *socket, *binding)
+	conn, r, err := Dial(context.Background(), *socket, binding)
 	if err != nil {
 		fmt.Fprintf(stderr, "zooid mcp: %v\n", err)
 		return 1

@@ -8,14 +8,22 @@ import (
 )
 
 func TestMainUsageAndUnreachableSocket(t *testing.T) {
+	t.Setenv(BindingEnv, "")
 	var out, errOut strings.Builder
 	if code := Main([]string{"--socket", "/x"}, strings.NewReader(""), &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "usage") {
 		t.Fatalf("missing binding: %d %q", code, errOut.String())
 	}
+	// The binding is taken from the environment only: an argv flag for it is
+	// refused, so nothing puts it into /proc/<pid>/cmdline.
 	errOut.Reset()
+	if code := Main([]string{"--socket", "/x", "--binding", "b"}, strings.NewReader(""), &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "-binding") {
+		t.Fatalf("binding on argv: %d %q", code, errOut.String())
+	}
+	errOut.Reset()
+	t.Setenv(BindingEnv, "b")
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "none.sock")
-	if code := Main([]string{"--socket", missing, "--binding", "b"}, strings.NewReader(""), &out, &errOut); code != 1 || !strings.Contains(errOut.String(), missing) {
+	if code := Main([]string{"--socket", missing}, strings.NewReader(""), &out, &errOut); code != 1 || !strings.Contains(errOut.String(), missing) {
 		t.Fatalf("missing socket: %d %q", code, errOut.String())
 	}
 	if out.Len() != 0 {

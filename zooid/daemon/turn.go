@@ -16,6 +16,7 @@ import (
 
 	"github.com/zooid-dev/zooid/zooid/acpagent"
 	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/mcpserver"
 	"github.com/zooid-dev/zooid/zooid/tools"
 	"github.com/zooid-dev/zooid/zooid/trace"
 	"github.com/zooid-dev/zooid/zooid/zevent"
@@ -269,8 +270,15 @@ func (d *Daemon) openAgent(ctx, live context.Context, rt *agentRuntime, s *sessi
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", command, err)
 	}
+	// The binding serves only this agent process and its descendants (the
+	// bridge it starts), whoever else learns the id.
+	proc, err := mcpserver.ProcessOf(conn.Pid())
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("binding %s's tools to its process: %w", rt.cfg.Name, err)
+	}
 	caller := d.callerFor(rt, s.key)
-	binding := d.mcp.Bind(caller)
+	binding := d.mcp.Bind(caller, proc)
 	sess, err := conn.NewSession(ctx, rt.workDir, []acp.McpServer{d.mcp.StdioEntry(binding)})
 	if err != nil {
 		d.mcp.Unbind(binding)

@@ -18,7 +18,7 @@ func BenchmarkToolCallViaBridge(b *testing.B) {
 	if _, err := srv.ListenAgent("agent-a"); err != nil {
 		b.Fatal(err)
 	}
-	cl := connect(b, srv, srv.Bind(conversation("agent-a")))
+	cl := connect(b, srv, srv.Bind(conversation("agent-a"), self(b)))
 	b.ResetTimer()
 	for b.Loop() {
 		if text, isErr := callTool(b, cl, tools.GetRoomInfo, map[string]any{}); isErr {

@@ -8,27 +8,33 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/zooid-dev/zooid/zooid/bridge"
 	"github.com/zooid-dev/zooid/zooid/tools"
 )
 
 // A binding is one agent session's right to the tools: an unguessable id the
-// daemon puts into the bridge's argv, resolving to the session's tools.Caller, so
-// no tool argument ever says who is calling. Connections that presented it are
-// closed when it is unbound.
+// daemon puts into the bridge's environment, resolving to the session's
+// tools.Caller, so no tool argument ever says who is calling. The id alone is
+// not enough: a same-uid process can read any agent's environment and memory,
+// so a connection is served only if its peer is the agent process the binding
+// was made for or a descendant of it (see Process). Connections that presented
+// it are closed when it is unbound.
 type binding struct {
 	id     string
 	caller tools.Caller
+	agent  Process
 	conns  map[*conn]struct{}
 	// acpSession is the agent's ACP session id, when the daemon registered one.
 	acpSession string
 }
 
-// Bind registers a session and returns its unguessable binding id (130 random
-// bits).
-func (s *Server) Bind(c tools.Caller) string {
+// Bind registers a session of the agent process agent (see ProcessOf) and
+// returns its unguessable binding id (130 random bits). Only agent and its
+// descendants are served on it.
+func (s *Server) Bind(c tools.Caller, agent Process) string {
 	bid := rand.Text()
 	s.mu.Lock()
-	s.bindings[bid] = &binding{id: bid, caller: c, conns: map[*conn]struct{}{}}
+	s.bindings[bid] = &binding{id: bid, caller: c, agent: agent, conns: map[*conn]struct{}{}}
 	s.mu.Unlock()
 	return bid
 }
@@ -91,7 +97,8 @@ func (s *Server) Unbind(bindingID string) {
 }
 
 // StdioEntry is the session/new mcpServers entry that starts the bridge for a
-// binding. It carries only the socket path and the binding id: no token.
+// binding. Its argv carries only the socket path; the binding id goes in its
+// environment (bridge.BindingEnv), out of /proc/<pid>/cmdline. No token.
 func (s *Server) StdioEntry(bindingID string) acp.McpServer {
 	s.mu.Lock()
 	var path string
@@ -104,12 +111,12 @@ func (s *Server) StdioEntry(bindingID string) acp.McpServer {
 	if path == "" {
 		s.log.Error("stdio entry for a binding without a listening agent socket; the bridge will fail", "binding_known", false)
 	}
-	args := append(append([]string(nil), s.bridge[1:]...), "--socket", path, "--binding", bindingID)
+	args := append(append([]string(nil), s.bridge[1:]...), "--socket", path)
 	return acp.McpServer{Stdio: &acp.McpServerStdio{
 		Name:    "zooid",
 		Command: s.bridge[0],
 		Args:    args,
-		Env:     []acp.EnvVariable{},
+		Env:     []acp.EnvVariable{{Name: bridge.BindingEnv, Value: bindingID}},
 	}}
 }
 

@@ -38,7 +38,7 @@ func wantThreads(w *world) []wantMsg {
 func TestMembersRoomInfoRooms(t *testing.T) {
 	w := newWorld(t, 20, 2, 1)
 	w.start(t, w.hs.URL())
-	cl := connect(t, w.srv, w.srv.Bind(w.caller("agent-a", w.busy.RoomID)))
+	cl := connect(t, w.srv, w.srv.Bind(w.caller("agent-a", w.busy.RoomID), self(t)))
 	text, _ := callTool(t, cl, tools.GetMembers, nil)
 	ms := decodeAs[tools.MembersResult](t, text).Members
 	if len(ms) != 3 {
@@ -66,7 +66,7 @@ func TestMembersRoomInfoRooms(t *testing.T) {
 
 	// agent-b is joined to the secret room too, but not bound to it: neither
 	// listed nor a target.
-	clB := connect(t, w.srv, w.srv.Bind(w.caller("agent-b", w.busy.RoomID)))
+	clB := connect(t, w.srv, w.srv.Bind(w.caller("agent-b", w.busy.RoomID), self(t)))
 	text, _ = callTool(t, clB, tools.GetRooms, nil)
 	ids = nil
 	for _, r := range decodeAs[tools.RoomsResult](t, text).Rooms {
@@ -82,7 +82,7 @@ func TestMembersRoomInfoRooms(t *testing.T) {
 	mustPrefix(t, text, "not_in_room: ")
 
 	// A session bound to a room the agent is not in reads nothing.
-	cl2 := connect(t, w.srv, w.srv.Bind(w.caller("agent-a", w.secret.RoomID)))
+	cl2 := connect(t, w.srv, w.srv.Bind(w.caller("agent-a", w.secret.RoomID), self(t)))
 	for _, tool := range []string{tools.GetHistory, tools.GetRecentThreads, tools.GetMembers, tools.GetRoomInfo} {
 		text, isErr := callTool(t, cl2, tool, nil)
 		if !isErr || strings.Contains(text, "secret root") {
@@ -95,7 +95,7 @@ func TestMembersRoomInfoRooms(t *testing.T) {
 func TestSendMessage(t *testing.T) {
 	w := newWorld(t, 40, 3, 1)
 	w.start(t, w.hs.URL())
-	cl := connect(t, w.srv, w.srv.Bind(w.caller("agent-a", w.busy.RoomID)))
+	cl := connect(t, w.srv, w.srv.Bind(w.caller("agent-a", w.busy.RoomID), self(t)))
 	root := wantThreads(w)[0]
 	var latest id.EventID
 	for _, m := range w.want {

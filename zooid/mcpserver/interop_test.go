@@ -296,7 +296,7 @@ func TestInteropTypeScriptSDK(t *testing.T) {
 	node := requireClients(t, sdk)
 	w := newWorld(t, 60, 4, 2)
 	w.start(t, w.hs.URL())
-	entry := w.srv.StdioEntry(w.srv.Bind(w.caller("agent-a", w.busy.RoomID)))
+	entry := w.srv.StdioEntry(w.srv.Bind(w.caller("agent-a", w.busy.RoomID), self(t)))
 
 	args := []string{"client.mjs", "--limit", fmt.Sprint(interopLimit)}
 	for _, e := range entry.Stdio.Env {
@@ -512,7 +512,7 @@ func TestInteropInspectorCLI(t *testing.T) {
 	}
 	w := newWorld(t, 20, 2, 1)
 	w.start(t, w.hs.URL())
-	entry := w.srv.StdioEntry(w.srv.Bind(w.caller("agent-a", w.busy.RoomID)))
+	entry := w.srv.StdioEntry(w.srv.Bind(w.caller("agent-a", w.busy.RoomID), self(t)))
 	inspect := func(method ...string) []byte {
 		t.Helper()
 		// --no and --offline: never install or ask a registry; the package must

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	acp "github.com/coder/acp-go-sdk"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -20,12 +21,37 @@ import (
 )
 
 // TestMain makes the test binary its own bridge: re-executed as `<test> mcp
-// --socket … --binding …` it runs the real `zooid mcp` code path.
+// --socket …` (binding in $ZOOID_BINDING) it runs the real `zooid mcp` code
+// path. Re-executed as `<test> agent CMD ARGS…` it stands in for an agent
+// process (see agentMain).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "mcp" {
 		os.Exit(bridge.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 	}
+	if len(os.Args) > 2 && os.Args[1] == "agent" {
+		os.Exit(agentMain(os.Args[2:]))
+	}
 	os.Exit(m.Run())
+}
+
+// self is this test process as a binding's agent process: the bridges a test
+// starts are its children, so they are served, as an agent's bridge is.
+func self(t testing.TB) mcpserver.Process {
+	t.Helper()
+	p, err := mcpserver.ProcessOf(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// envOf is a bridge entry's environment as KEY=VALUE (the binding id).
+func envOf(e *acp.McpServerStdio) []string {
+	var env []string
+	for _, v := range e.Env {
+		env = append(env, v.Name+"="+v.Value)
+	}
+	return env
 }
 
 // newServer starts an MCP server whose bridge is this test binary.
@@ -67,7 +93,7 @@ func connect(t testing.TB, srv *mcpserver.Server, binding string) *client.Client
 	if entry.Stdio == nil {
 		t.Fatal("no stdio entry")
 	}
-	cl, err := client.NewStdioMCPClient(entry.Stdio.Command, []string{}, entry.Stdio.Args...)
+	cl, err := client.NewStdioMCPClient(entry.Stdio.Command, envOf(entry.Stdio), entry.Stdio.Args...)
 	if err != nil {
 		t.Fatalf("starting bridge: %v", err)
 	}

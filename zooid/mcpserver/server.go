@@ -1,10 +1,19 @@
 // Package mcpserver serves the Zooid MCP tools over one private unix socket per
 // agent. Each connection first names its session binding (an unguessable id the
-// daemon put into the bridge's argv); the binding resolves to the tools.Caller, so
-// no tool argument ever says who is calling.
+// daemon put into the bridge's environment) and is served only if its peer
+// process (SO_PEERCRED) is the agent process the binding was made for or a
+// descendant of it; the binding resolves to the tools.Caller, so no tool
+// argument ever says who is calling.
+//
+// What this does not stop: a process of the same uid that can ptrace the agent
+// (or write /proc/<pid>/mem) can make the agent or its bridge do anything,
+// including call tools; one that merely reads the agent's memory or
+// environment learns the binding id but is refused on the socket. Per-agent
+// users and containers (not built yet) are the answer to untrusted agents.
 //
 // server.go holds the Server and its lifetime; bindings.go the session bindings
-// and the bridge's argv (StdioEntry); socket.go the per-agent socket transport;
+// and the bridge's entry (StdioEntry); peer*.go the peer process checks;
+// socket.go the per-agent socket transport;
 // tools.go the tool list and calls, answered by zooid/tools.
 package mcpserver
 

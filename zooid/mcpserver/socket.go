@@ -181,30 +181,56 @@ func (s *Server) serve(agent string, nc net.Conn) {
 	sc := bufio.NewScanner(nc)
 	sc.Buffer(make([]byte, 64<<10), bridge.MaxLine)
 
-	// Handshake: the first line names the binding. An unknown binding and one of
-	// another agent get the same answer, so the socket is no oracle.
+	// Handshake: the first line names the binding. An unknown binding, one of
+	// another agent, and a peer process that is not the binding's agent or its
+	// descendant all get the same answer, so the socket is no oracle.
 	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if !sc.Scan() {
 		return
 	}
 	var hello bridge.Hello
 	_ = json.Unmarshal(sc.Bytes(), &hello)
+	// The peer is checked after the binding is known (it names the agent
+	// process) and the refusal is the same either way.
+	refuse := func(why string, args ...any) {
+		s.log.Warn("refused a connection: "+why, append([]any{"agent", agent}, args...)...)
+		_ = c.writeLine(bridge.Welcome{Error: bridge.RefusedMessage})
+	}
 	s.mu.Lock()
 	bid := hello.Binding
 	if bid == "" && hello.ACPSession != "" {
 		bid = s.acpSessions[hello.ACPSession]
 	}
 	b, ok := s.bindings[bid]
-	if ok && b.caller.Agent == agent && !s.closed {
-		b.conns[c] = struct{}{}
-		c.binding = b.id
-	} else {
-		ok = false
+	ok = ok && b.caller.Agent == agent
+	var proc Process
+	if ok {
+		proc = b.agent
 	}
 	s.mu.Unlock()
 	if !ok {
-		s.log.Warn("refused a connection with an unknown binding", "agent", agent)
-		_ = c.writeLine(bridge.Welcome{Error: bridge.RefusedMessage})
+		refuse("unknown binding")
+		return
+	}
+	pid, uid, err := peerOf(nc)
+	if err != nil {
+		refuse("peer unknown", "err", err)
+		return
+	}
+	if !descends(pid, uid, proc) {
+		refuse("peer is not the binding's agent process or its descendant", "peer_pid", pid, "peer_uid", uid, "agent_pid", proc.Pid)
+		return
+	}
+	s.mu.Lock()
+	b, ok = s.bindings[bid]
+	if ok && !s.closed {
+		b.conns[c] = struct{}{}
+		c.binding = b.id
+	}
+	ok = ok && !s.closed
+	s.mu.Unlock()
+	if !ok {
+		refuse("binding ended during the handshake")
 		return
 	}
 	_ = nc.SetReadDeadline(time.Time{})

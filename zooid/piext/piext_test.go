@@ -124,9 +124,20 @@ func daemon(t *testing.T) (*mcpserver.Server, string) {
 	return srv, sock
 }
 
+// agentProcess is this test process as the binding's agent process: the
+// socket serves only it and its descendants (the pi it starts, which runs the
+// extension), as the daemon binds to the pi agent it starts.
+func agentProcess() mcpserver.Process {
+	p, err := mcpserver.ProcessOf(os.Getpid())
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
 // bind binds a session of kind under ACP session id acp.
 func bind(srv *mcpserver.Server, kind tools.SessionKind, acp string) string {
-	bid := srv.Bind(tools.Caller{Agent: "pi-agent", UserID: "@pi:zooid.test", Transport: "matrix", Room: room, Rooms: []id.RoomID{room}, Kind: kind, SessionKey: "pi-agent/" + acp})
+	bid := srv.Bind(tools.Caller{Agent: "pi-agent", UserID: "@pi:zooid.test", Transport: "matrix", Room: room, Rooms: []id.RoomID{room}, Kind: kind, SessionKey: "pi-agent/" + acp}, agentProcess())
 	srv.BindACPSession(bid, acp)
 	return bid
 }
