@@ -1,9 +1,11 @@
 package mcpserver_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -209,5 +211,49 @@ func TestBindingIsNotInTheBridgesArgv(t *testing.T) {
 	}
 	if len(e.Env) != 1 || e.Env[0].Name != bridge.BindingEnv || e.Env[0].Value != bid {
 		t.Fatalf("bridge env %+v, want only %s", e.Env, bridge.BindingEnv)
+	}
+}
+
+// helloACP sends a pi-extension style hello (the session named by its ACP
+// session id, which is no secret) and returns the daemon's answer line.
+func helloACP(t *testing.T, sock, acpSession string) string {
+	t.Helper()
+	nc, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(nc, `{"zooid_acp_session":"`+acpSession+`"}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(nc).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	return line
+}
+
+// TestACPSessionNamesAreCheckedToo: a session named by its ACP session id (as
+// the pi extension does) is served to the agent process and refused, as an
+// unknown one is, to a process outside the agent's tree.
+func TestACPSessionNamesAreCheckedToo(t *testing.T) {
+	srv := newServer(t, &echoRooms{}, nil)
+	sock, err := srv.ListenAgent("agent-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := helloACP(t, sock, "no-such-session")
+	if !strings.Contains(unknown, bridge.RefusedMessage) {
+		t.Fatalf("unknown ACP session: %q", unknown)
+	}
+	agent := startAgent(t, sock)
+	srv.BindACPSession(srv.Bind(conversation("agent-a"), agent.proc), "child-session")
+	if got := helloACP(t, sock, "child-session"); got != unknown {
+		t.Fatalf("another process's ACP session from outside its tree: %q, want %q", got, unknown)
+	}
+	srv.BindACPSession(srv.Bind(conversation("agent-a"), self(t)), "own-session")
+	if got := helloACP(t, sock, "own-session"); !strings.Contains(got, `"zooid_ok":true`) {
+		t.Fatalf("the agent's own ACP session: %q", got)
 	}
 }
