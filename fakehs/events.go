@@ -28,10 +28,13 @@ func (s *Server) handleSend(r *http.Request, c *caller) (any, error) {
 	if err := validateCanonical(content); err != nil {
 		return nil, err
 	}
+	typ := r.PathValue("type")
+	if err := checkSize(rm, c.User, typ, nil, content); err != nil {
+		return nil, err
+	}
 	if err := s.checkRelation(rm, content); err != nil {
 		return nil, err
 	}
-	typ := r.PathValue("type")
 	if have, need := rm.powerLevel(c.User, typ, false); have < need {
 		return nil, errForbidden("You don't have permission to post that to the room. user_level (%d) < send_level (%d)", have, need)
 	}

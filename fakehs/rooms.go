@@ -564,6 +564,9 @@ func (s *Server) handlePutState(r *http.Request, c *caller) (any, error) {
 		return nil, err
 	}
 	typ, key := r.PathValue("type"), r.PathValue("key")
+	if err := checkSize(rm, c.User, typ, &key, content); err != nil {
+		return nil, err
+	}
 	if typ == "m.room.member" {
 		return s.putMember(rm, c, id.UserID(key), content)
 	}

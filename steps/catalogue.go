@@ -47,6 +47,7 @@ func definitions(w *world) []stepDef {
 	all = append(all, httpSteps(w)...)
 	all = append(all, traceSteps(w)...)
 	all = append(all, replaySteps(w)...)
+	all = append(all, longSteps(w)...)
 	return all
 }
 

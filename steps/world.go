@@ -48,6 +48,7 @@ type world struct {
 	calls        map[string][]*call   // per agent: tool calls made through steps
 	last         *call                // the most recent tool call of any agent
 	paging       map[string]*paging
+	prose        map[string]string // per agent: the long reply queued by a step
 	pushes       int
 	stepSeq      int
 

@@ -89,6 +89,7 @@ func Run(t *testing.T, target Target) {
 	t.Run("Account", s.testAccount)
 	t.Run("Rooms", s.testRooms)
 	t.Run("Messages", s.testMessages)
+	t.Run("EventSize", s.testEventSize)
 	t.Run("Threads", s.testThreads)
 	t.Run("Errors", s.testErrors)
 	t.Run("Sync", s.testSync)

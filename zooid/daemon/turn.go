@@ -386,13 +386,21 @@ func (p *poster) notice(ctx context.Context, text string) {
 	p.send(ctx, text, nil)
 }
 
+// send posts text as one notice, or, when it is longer than a homeserver takes
+// in one event, as consecutive notices cut at paragraph, line or word breaks
+// (zevent.SplitBody). Each part is a reply in the thread with its own txn id;
+// mentions ride on the first part, so they notify once.
 func (p *poster) send(ctx context.Context, text string, mentions []id.UserID) {
-	content := &event.MessageEventContent{MsgType: event.MsgNotice, Body: text, RelatesTo: p.relation()}
-	if len(mentions) > 0 {
-		content.Mentions = &event.Mentions{UserIDs: mentions}
-	}
-	if _, err := p.d.sendMessage(ctx, p.as, p.room, content, p.txnID("notice")); err != nil {
-		p.d.log.Error("posting to thread", "agent", p.agent, "room", p.room, "err", err)
+	for i, part := range zevent.SplitBody(text, zevent.MaxBodyBytes) {
+		content := &event.MessageEventContent{MsgType: event.MsgNotice, Body: part, RelatesTo: p.relation()}
+		if i == 0 && len(mentions) > 0 {
+			content.Mentions = &event.Mentions{UserIDs: mentions}
+		}
+		if _, err := p.d.sendMessage(ctx, p.as, p.room, content, p.txnID("notice")); err != nil {
+			// A later part alone would read out of context: stop at the first loss.
+			p.d.log.Error("posting to thread", "agent", p.agent, "room", p.room, "part", i+1, "err", err)
+			return
+		}
 	}
 }
 

@@ -164,6 +164,7 @@ const (
 	CodeNotInRoom       = "not_in_room"
 	CodeUnknownTool     = "unknown_tool"
 	CodeUnavailable     = "unavailable"
+	CodeTooLarge        = "too_large"
 )
 
 // Error is a model-facing tool error: the tool result is isError with "code: message".

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // Tool names: the contract of behaviour §3.
@@ -256,10 +258,11 @@ var all = []Tool{
 			Description: "Post a message as yourself (a Matrix notice, so it does not ping anyone's notifications) into a room you are a member of (see zooid_get_rooms): " +
 				"room is the target room's id or alias, thread_id a thread root in that room, omit thread_id for a new top-level message. " +
 				"Fire-and-forget: it returns the new event_id and nothing comes back. Your normal reply already goes to the current thread; use this for other threads or rooms. " +
-				"To hand work to another agent and get its result back, use zooid_start_task_threads instead.",
+				"To hand work to another agent and get its result back, use zooid_start_task_threads instead. " +
+				"A text over 49152 bytes (48 KiB) is refused with too_large and not posted, never split: send long text in several calls.",
 			InputSchema: schema(`"room": {"type": "string", "description": "Target room id (!abc:server) or alias (#name:server, or #name on your own server); must be one of zooid_get_rooms."},
     "thread_id": {"type": "string", "description": "Event id of a thread root in the target room; omit for a top-level message."},
-    "text": {"type": "string", "minLength": 1, "description": "Message text (Markdown allowed)."}`, "room", "text"),
+    "text": {"type": "string", "minLength": 1, "description": "Message text (Markdown allowed), at most 49152 bytes."}`, "room", "text"),
 			Gating: Always,
 		},
 		Handle: func(ctx context.Context, b Backends, c Caller, args json.RawMessage) (any, error) {
@@ -284,6 +287,9 @@ var all = []Tool{
 			}
 			if strings.TrimSpace(in.Text) == "" {
 				return nil, Errorf(CodeInvalidArgument, "text must not be empty")
+			}
+			if n := zevent.BodySize(in.Text); n > zevent.MaxBodyBytes {
+				return nil, Errorf(CodeTooLarge, "text is %d bytes, over the %d-byte limit of one message (homeservers refuse events over 64 KiB); nothing was posted: send it as several zooid_send_message calls", n, zevent.MaxBodyBytes)
 			}
 			return needRooms(b).Send(ctx, c, room, thread, in.Text)
 		},
