@@ -56,6 +56,13 @@
 //   - Unknown rooms answer 403 M_FORBIDDEN, not 404, so room existence does
 //     not leak; a known path with the wrong method is 405 M_UNRECOGNIZED.
 //   - Default limits: /messages 10, /relations 5, /threads 5, sync timeline 10.
+//   - A message or state event whose PDU would be over 64 KiB is 413
+//     M_TOO_LARGE "event too large". Synapse measures the signed federation
+//     form in canonical JSON; fakehs keeps no such fields and adds stand-ins
+//     of their length (three auth events, one prev event, hash, signature).
+//     Deliberate difference: the estimate is within a few bytes, not exact
+//     (measured: largest accepted body 64887 bytes on Synapse 1.160, 64900 on
+//     fakehs), and Go escapes U+2028/U+2029 longer than canonical JSON does.
 //
 // WithProfile(Degraded) (or any Profile) makes the server do less than
 // Synapse, for testing clients against such servers: no /threads, no
