@@ -56,6 +56,10 @@
 //   - Unknown rooms answer 403 M_FORBIDDEN, not 404, so room existence does
 //     not leak; a known path with the wrong method is 405 M_UNRECOGNIZED.
 //   - Default limits: /messages 10, /relations 5, /threads 5, sync timeline 10.
+//   - createRoom with a room version fakehs does not model is 400
+//     M_UNSUPPORTED_ROOM_VERSION, as Synapse answers an unknown one.
+//     Deliberate difference: fakehs knows versions 1–11; Synapse also
+//     accepts "12" and unstable versions.
 //   - A message or state event whose PDU would be over 64 KiB is 413
 //     M_TOO_LARGE "event too large". Synapse measures the signed federation
 //     form in canonical JSON; fakehs keeps no such fields and adds stand-ins

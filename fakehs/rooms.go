@@ -60,6 +60,13 @@ func (s *Server) createRoom(c *caller, req *reqCreateRoom, imported bool) (*room
 		// Synapse validates the body against its schema: 400 M_BAD_JSON.
 		return nil, errBadJSON("'%s' is not a valid preset", preset)
 	}
+	version := req.RoomVersion
+	if version == "" {
+		version = "11" // Synapse's default since 1.9x
+	}
+	if !knownRoomVersions[version] {
+		return nil, mErr(http.StatusBadRequest, "M_UNSUPPORTED_ROOM_VERSION", "Your homeserver does not support this room version")
+	}
 	var alias id.RoomAlias
 	if req.RoomAliasName != "" {
 		alias = id.NewRoomAlias(req.RoomAliasName, s.cfg.serverName)
@@ -84,10 +91,6 @@ func (s *Server) createRoom(c *caller, req *reqCreateRoom, imported bool) (*room
 		if _, _, err := inv.Parse(); err != nil {
 			return nil, mErr(http.StatusBadRequest, "M_INVALID_PARAM", "Invalid user id %q", inv)
 		}
-	}
-	version := req.RoomVersion
-	if version == "" {
-		version = "11" // Synapse's default since 1.9x
 	}
 	rm := newRoom(id.RoomID("!"+randomID(18)+":"+s.cfg.serverName), c.User)
 	s.state.rooms[rm.ID] = rm
@@ -665,4 +668,13 @@ func (s *Server) putMember(rm *room, c *caller, target id.UserID, content json.R
 	key := string(target)
 	e := s.appendEvent(rm, &evt{Sender: c.User, Type: "m.room.member", StateKey: &key, Content: content}, c)
 	return map[string]id.EventID{"event_id": e.ID}, nil
+}
+
+// knownRoomVersions are the room versions createRoom accepts: those whose
+// rules fakehs models (they differ here only in the create event's creator).
+// Synapse also knows "12" and unstable MSC versions; fakehs refuses them, as
+// it does not model v12's room ids and creator power.
+var knownRoomVersions = map[string]bool{
+	"1": true, "2": true, "3": true, "4": true, "5": true, "6": true,
+	"7": true, "8": true, "9": true, "10": true, "11": true,
 }

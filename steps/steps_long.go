@@ -72,8 +72,13 @@ func (w *world) stepSendsProse(ctx context.Context, agent, roomName, n string) e
 	if err := w.start(ctx); err != nil {
 		return err
 	}
+	args, err := w.toolArgs(agent, fmt.Sprintf(`{"room": %q}`, roomName)) // the room's name on this homeserver
+	if err != nil {
+		return err
+	}
 	k, _ := strconv.Atoi(n)
-	_, err := w.call(ctx, agent, "zooid_send_message", map[string]any{"room": roomName, "text": longProse(k)})
+	args["text"] = longProse(k)
+	_, err = w.call(ctx, agent, "zooid_send_message", args)
 	return err
 }
 

@@ -12,6 +12,20 @@ import (
 func (s *suite) testRooms(t *testing.T) {
 	t.Parallel()
 
+	t.Run("UnknownRoomVersionRefused", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "roomver")
+		// Synapse: 400 M_UNSUPPORTED_ROOM_VERSION "Your homeserver does not support this room
+		// version", and no room is made.
+		res := alice.Do(t, "POST", CS("v3", "createRoom"), map[string]any{"room_version": "zooid-no-such-version"})
+		ExpectStatus(t, res, http.StatusBadRequest, "M_UNSUPPORTED_ROOM_VERSION")
+		joined := alice.MustDo(t, "GET", CS("v3", "joined_rooms"), nil)
+		MatchJSON(t, "joined rooms after a refused createRoom", joined, KeyEqual("joined_rooms.#", 0))
+		room := s.createRoom(t, alice, map[string]any{"room_version": "10"})
+		create := alice.MustDo(t, "GET", CS("v3", "rooms", string(room), "state", "m.room.create", ""), nil)
+		MatchJSON(t, "create event of a version 10 room", create, KeyEqual("room_version", "10"))
+	})
+
 	t.Run("CreateWithAliasResolveAndJoinByAlias", func(t *testing.T) {
 		t.Parallel()
 		alice := s.registerUser(t, "alias")
