@@ -14,6 +14,7 @@ var persisted = map[string]bool{
 	"cursor.key":       true,
 	"matrix/matrix.db": true,
 	"tasks/tasks.db":   true,
+	"turns/turns.db":   true,
 }
 
 // checkStateDir fails when the daemon left a file under state_dir that the

@@ -83,6 +83,8 @@ type Daemon struct {
 	sessions   *sessions
 
 	tasks *tasks.Manager
+	// turns journals event-woken turns until they end (nil without Matrix).
+	turns *turnJournal
 	http  []*httpapi.Server
 	// trace is the flight recorder (trace.Off unless the config turns it
 	// on); traceW is the writer the daemon owns when it is on.
@@ -166,7 +168,7 @@ func (d *Daemon) Start(ctx context.Context) error {
 	if err := d.openTrace(); err != nil {
 		return err
 	}
-	d.sessions = newSessions(d.runTurn, d.endSession).withIdle(d.opts.IdleTimeout, d.idleSession)
+	d.sessions = newSessions(d.runTurn, d.endSession).withIdle(d.opts.IdleTimeout, d.idleSession).withDone(d.turnDone)
 	if err := d.startHTTP(); err != nil {
 		d.Close()
 		return err
@@ -213,6 +215,9 @@ func (d *Daemon) Close() error {
 		}
 		if d.tasks != nil {
 			errs = append(errs, d.tasks.Close())
+		}
+		if d.turns != nil {
+			errs = append(errs, d.turns.close())
 		}
 		if d.traceW != nil {
 			errs = append(errs, d.traceW.Close())

@@ -63,7 +63,11 @@ func (d *Daemon) handleEvent(ctx context.Context, ev *event.Event) {
 			text = tasks.Header(*task) + "\n\n" + text
 		}
 		d.log.Debug("waking agent", "agent", w.Agent, "room", w.Room, "thread", w.ThreadRoot, "event", w.EventID)
-		d.sessions.enqueue(key, eventTurn(text, w.EventID, w.Sender))
+		req := eventTurn(text, w.EventID, w.Sender)
+		if !d.journalTurn(key, req) {
+			continue
+		}
+		d.sessions.enqueue(key, req)
 	}
 }
 

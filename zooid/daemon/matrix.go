@@ -87,6 +87,9 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		return fmt.Errorf("opening task journal: %w", err)
 	}
 	d.tasks = tm
+	if d.turns, err = openTurnJournal(filepath.Join(cfg.StateDir, "turns")); err != nil {
+		return err
+	}
 	srv, err := mcpserver.New(mcpserver.Options{
 		RunDir:        cfg.RunDir,
 		Rooms:         rooms,
@@ -130,6 +133,9 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 	case <-tr.Ready():
 		d.replayThreadMemory(ctx)
 		d.traceStarts()
+		// Before intake: a redelivered trigger of an unfinished turn must find
+		// its record already answered.
+		d.recoverTurns(ctx)
 		d.replayDone()
 		// Tasks a previous run left open are closed and reported now that the
 		// daemon can post and wake.

@@ -53,6 +53,10 @@ type sessions struct {
 	run func(ctx context.Context, s *session, req turnRequest)
 	end func(s *session)
 
+	// done, if set, hears of every turn that ran to its end or was dropped by
+	// a cleared session; turns cut short by the daemon stopping are not done.
+	done func(key sessionKey, req turnRequest)
+
 	idleAfter time.Duration // zero: never idle
 	idle      func(s *session)
 
@@ -74,6 +78,12 @@ func newSessions(run func(context.Context, *session, turnRequest), end func(*ses
 // session (a busy room would otherwise keep one process per thread forever).
 func (m *sessions) withIdle(after time.Duration, idle func(*session)) *sessions {
 	m.idleAfter, m.idle = after, idle
+	return m
+}
+
+// withDone sets the hook told when a turn is done (see sessions.done).
+func (m *sessions) withDone(done func(sessionKey, turnRequest)) *sessions {
+	m.done = done
 	return m
 }
 
@@ -142,6 +152,9 @@ func (m *sessions) loop(ctx context.Context, s *session) {
 				req.taken()
 			}
 			m.run(ctx, s, req)
+			if m.done != nil && m.ctx.Err() == nil {
+				m.done(s.key, req)
+			}
 			continue
 		}
 		if !m.wait(ctx, s) {
@@ -184,8 +197,14 @@ func (m *sessions) endSession(key sessionKey) bool {
 		return false
 	}
 	s.mu.Lock()
+	dropped := s.queue
 	s.queue = nil
 	s.mu.Unlock()
+	if m.done != nil {
+		for _, req := range dropped {
+			m.done(key, req)
+		}
+	}
 	s.stop.Do(func() { close(s.stopped) })
 	s.cancel()
 	return true

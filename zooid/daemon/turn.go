@@ -348,6 +348,22 @@ type poster struct {
 	last string         // the last prose posted this turn
 	stop acp.StopReason // how the turn ended
 	err  error          // why the turn failed, if it did
+
+	sendErr error // the last post that failed, under mu
+}
+
+// failedSend records a post the homeserver did not take.
+func (p *poster) failedSend(err error) {
+	p.mu.Lock()
+	p.sendErr = err
+	p.mu.Unlock()
+}
+
+// sendFailed says whether any post of this poster failed.
+func (p *poster) sendFailed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sendErr != nil
 }
 
 func (p *poster) txnID(kind string) string {
@@ -398,6 +414,7 @@ func (p *poster) send(ctx context.Context, text string, mentions []id.UserID) {
 		}
 		if _, err := p.d.sendMessage(ctx, p.as, p.room, content, p.txnID("notice")); err != nil {
 			// A later part alone would read out of context: stop at the first loss.
+			p.failedSend(err)
 			p.d.log.Error("posting to thread", "agent", p.agent, "room", p.room, "part", i+1, "err", err)
 			return
 		}
@@ -410,6 +427,7 @@ func (p *poster) failure(ctx context.Context, code, text string) {
 		Agent: p.agent, Code: code, Error: text, ThreadID: p.thread, RelatesTo: zevent.InThread(p.thread),
 	}
 	if _, err := p.d.transport.Send(ctx, p.as, p.room, zevent.EventError, content, p.txnID("error")); err != nil {
+		p.failedSend(err)
 		p.d.log.Error("posting error event", "agent", p.agent, "err", err)
 	}
 	p.notice(ctx, "⚠ "+text)

@@ -1,0 +1,166 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"maunium.net/go/mautrix/id"
+)
+
+// turnJournal is the durable record of every turn a Matrix event woke, from the
+// moment the event is routed until the turn has ended and its posts are sent.
+// The transport deletes its inbox record once the turn is queued, so without
+// this a daemon killed mid-turn would lose the human's request without a trace.
+//
+// bbolt fsyncs each Update before it returns (see zooid/tasks/journal.go), so a
+// record written here survives SIGKILL.
+type turnJournal struct {
+	db *bolt.DB
+}
+
+var bucketTurns = []byte("turns")
+
+// turnJournalFile is the bbolt file in the state directory.
+const turnJournalFile = "turns.db"
+
+// tombstoneTTL is how long a recovered turn's record is kept: the transport
+// redelivers an inbox event only at the next start, so a day covers any
+// redelivery while bounding the file.
+const tombstoneTTL = 24 * time.Hour
+
+// Turn states in the journal.
+const (
+	turnOpen      = "open"      // queued or running
+	turnRecovered = "recovered" // answered with the interrupted notice after a crash
+)
+
+// turnRecord is one journaled turn.
+type turnRecord struct {
+	Agent   string     `json:"agent"`
+	Room    id.RoomID  `json:"room"`
+	Thread  id.EventID `json:"thread"`
+	TurnID  string     `json:"turn_id"`
+	Trigger id.EventID `json:"trigger"`
+	State   string     `json:"state"`
+	// Attempts counts recoveries begun: it is written before the notice is
+	// posted, so a crash during recovery is seen by the next start.
+	Attempts int       `json:"attempts,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+func (r turnRecord) key() []byte {
+	return []byte(sessionKey{agent: r.Agent, room: r.Room, thread: r.Thread}.String() + "\x00" + r.TurnID)
+}
+
+func openTurnJournal(stateDir string) (*turnJournal, error) {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating state dir: %w", err)
+	}
+	path := filepath.Join(stateDir, turnJournalFile)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("opening turn journal %s: %w", path, err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(bucketTurns)
+		return err
+	}); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("initialising turn journal %s: %w", path, err)
+	}
+	return &turnJournal{db: db}, nil
+}
+
+// open journals a turn as open unless a record for it exists (an inbox event
+// redelivered after a crash): it says whether the turn is new and should run.
+func (j *turnJournal) open(r turnRecord) (bool, error) {
+	r.State, r.At = turnOpen, time.Now().UTC()
+	v, err := json.Marshal(r)
+	if err != nil {
+		return false, fmt.Errorf("encoding turn %s: %w", r.TurnID, err)
+	}
+	fresh := false
+	err = j.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketTurns)
+		if b.Get(r.key()) != nil {
+			return nil
+		}
+		fresh = true
+		return b.Put(r.key(), v)
+	})
+	if err != nil {
+		return false, fmt.Errorf("journaling turn %s: %w", r.TurnID, err)
+	}
+	return fresh, nil
+}
+
+// put overwrites a record.
+func (j *turnJournal) put(r turnRecord) error {
+	v, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encoding turn %s: %w", r.TurnID, err)
+	}
+	if err := j.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketTurns).Put(r.key(), v) }); err != nil {
+		return fmt.Errorf("journaling turn %s: %w", r.TurnID, err)
+	}
+	return nil
+}
+
+// done removes a turn that ended with its posts sent.
+func (j *turnJournal) done(key sessionKey, turnID string) error {
+	k := []byte(key.String() + "\x00" + turnID)
+	if err := j.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketTurns).Delete(k) }); err != nil {
+		return fmt.Errorf("acknowledging turn %s: %w", turnID, err)
+	}
+	return nil
+}
+
+// unfinished lists open turns a previous run left behind, and drops recovered
+// records older than tombstoneTTL. A record that does not decode is dropped
+// with an error returned alongside: it can't be answered, and must not stop
+// the daemon from starting.
+func (j *turnJournal) unfinished(now time.Time) ([]turnRecord, error) {
+	var out []turnRecord
+	var bad []error
+	err := j.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketTurns)
+		var drop [][]byte
+		err := b.ForEach(func(k, v []byte) error {
+			var r turnRecord
+			if err := json.Unmarshal(v, &r); err != nil {
+				bad = append(bad, fmt.Errorf("turn record %q: %w", k, err))
+				drop = append(drop, append([]byte(nil), k...))
+				return nil
+			}
+			switch {
+			case r.State == turnOpen:
+				out = append(out, r)
+			case now.Sub(r.At) > tombstoneTTL:
+				drop = append(drop, append([]byte(nil), k...))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range drop {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading turn journal: %w", err)
+	}
+	if len(bad) > 0 {
+		return out, fmt.Errorf("dropped undecodable turn records: %v", bad)
+	}
+	return out, nil
+}
+
+func (j *turnJournal) close() error { return j.db.Close() }
