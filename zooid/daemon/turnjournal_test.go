@@ -1,0 +1,65 @@
+package daemon
+
+import (
+	"testing"
+	"time"
+)
+
+func TestTurnJournalKeepsOpenTurnsUntilDone(t *testing.T) {
+	dir := t.TempDir()
+	j, err := openTurnJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := sessionKey{agent: "agent-a", room: "!r:hs", thread: "$root"}
+	rec := turnRecord{Agent: key.agent, Room: key.room, Thread: key.thread, TurnID: "$trigger", Trigger: "$trigger"}
+	if fresh, err := j.open(rec); err != nil || !fresh {
+		t.Fatalf("open = %v, %v; want a fresh turn", fresh, err)
+	}
+	if fresh, err := j.open(rec); err != nil || fresh {
+		t.Fatalf("open again (a redelivered trigger) = %v, %v; want not fresh", fresh, err)
+	}
+	other := rec
+	other.TurnID, other.Trigger = "$done", "$done"
+	if _, err := j.open(other); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.done(key, "$done"); err != nil {
+		t.Fatal(err)
+	}
+	// A crash: the file is reopened by the next start.
+	if err := j.close(); err != nil {
+		t.Fatal(err)
+	}
+	if j, err = openTurnJournal(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	open, err := j.unfinished(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(open) != 1 || open[0].TurnID != "$trigger" {
+		t.Fatalf("unfinished = %+v, want only $trigger", open)
+	}
+
+	// Recovered: no longer unfinished, yet still blocks a redelivered trigger
+	// until its tombstone expires.
+	r := open[0]
+	r.State, r.At = turnRecovered, time.Now().UTC()
+	if err := j.put(r); err != nil {
+		t.Fatal(err)
+	}
+	if open, _ := j.unfinished(time.Now()); len(open) != 0 {
+		t.Fatalf("unfinished after recovery = %+v, want none", open)
+	}
+	if fresh, _ := j.open(rec); fresh {
+		t.Fatal("a recovered turn's trigger opened a fresh turn")
+	}
+	if _, err := j.unfinished(time.Now().Add(tombstoneTTL + time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if fresh, _ := j.open(rec); !fresh {
+		t.Fatal("an expired tombstone still blocks the trigger")
+	}
+}
