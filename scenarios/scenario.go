@@ -203,8 +203,12 @@ func Load(path string) (*Recording, error) {
 	return Parse(f, path)
 }
 
-// lineAt is the 1-based line of byte offset off in data.
+// lineAt is the 1-based line of byte offset off in data. A negative offset
+// (bytes.Index found no such key) is line 1.
 func lineAt(data []byte, off int64) int {
+	if off < 0 {
+		off = 0
+	}
 	if off > int64(len(data)) {
 		off = int64(len(data))
 	}

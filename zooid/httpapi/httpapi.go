@@ -179,6 +179,11 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", "body must be JSON {\"prompt\": \"...\"}: "+err.Error())
 		return
 	}
+	// Found by FuzzSessionBody: anything after the object was silently ignored.
+	if _, err := dec.Token(); err != io.EOF {
+		writeError(w, http.StatusBadRequest, "bad_request", "body must be a single JSON object {\"prompt\": \"...\"}")
+		return
+	}
 	if strings.TrimSpace(req.Prompt) == "" {
 		writeError(w, http.StatusBadRequest, "bad_request", "prompt must not be empty")
 		return

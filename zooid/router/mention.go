@@ -25,15 +25,18 @@ func newMatcher(user id.UserID, displayName string) *matcher {
 	if err != nil {
 		local, server = strings.TrimPrefix(string(user), "@"), ""
 	}
+	// regexp refuses invalid UTF-8 (MustCompile would panic); such bytes can't
+	// be a deliberate mention anyway, so they are replaced.
+	local, server = strings.ToValidUTF8(local, "\uFFFD"), strings.ToValidUTF8(server, "\uFFFD")
 	ql, qs := regexp.QuoteMeta(local), regexp.QuoteMeta(server)
 	target := `(?:@|%40)` + ql + `(?::|%3A)` + qs
 	m := &matcher{
 		pill:  regexp.MustCompile(`(?i)\[[^\]\n]*\]\(https?://matrix\.to/#/` + target + `[^)\s]*\)`),
 		link:  regexp.MustCompile(`(?i)https?://matrix\.to/#/` + target),
-		full:  regexp.MustCompile(`(?i)` + regexp.QuoteMeta(string(user))),
+		full:  regexp.MustCompile(`(?i)` + regexp.QuoteMeta(strings.ToValidUTF8(string(user), "\uFFFD"))),
 		local: regexp.MustCompile(`(?i)@` + ql),
 	}
-	if dn := strings.TrimSpace(displayName); dn != "" {
+	if dn := strings.TrimSpace(strings.ToValidUTF8(displayName, "\uFFFD")); dn != "" {
 		m.display = regexp.MustCompile(`(?i)@?` + regexp.QuoteMeta(dn))
 	}
 	return m
