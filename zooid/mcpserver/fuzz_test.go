@@ -20,8 +20,8 @@ func FuzzHandshake(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	good := srv.Bind(conversation("agent-a"))
-	other := srv.Bind(conversation("agent-b"))
+	good := srv.Bind(conversation("agent-a"), self(f))
+	other := srv.Bind(conversation("agent-b"), self(f))
 	for _, s := range []string{`{"zooid_binding":"` + good + `"}`, `{"zooid_binding":"` + other + `"}`, `{}`, ``, `null`, `{"zooid_binding":1}`, `{"zooid_binding":"x"}`, "\x00\xff"} {
 		f.Add(s)
 	}
