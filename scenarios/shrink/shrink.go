@@ -176,7 +176,8 @@ func sameSender(user, name string) bool {
 }
 
 // align pairs the trace's event records with the recording's events in
-// order: same sender and body, user ids in the trace's text read as @name.
+// order: same type, sender and body, user ids in the trace's text read as
+// @name. (State events, joins, are in the trace but not the recording.)
 func (g *graph) align() {
 	next := 0
 	for _, l := range g.lines {
@@ -188,7 +189,11 @@ func (g *graph) align() {
 		for j := next; j < len(g.rec.Events); j++ {
 			re := g.rec.Events[j]
 			body, _ := re.Content["body"].(string)
-			if !sameSender(string(e.Sender), re.Sender) {
+			typ := re.Type
+			if typ == "" {
+				typ = scenarios.TypeMessage
+			}
+			if typ != e.Type || !sameSender(string(e.Sender), re.Sender) {
 				continue
 			}
 			if body == e.Text || body == text || mentionsOf(text, body) {
