@@ -35,13 +35,15 @@ func MainWith(args []string, stdout, stderr io.Writer, base Options) int {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: zooid replay FILE [--feature OUT.feature] [--wait D] [--keep DIR] [-v]")
+		fmt.Fprintln(stderr, "usage: zooid replay FILE [--feature OUT.feature] [--html OUT.html] [--shrink OUT.json] [--wait D] [--keep DIR] [-v]")
 		fmt.Fprintln(stderr, "exit 0: today's daemon reproduces the recording's trace; 1: it diverges (the diff is printed); 2: bad input; 3: the replay could not run")
 		fs.PrintDefaults()
 	}
 	wait := fs.Duration("wait", DefaultWait, "bound of each wait for the daemon to catch up with the recorded trace")
 	keep := fs.String("keep", "", "keep the run's state and new trace in this directory (DIR/trace)")
 	feature := fs.String("feature", "", "also write a regression scenario for the recording to this .feature file")
+	htmlOut := fs.String("html", "", "also write the recording, its trace and the differences as one HTML page to this file")
+	shrinkOut := fs.String("shrink", "", "when it diverges, reduce the recording to a smallest one that diverges the same way and write it to this file")
 	verbose := fs.Bool("v", false, "log the homeserver, the daemon and the replay to stderr")
 	var paths []string
 	for {
@@ -84,6 +86,9 @@ func MainWith(args []string, stdout, stderr io.Writer, base Options) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if *shrinkOut != "" {
+		return shrinkMain(ctx, rec, opts, *shrinkOut, *htmlOut, stdout, stderr)
+	}
 	start := time.Now()
 	res, err := Run(ctx, rec, opts)
 	if err != nil {
@@ -94,6 +99,17 @@ func MainWith(args []string, stdout, stderr io.Writer, base Options) int {
 		return ExitFailed
 	}
 	took := time.Since(start).Round(time.Millisecond)
+	if *htmlOut != "" {
+		status := "reproduced"
+		if !res.Reproduced() {
+			status = fmt.Sprintf("diverged: %d differences", len(res.Diff))
+		}
+		if err := WriteHTML(*htmlOut, rec, res.Diff, status); err != nil {
+			fmt.Fprintf(stderr, "zooid replay: %v\n", err)
+			return ExitFailed
+		}
+		fmt.Fprintf(stderr, "zooid replay: wrote %s\n", *htmlOut)
+	}
 	if res.Reproduced() {
 		fmt.Fprintf(stdout, "reproduced: %d events pushed (%d as history), %d trace records compared, in %s\n",
 			res.Pushed, res.Seeded, len(res.Want.Rooms[0].Records), took)

@@ -54,7 +54,7 @@ func TestRecordingThatReproducesExitsZero(t *testing.T) {
 
 // editDecision rewrites the routing decision on the event whose text
 // contains text, in a copy of rec's trace.
-func editDecision(t *testing.T, rec *scenarios.Recording, text string, f func(*trace.Event)) {
+func editDecision(t testing.TB, rec *scenarios.Recording, text string, f func(*trace.Event)) {
 	t.Helper()
 	n := 0
 	for i, line := range rec.Trace {
