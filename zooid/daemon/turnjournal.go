@@ -9,6 +9,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/internal/boltdb"
 )
 
 // turnJournal is the durable record of every turn a Matrix event woke, from the
@@ -61,16 +63,9 @@ func openTurnJournal(stateDir string) (*turnJournal, error) {
 		return nil, fmt.Errorf("creating state dir: %w", err)
 	}
 	path := filepath.Join(stateDir, turnJournalFile)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	db, err := boltdb.Open(path, "turn journal", bucketTurns)
 	if err != nil {
-		return nil, fmt.Errorf("opening turn journal %s: %w", path, err)
-	}
-	if err := db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucketTurns)
-		return err
-	}); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("initialising turn journal %s: %w", path, err)
+		return nil, err
 	}
 	return &turnJournal{db: db}, nil
 }

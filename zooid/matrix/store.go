@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/internal/boltdb"
 )
 
 // Bucket names. "seen" maps an event id to the sequence number it was recorded under and
@@ -55,21 +56,9 @@ func openStore(dir string) (*store, error) {
 		return nil, fmt.Errorf("creating state dir %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, "matrix.db")
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	db, err := boltdb.Open(path, "matrix state", bucketInbox, bucketSeen, bucketSeenOrder, bucketTxn, bucketTxnOrder, bucketSince)
 	if err != nil {
-		return nil, fmt.Errorf("opening matrix state %s: %w", path, err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketInbox, bucketSeen, bucketSeenOrder, bucketTxn, bucketTxnOrder, bucketSince} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return fmt.Errorf("creating bucket %s: %w", b, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("initialising matrix state %s: %w", path, err)
+		return nil, err
 	}
 	return &store{db: db, seenLimit: defaultSeenLimit, txnLimit: defaultTxnLimit}, nil
 }

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/zooid-dev/zooid/zooid/internal/boltdb"
 )
 
 // journal is the durable record of tasks, one JSON value per attempt id.
@@ -36,18 +37,9 @@ func openJournal(dir string) (*journal, error) {
 		return nil, fmt.Errorf("creating task state directory %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, journalFile)
-	// The timeout turns a second daemon on the same state directory into an error
-	// instead of a hang on the file lock.
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	db, err := boltdb.Open(path, "task journal", bucketTasks)
 	if err != nil {
-		return nil, fmt.Errorf("opening task journal %s: %w", path, err)
-	}
-	if err := db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucketTasks)
-		return err
-	}); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("initialising task journal %s: %w", path, err)
+		return nil, err
 	}
 	return &journal{db: db}, nil
 }
