@@ -1,7 +1,6 @@
 package mcpserver_test
 
 import (
-	"context"
 	"fmt"
 	"math/rand"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/appservice"
-	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/fakehs"
@@ -209,18 +207,4 @@ func (w *world) caller(agent string, room id.RoomID) tools.Caller {
 	// the secret room, outside its binding).
 	return tools.Caller{Agent: agent, UserID: id.UserID("@" + agent + ":localhost"), Transport: "matrix", Room: room,
 		Rooms: []id.RoomID{w.busy.RoomID, w.other.RoomID}, Thread: w.busy.EventIDs[0], SessionKey: agent, Kind: tools.Conversation}
-}
-
-// say posts a message into the busy room as agent-b (a new arrival).
-func (w *world) say(t testing.TB, text string, thread id.EventID) id.EventID {
-	t.Helper()
-	content := &event.MessageEventContent{MsgType: event.MsgText, Body: text}
-	if thread != "" {
-		content.RelatesTo = (&event.RelatesTo{}).SetThread(thread, thread)
-	}
-	resp, err := asClient(t, w.hs.URL(), agentB).SendMessageEvent(context.Background(), w.busy.RoomID, event.EventMessage, content)
-	if err != nil {
-		t.Fatalf("sending: %v", err)
-	}
-	return resp.EventID
 }

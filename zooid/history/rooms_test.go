@@ -1,10 +1,13 @@
-package mcpserver_test
+package history_test
+
+// Members, room info, rooms and send_message over the busy world, moved here
+// from zooid/mcpserver with the other history behaviour tests: they call the
+// tools through tools.Call, as mcpserver does, without the MCP transport.
 
 import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -12,33 +15,10 @@ import (
 	"github.com/zooid-dev/zooid/zooid/tools"
 )
 
-func stampOf(ts time.Time) string { return ts.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
-
-func checkMessage(t *testing.T, got tools.Message, want wantMsg) {
-	t.Helper()
-	if got.ID != want.id || got.Sender != want.sender || got.Text != want.text || got.Timestamp != stampOf(want.ts) || got.ThreadID != want.thread {
-		t.Fatalf("message mismatch:\n got %+v\nwant %+v (ts %s)", got, want, stampOf(want.ts))
-	}
-	name, isAgent := agentOf(want.sender)
-	if got.IsAgent != isAgent || got.AgentName != name {
-		t.Fatalf("is_agent/agent_name of %s: %v %q", want.sender, got.IsAgent, got.AgentName)
-	}
-}
-
-func wantThreads(w *world) []wantMsg {
-	var out []wantMsg
-	for i := len(w.want) - 1; i >= 0; i-- {
-		if w.want[i].topLevel {
-			out = append(out, w.want[i])
-		}
-	}
-	return out
-}
-
 func TestMembersRoomInfoRooms(t *testing.T) {
 	w := newWorld(t, 20, 2, 1)
 	w.start(t, w.hs.URL())
-	cl := connect(t, w.srv, w.srv.Bind(w.caller("agent-a", w.busy.RoomID), self(t)))
+	cl := w.session(w.caller("agent-a", w.busy.RoomID))
 	text, _ := callTool(t, cl, tools.GetMembers, nil)
 	ms := decodeAs[tools.MembersResult](t, text).Members
 	if len(ms) != 3 {
@@ -66,7 +46,7 @@ func TestMembersRoomInfoRooms(t *testing.T) {
 
 	// agent-b is joined to the secret room too, but not bound to it: neither
 	// listed nor a target.
-	clB := connect(t, w.srv, w.srv.Bind(w.caller("agent-b", w.busy.RoomID), self(t)))
+	clB := w.session(w.caller("agent-b", w.busy.RoomID))
 	text, _ = callTool(t, clB, tools.GetRooms, nil)
 	ids = nil
 	for _, r := range decodeAs[tools.RoomsResult](t, text).Rooms {
@@ -82,7 +62,7 @@ func TestMembersRoomInfoRooms(t *testing.T) {
 	mustPrefix(t, text, "not_in_room: ")
 
 	// A session bound to a room the agent is not in reads nothing.
-	cl2 := connect(t, w.srv, w.srv.Bind(w.caller("agent-a", w.secret.RoomID), self(t)))
+	cl2 := w.session(w.caller("agent-a", w.secret.RoomID))
 	for _, tool := range []string{tools.GetHistory, tools.GetRecentThreads, tools.GetMembers, tools.GetRoomInfo} {
 		text, isErr := callTool(t, cl2, tool, nil)
 		if !isErr || strings.Contains(text, "secret root") {
@@ -95,7 +75,7 @@ func TestMembersRoomInfoRooms(t *testing.T) {
 func TestSendMessage(t *testing.T) {
 	w := newWorld(t, 40, 3, 1)
 	w.start(t, w.hs.URL())
-	cl := connect(t, w.srv, w.srv.Bind(w.caller("agent-a", w.busy.RoomID), self(t)))
+	cl := w.session(w.caller("agent-a", w.busy.RoomID))
 	root := wantThreads(w)[0]
 	var latest id.EventID
 	for _, m := range w.want {
