@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/internal/pushdrain"
 )
 
 func randomHex(n int) string {
@@ -61,84 +63,33 @@ func (p *pushSocket) listener() (net.Listener, error) {
 func (p *pushSocket) close() error { return p.file.Close() }
 
 // drain takes the pushes of the set-up (room creation, joins, history) so
-// the daemon never sees them as live events.
-type drain struct {
-	srv     *http.Server
-	done    chan struct{}
-	once    sync.Once
-	mu      sync.Mutex
-	seen    map[id.EventID]bool
-	changed chan struct{}
-}
+// the daemon never sees them as live events. Unlike the steps' drain it
+// does not check the hs_token.
+type drain struct{ *pushdrain.Drain }
 
 func startDrain(sock *pushSocket) (*drain, error) {
 	ln, err := sock.listener()
 	if err != nil {
 		return nil, fmt.Errorf("draining pushes: %w", err)
 	}
-	d := &drain{done: make(chan struct{}), seen: map[id.EventID]bool{}, changed: make(chan struct{})}
-	d.srv = &http.Server{Handler: http.HandlerFunc(d.serve), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		defer close(d.done)
-		_ = d.srv.Serve(ln)
-	}()
-	return d, nil
-}
-
-func (d *drain) serve(w http.ResponseWriter, r *http.Request) {
-	var txn struct {
-		Events []struct {
-			ID id.EventID `json:"event_id"`
-		} `json:"events"`
-	}
-	_ = json.NewDecoder(r.Body).Decode(&txn)
-	d.mu.Lock()
-	for _, e := range txn.Events {
-		d.seen[e.ID] = true
-	}
-	close(d.changed)
-	d.changed = make(chan struct{})
-	d.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write([]byte("{}"))
+	return &drain{pushdrain.Start(ln, "")}, nil
 }
 
 // waitFor blocks until every event was pushed to the drain.
 func (d *drain) waitFor(ctx context.Context, evs []id.EventID, bound time.Duration) error {
-	deadline := time.NewTimer(bound)
-	defer deadline.Stop()
-	for {
-		d.mu.Lock()
-		missing := ""
-		for _, e := range evs {
-			if !d.seen[e] {
-				missing = string(e)
-				break
-			}
-		}
-		ch := d.changed
-		d.mu.Unlock()
-		if missing == "" {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline.C:
-			return fmt.Errorf("the homeserver did not push %s within %s before the daemon started", missing, bound)
-		}
+	wctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	missing, err := d.Wait(wctx, evs...)
+	if err == nil {
+		return nil
 	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("the homeserver did not push %s within %s before the daemon started", missing, bound)
 }
 
-func (d *drain) stop() {
-	d.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = d.srv.Shutdown(ctx)
-		<-d.done
-	})
-}
+func (d *drain) stop() { _ = d.Stop() }
 
 // client is the few client-server API calls a replay makes.
 type client struct {
