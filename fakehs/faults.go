@@ -4,6 +4,7 @@ import (
 	"math/rand"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -18,20 +19,23 @@ import (
 // to a Fraction of them chosen by a rand seeded with Seed (deterministic);
 // with neither, to every matching request until ClearFaults.
 // Latency is added first; then Drop hijacks and closes the connection, or
-// Status answers with Errcode (429 adds retry_after_ms from RetryAfter);
-// with neither, the request proceeds after the latency.
+// DropResponse handles the request and closes the connection instead of
+// answering (the change is made, the client never hears of it), or Status
+// answers with Errcode (429 adds retry_after_ms from RetryAfter); with none,
+// the request proceeds after the latency.
 type Fault struct {
-	Method      string
-	PathPattern string
-	User        id.UserID
-	Latency     time.Duration
-	Status      int
-	Errcode     string
-	RetryAfter  time.Duration
-	Drop        bool
-	Count       int
-	Fraction    float64
-	Seed        int64
+	Method       string
+	PathPattern  string
+	User         id.UserID
+	Latency      time.Duration
+	Status       int
+	Errcode      string
+	RetryAfter   time.Duration
+	Drop         bool
+	DropResponse bool
+	Count        int
+	Fraction     float64
+	Seed         int64
 }
 
 type activeFault struct {
@@ -39,6 +43,21 @@ type activeFault struct {
 	remaining int
 	hits      int // guarded by faultSet.mu
 	rng       *rand.Rand
+	// log holds every hit, with when the same request came again; pending
+	// indexes the hits still waiting for that, by method and escaped path.
+	log     []FaultHit
+	pending map[string]int
+}
+
+// FaultHit is one request a fault applied to, and the first later request
+// with the same method and escaped path: for a client that retries, its retry.
+type FaultHit struct {
+	Method string
+	Path   string // escaped, without the query
+	At     time.Time
+	// RetriedAt is zero while no request with the same method and path
+	// came after this one.
+	RetriedAt time.Time
 }
 
 // FaultHandle observes one injected fault, so a test can assert it fired:
@@ -58,9 +77,21 @@ func (h *FaultHandle) Hits() int {
 // Fault is the fault as injected.
 func (h *FaultHandle) Fault() Fault { return h.f.Fault }
 
+// Log is every request the fault applied to, in order, each with the time the
+// same method and path was asked again (so a test can check a client waited
+// the retry_after_ms it was told before retrying).
+func (h *FaultHandle) Log() []FaultHit {
+	h.set.mu.Lock()
+	defer h.set.mu.Unlock()
+	return append([]FaultHit(nil), h.f.log...)
+}
+
 type faultSet struct {
 	mu     sync.Mutex
 	faults []*activeFault
+	// watched are the faults with hits not yet asked again, kept after a
+	// Count fault is used up or ClearFaults removed it.
+	watched []*activeFault
 }
 
 func newFaultSet() *faultSet { return &faultSet{} }
@@ -71,9 +102,16 @@ func newFaultSet() *faultSet { return &faultSet{} }
 func (s *Server) InjectFault(f Fault) *FaultHandle {
 	s.faults.mu.Lock()
 	defer s.faults.mu.Unlock()
-	a := &activeFault{Fault: f, remaining: f.Count, rng: rand.New(rand.NewSource(f.Seed))}
+	a := &activeFault{Fault: f, remaining: f.Count, rng: rand.New(rand.NewSource(f.Seed)), pending: map[string]int{}}
 	s.faults.faults = append(s.faults.faults, a)
 	return &FaultHandle{set: s.faults, f: a}
+}
+
+// Clear removes this fault; its hits stay counted.
+func (h *FaultHandle) Clear() {
+	h.set.mu.Lock()
+	defer h.set.mu.Unlock()
+	h.set.faults = slices.DeleteFunc(h.set.faults, func(f *activeFault) bool { return f == h.f })
 }
 
 // ClearFaults removes every fault.
@@ -87,6 +125,9 @@ func (s *Server) ClearFaults() {
 func (fs *faultSet) pick(r *http.Request, userOf func() id.UserID) *Fault {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
+	now := time.Now()
+	key := r.Method + " " + r.URL.EscapedPath()
+	fs.noteRetry(key, now)
 	if len(fs.faults) == 0 {
 		return nil
 	}
@@ -112,7 +153,7 @@ func (fs *faultSet) pick(r *http.Request, userOf func() id.UserID) *Fault {
 			}
 		}
 		if f.Count > 0 {
-			f.hits++
+			fs.hit(f, r, key, now)
 			f.remaining--
 			if f.remaining <= 0 {
 				fs.faults = append(fs.faults[:i:i], fs.faults[i+1:]...)
@@ -120,11 +161,39 @@ func (fs *faultSet) pick(r *http.Request, userOf func() id.UserID) *Fault {
 			return &f.Fault
 		}
 		if f.Fraction == 0 || f.rng.Float64() < f.Fraction {
-			f.hits++
+			fs.hit(f, r, key, now)
 			return &f.Fault
 		}
 	}
 	return nil
+}
+
+// hit counts a request the fault applies to and watches for its retry.
+func (fs *faultSet) hit(f *activeFault, r *http.Request, key string, now time.Time) {
+	f.hits++
+	f.log = append(f.log, FaultHit{Method: r.Method, Path: r.URL.EscapedPath(), At: now})
+	if _, waiting := f.pending[key]; !waiting {
+		if len(f.pending) == 0 {
+			fs.watched = append(fs.watched, f)
+		}
+		f.pending[key] = len(f.log) - 1
+	}
+}
+
+// noteRetry stamps the hits with this method and path as retried now.
+func (fs *faultSet) noteRetry(key string, now time.Time) {
+	kept := fs.watched[:0]
+	for _, f := range fs.watched {
+		if i, ok := f.pending[key]; ok {
+			f.log[i].RetriedAt = now
+			delete(f.pending, key)
+		}
+		if len(f.pending) > 0 {
+			kept = append(kept, f)
+		}
+	}
+	clear(fs.watched[len(kept):])
+	fs.watched = kept
 }
 
 // faultMiddleware applies injected faults before routing.
@@ -147,6 +216,11 @@ func (s *Server) faultMiddleware(next http.Handler) http.Handler {
 		}
 		switch {
 		case f.Drop:
+			dropConnection(w)
+		case f.DropResponse:
+			// The handler runs to the end against a discarded response, so its
+			// change is made; the client only sees the connection close.
+			next.ServeHTTP(discardResponse{h: http.Header{}}, r)
 			dropConnection(w)
 		case f.Status != 0:
 			writeFault(w, f)
@@ -185,3 +259,10 @@ func dropConnection(w http.ResponseWriter) {
 	}
 	_ = conn.Close()
 }
+
+// discardResponse is a ResponseWriter that keeps nothing.
+type discardResponse struct{ h http.Header }
+
+func (d discardResponse) Header() http.Header         { return d.h }
+func (d discardResponse) Write(b []byte) (int, error) { return len(b), nil }
+func (d discardResponse) WriteHeader(int)             {}

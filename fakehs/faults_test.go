@@ -2,6 +2,7 @@ package fakehs
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,4 +106,51 @@ func TestFaultWithoutCountOrFractionAppliesUntilCleared(t *testing.T) {
 	wantError(t, rawDo(t, s, "POST", "", "/_matrix/client/versions", ""), 405, "M_UNRECOGNIZED")
 	s.ClearFaults()
 	decode(t, rawGet(t, s, "", "/_matrix/client/versions"), 200, nil)
+}
+
+// DropResponse makes the change and loses the answer: the retry with the same
+// txn id finds the event already sent.
+func TestFaultDropResponseKeepsTheChange(t *testing.T) {
+	s := New(t)
+	alice := newClient(t, s, "alice")
+	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{Preset: "public_chat"})
+	path := "/_matrix/client/v3/rooms/" + string(room) + "/send/m.room.message/d1"
+	h := s.InjectFault(Fault{Method: "PUT", PathPattern: "/_matrix/client/v3/rooms/*/send/*/*", DropResponse: true, Count: 1})
+	req, err := http.NewRequest("PUT", s.URL()+path, strings.NewReader(`{"msgtype":"m.text","body":"once"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+alice.AccessToken)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("a dropped response arrived")
+	}
+	var first, again struct {
+		EventID string `json:"event_id"`
+	}
+	decode(t, rawDo(t, s, "PUT", alice.AccessToken, path, `{"msgtype":"m.text","body":"once"}`), 200, &first)
+	decode(t, rawDo(t, s, "PUT", alice.AccessToken, path, `{"msgtype":"m.text","body":"once"}`), 200, &again)
+	if first.EventID == "" || first.EventID != again.EventID {
+		t.Fatalf("the retries got %q and %q, want the event the dropped request made", first.EventID, again.EventID)
+	}
+	log := h.Log()
+	if len(log) != 1 || log[0].Path != path || log[0].RetriedAt.Before(log[0].At) || log[0].RetriedAt.IsZero() {
+		t.Fatalf("fault log %+v, want one hit on %s, retried", log, path)
+	}
+}
+
+// The log pairs each hit with the next request for the same path, not with
+// other paths asked in between.
+func TestFaultLogPairsRetries(t *testing.T) {
+	s := New(t)
+	h := s.InjectFault(Fault{PathPattern: "/_matrix/client/versions", Status: 429, RetryAfter: time.Millisecond, Count: 1})
+	wantError(t, rawGet(t, s, "", "/_matrix/client/versions"), 429, "M_LIMIT_EXCEEDED")
+	decode(t, rawDo(t, s, "POST", "", "/_matrix/client/v3/login", `{}`), 400, nil)
+	if log := h.Log(); len(log) != 1 || !log[0].RetriedAt.IsZero() {
+		t.Fatalf("after another path: %+v, want not retried", log)
+	}
+	decode(t, rawGet(t, s, "", "/_matrix/client/versions"), 200, nil)
+	if log := h.Log(); len(log) != 1 || log[0].RetriedAt.IsZero() {
+		t.Fatalf("after the retry: %+v, want retried", log)
+	}
 }

@@ -48,6 +48,7 @@ func definitions(w *world) []stepDef {
 	all = append(all, traceSteps(w)...)
 	all = append(all, replaySteps(w)...)
 	all = append(all, longSteps(w)...)
+	all = append(all, faultSteps(w)...)
 	return all
 }
 

@@ -325,16 +325,23 @@ func (w *world) stepReactions(ctx context.Context, who string, n int, roomName s
 }
 
 func (w *world) stepFault(ctx context.Context, count, method, path, who, status, errcode string) error {
+	f := fakehs.Fault{Errcode: errcode}
+	f.Status, _ = strconv.Atoi(status)
+	if f.Status == 429 {
+		f.RetryAfter = 20 * time.Millisecond
+	}
+	return w.programFault(ctx, count, method, path, who, f, status)
+}
+
+// programFault injects f for count ("every" or "the next N") requests of
+// method on path, from who when not empty; what names it in failures.
+func (w *world) programFault(ctx context.Context, count, method, path, who string, f fakehs.Fault, what string) error {
 	if err := w.ensureHomeserver(ctx); err != nil {
 		return err
 	}
-	f := fakehs.Fault{Method: method, PathPattern: path, Errcode: errcode}
-	f.Status, _ = strconv.Atoi(status)
+	f.Method, f.PathPattern = method, path
 	if count != "every" {
 		f.Count, _ = strconv.Atoi(strings.TrimPrefix(count, "the next "))
-	}
-	if f.Status == 429 {
-		f.RetryAfter = 20 * time.Millisecond
 	}
 	if who != "" {
 		if _, ok := w.agents[who]; ok {
@@ -349,7 +356,7 @@ func (w *world) stepFault(ctx context.Context, count, method, path, who, status,
 	if err != nil {
 		return err
 	}
-	w.faults = append(w.faults, &programmedFault{what: fmt.Sprintf("%s %s %s %s", count, method, path, status), handle: h})
+	w.faults = append(w.faults, &programmedFault{what: fmt.Sprintf("%s %s %s %s", count, method, path, what), handle: h})
 	return nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/zooid-dev/zooid/internal/childproc"
 	"github.com/zooid-dev/zooid/steps/fakeagent"
 	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/daemon"
@@ -369,7 +370,7 @@ func (w *world) spawnDaemon(ctx context.Context, exe string) error {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.Stderr = logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = childproc.SysProcAttr()
 	cmd.ExtraFiles = []*os.File{w.lease.push.file} // pushFD in the child
 	ready := &readyWriter{ch: make(chan struct{})}
 	cmd.Stdout = ready

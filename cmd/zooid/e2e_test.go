@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooid-dev/zooid/internal/childproc"
 	"github.com/zooid-dev/zooid/internal/simcmd"
 	"github.com/zooid-dev/zooid/steps/fakeagent"
 )
@@ -65,7 +66,7 @@ func zooidProcessWith(t *testing.T, stdout io.Writer, files []*os.File, args ...
 	cmd.Stdout = stdout
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = childproc.SysProcAttr()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting zooid %s: %v", args[0], err)
 	}

@@ -213,6 +213,12 @@ func (t *Transport) newClient(user id.UserID) (*mautrix.Client, error) {
 		return nil, fmt.Errorf("client for %s at %s: %w", user, t.opts.Homeserver, err)
 	}
 	cli.SetAppServiceUserID = true
+	// mautrix's own retries stay off (DefaultHTTPRetries 0): reads are retried
+	// by retryReads, sends by Send, each with the homeserver's retry_after_ms.
+	cli.Client = &http.Client{
+		Timeout:   cli.Client.Timeout,
+		Transport: &retryReads{next: http.DefaultTransport, attempts: readAttempts, base: t.backoffBase, maxWait: maxReadWait},
+	}
 	t.clientsMu.Lock()
 	t.clients[user] = cli
 	t.clientsMu.Unlock()

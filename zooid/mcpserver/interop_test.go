@@ -21,6 +21,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/zooid-dev/zooid/internal/childproc"
 	"github.com/zooid-dev/zooid/zooid/tools"
 )
 
@@ -164,7 +165,7 @@ func runCommand(t *testing.T, label string, prog string, timeout time.Duration, 
 	defer cancel()
 	cmd := exec.CommandContext(ctx, prog, args...)
 	cmd.Dir = interopDir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = childproc.SysProcAttr()
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
