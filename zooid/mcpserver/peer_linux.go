@@ -2,12 +2,16 @@ package mcpserver
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // ProcessOf reads what identifies a running process: its start time and uid.
@@ -72,49 +76,117 @@ func readStat(pid int) (procStat, error) {
 	return procStat{ppid: ppid, start: start, uid: uint32(uid)}, nil
 }
 
-// peerOf asks the kernel which process connected (SO_PEERCRED: the pid and uid
-// of the process that called connect).
-func peerOf(nc net.Conn) (pid int, uid uint32, err error) {
+// peer is a socket's peer as the kernel named it at connect time.
+type peer struct {
+	pid int
+	uid uint32
+	// pidfd refers to the very process that connected (SO_PEERPIDFD, Linux
+	// 6.5+), or is -1 where the kernel has no such option. Unlike the pid it
+	// can't come to name another process.
+	pidfd int
+}
+
+func (p peer) close() {
+	if p.pidfd >= 0 {
+		_ = syscall.Close(p.pidfd)
+	}
+}
+
+// peerOf asks the kernel which process connected: SO_PEERCRED gives its pid and
+// uid, SO_PEERPIDFD a pidfd for it where the kernel has the option.
+func peerOf(nc net.Conn) (peer, error) {
+	p := peer{pidfd: -1}
 	uc, ok := nc.(*net.UnixConn)
 	if !ok {
-		return 0, 0, fmt.Errorf("peer credentials: %T is not a unix socket", nc)
+		return p, fmt.Errorf("peer credentials: %T is not a unix socket", nc)
 	}
 	raw, err := uc.SyscallConn()
 	if err != nil {
-		return 0, 0, fmt.Errorf("peer credentials: %w", err)
+		return p, fmt.Errorf("peer credentials: %w", err)
 	}
 	var cred *syscall.Ucred
 	var credErr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, credErr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+		if credErr == nil && soPeerPidfd > 0 {
+			if pfd, err := syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, soPeerPidfd); err == nil {
+				p.pidfd = pfd
+			}
+		}
 	}); err != nil {
-		return 0, 0, fmt.Errorf("peer credentials: %w", err)
+		return p, fmt.Errorf("peer credentials: %w", err)
 	}
 	if credErr != nil {
-		return 0, 0, fmt.Errorf("peer credentials: %w", credErr)
+		return p, fmt.Errorf("peer credentials: %w", credErr)
 	}
-	return int(cred.Pid), cred.Uid, nil
+	p.pid, p.uid = int(cred.Pid), cred.Uid
+	return p, nil
+}
+
+// PeerPidfdSupported says whether this kernel names a socket's peer by pidfd
+// (SO_PEERPIDFD), which closes the pid reuse race of a pid-only check.
+func PeerPidfdSupported() bool {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil || soPeerPidfd <= 0 {
+		return false
+	}
+	defer syscall.Close(fds[0])
+	defer syscall.Close(fds[1])
+	pfd, err := syscall.GetsockoptInt(fds[0], syscall.SOL_SOCKET, soPeerPidfd)
+	if err != nil {
+		return false
+	}
+	_ = syscall.Close(pfd)
+	return true
+}
+
+// allowed says whether the peer is agent itself or one of its descendants,
+// with agent's uid; see descends. With a pidfd it also makes sure the process
+// that connected was alive through the whole walk: then its pid, and so
+// everything read from /proc under it, was its own, not a reused one.
+func (p peer) allowed(agent Process) bool {
+	if !descends(p.pid, p.uid, agent) {
+		return false
+	}
+	if p.pidfd < 0 {
+		return true
+	}
+	// Signal 0 only asks whether the process still exists (a zombie, still
+	// holding its pid, counts). EPERM means it exists and isn't ours to signal.
+	err := unix.PidfdSendSignal(p.pidfd, 0, nil, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // descends says whether pid is agent itself or one of its descendants, and has
 // agent's uid. It walks the parent chain through /proc: a live process's parent
 // is live (orphans are re-parented to init or a subreaper), so the chain leads
-// to the agent only if the process really is its descendant; the agent's start
-// time must match, so a pid reused after the agent ended is not taken for it.
-// Not closed: SO_PEERCRED names the pid at connect time, so a peer that exits
-// and whose pid is taken by a new descendant of the agent before this walk is
-// taken for that descendant (a pidfd would close it); and nothing here stops a
-// same-uid process that ptraces the agent from acting through it.
+// to the agent only if the process really is its descendant. Each step must
+// lead to a process started no later than the one before (a parent is older
+// than its child), so a parent pid reused during the walk by a younger process
+// breaks the chain; the agent's start time must match, so a pid reused after
+// the agent ended is not taken for it. Start times count clock ticks, so a
+// reuse within the same tick (10 ms) as the original's start is not told
+// apart this way. The peer's own pid is made safe by its pidfd (peer.allowed);
+// without one (kernels before 6.5), a peer that connects and exits, its pid
+// taken by a new descendant of the agent before this walk, is taken for that
+// descendant. Nothing here stops a same-uid process that ptraces the agent
+// from acting through it.
 func descends(pid int, uid uint32, agent Process) bool {
+	return descendsVia(readStat, pid, uid, agent)
+}
+
+// descendsVia is descends reading processes with read (tests stage a tree).
+func descendsVia(read func(pid int) (procStat, error), pid int, uid uint32, agent Process) bool {
 	if uid != agent.uid {
 		return false
 	}
+	younger := uint64(math.MaxUint64)
 	for range 4096 { // far deeper than any real process tree; a bound, not a limit
 		if pid <= 0 {
 			return false
 		}
-		st, err := readStat(pid)
-		if err != nil {
+		st, err := read(pid)
+		if err != nil || st.start > younger {
 			return false
 		}
 		if pid == agent.Pid {
@@ -123,7 +195,7 @@ func descends(pid int, uid uint32, agent Process) bool {
 		if pid == 1 {
 			return false
 		}
-		pid = st.ppid
+		pid, younger = st.ppid, st.start
 	}
 	return false
 }

@@ -8,6 +8,16 @@ import "net"
 // check a socket's peer, so it makes no binding at all.
 func ProcessOf(pid int) (Process, error) { return Process{}, errNoPeerChecks }
 
-func peerOf(nc net.Conn) (int, uint32, error) { return 0, 0, errNoPeerChecks }
+type peer struct {
+	pid int
+	uid uint32
+}
 
-func descends(pid int, uid uint32, agent Process) bool { return false }
+func (peer) close() {}
+
+func (peer) allowed(Process) bool { return false }
+
+func peerOf(nc net.Conn) (peer, error) { return peer{}, errNoPeerChecks }
+
+// PeerPidfdSupported is false off Linux.
+func PeerPidfdSupported() bool { return false }

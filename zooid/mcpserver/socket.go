@@ -212,13 +212,15 @@ func (s *Server) serve(agent string, nc net.Conn) {
 		refuse("unknown binding")
 		return
 	}
-	pid, uid, err := peerOf(nc)
+	p, err := peerOf(nc)
 	if err != nil {
 		refuse("peer unknown", "err", err)
 		return
 	}
-	if !descends(pid, uid, proc) {
-		refuse("peer is not the binding's agent process or its descendant", "peer_pid", pid, "peer_uid", uid, "agent_pid", proc.Pid)
+	allowed := p.allowed(proc)
+	p.close()
+	if !allowed {
+		refuse("peer is not the binding's agent process or its descendant", "peer_pid", p.pid, "peer_uid", p.uid, "agent_pid", proc.Pid)
 		return
 	}
 	s.mu.Lock()
