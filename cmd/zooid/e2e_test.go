@@ -57,7 +57,14 @@ func zooidProcessWith(t *testing.T, stdout io.Writer, files []*os.File, args ...
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(self, args...)
+	return zooidProcessAt(t, self, stdout, files, args...)
+}
+
+// zooidProcessAt is zooidProcessWith running the zooid binary at exe (a copy
+// of this test binary).
+func zooidProcessAt(t *testing.T, exe string, stdout io.Writer, files []*os.File, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), execEnv+"=1")
 	if len(files) > 0 {
 		cmd.ExtraFiles = files

@@ -54,6 +54,7 @@ type Controller struct {
 	cancels     map[string][]Cancel
 	permissions map[string][]PermissionResult
 	mcpErrors   map[string][]MCPError
+	reaches     map[string][]ReachResult
 	unscripted  string // prompts containing it leave the script alone
 	released    map[string]bool
 	responder   func(agent string, p Prompt) (Turn, bool)
@@ -112,6 +113,7 @@ func StartController(dir string) (*Controller, error) {
 		cancels:     map[string][]Cancel{},
 		permissions: map[string][]PermissionResult{},
 		mcpErrors:   map[string][]MCPError{},
+		reaches:     map[string][]ReachResult{},
 	}
 	c.wg.Add(1)
 	go c.accept()
@@ -256,6 +258,12 @@ func (c *Controller) handle(proc *hello, m message, reply *message) error {
 		open := c.released[m.Agent]
 		c.mu.Unlock()
 		reply.Data, _ = json.Marshal(open)
+	case "reach":
+		var r ReachResult
+		if err := json.Unmarshal(m.Data, &r); err != nil {
+			return err
+		}
+		record(c, c.reaches, m.Agent, r)
 	case "mcp_error":
 		var e MCPError
 		if err := json.Unmarshal(m.Data, &e); err != nil {
@@ -414,4 +422,9 @@ func (c *Controller) WaitPermissions(ctx context.Context, agent string, n int) (
 // WaitMCPErrors blocks until agent has reported at least n MCP start failures.
 func (c *Controller) WaitMCPErrors(ctx context.Context, agent string, n int) ([]MCPError, error) {
 	return waitN(ctx, c, c.mcpErrors, agent, n, "MCP errors")
+}
+
+// WaitReaches blocks until agent has reported at least n Reach attempts.
+func (c *Controller) WaitReaches(ctx context.Context, agent string, n int) ([]ReachResult, error) {
+	return waitN(ctx, c, c.reaches, agent, n, "reach attempts")
 }

@@ -22,7 +22,7 @@ const DefaultReply = "ok"
 type Turn []Action
 
 // Action is one step of a turn. Set fields run in this order: Wait, Say,
-// Chunks, ListTools, CallTool, Permission, Crash, Hang, Stop.
+// Chunks, ListTools, CallTool, Reach, Permission, Crash, Hang, Stop.
 type Action struct {
 	// Say sends one agent_message_chunk.
 	Say string `json:"say,omitempty"`
@@ -44,6 +44,9 @@ type Action struct {
 	UntilReleased bool `json:"until_released,omitempty"`
 	// ListTools runs tools/list on every MCP server and reports the names.
 	ListTools bool `json:"list_tools,omitempty"`
+	// Reach tries, from the agent process, to open each path (one ending in
+	// ".sock" is connected to as a unix socket) and reports what the kernel answered (ReachResult).
+	Reach []string `json:"reach,omitempty"`
 	// Permission sends session/request_permission for a tool call with this
 	// title (options allow_once "allow" and reject_once "reject") and reports
 	// the outcome.
@@ -73,6 +76,10 @@ func Hang() Action { return Action{Hang: true} }
 
 // Wait sleeps for d, or until the turn is cancelled.
 func Wait(d time.Duration) Action { return Action{Wait: d} }
+
+// Reach tries to open (or, for a unix socket, connect to) each path from
+// the agent process.
+func Reach(paths ...string) Action { return Action{Reach: paths} }
 
 // ListTools lists the tools of every MCP server of the session.
 func ListTools() Action { return Action{ListTools: true} }
@@ -137,4 +144,13 @@ type MCPError struct {
 	SessionID acp.SessionId `json:"session_id"`
 	Server    string        `json:"server"`
 	Err       string        `json:"err"`
+}
+
+// ReachResult is the outcome of one Reach attempt.
+type ReachResult struct {
+	Path string `json:"path"`
+	// Err is the error's text, "" when the open or connect succeeded.
+	Err string `json:"err,omitempty"`
+	// EACCES says the kernel refused with permission denied.
+	EACCES bool `json:"eacces,omitempty"`
 }

@@ -41,6 +41,10 @@ type Spec struct {
 	Env []string
 	// Dir is the working directory of the process; empty means the daemon's.
 	Dir string
+	// Credential, when set, starts the process as that uid, gid and
+	// supplementary groups (the agent's user:); the daemon must be allowed
+	// to switch (root, or CAP_SETUID and CAP_SETGID).
+	Credential *syscall.Credential
 }
 
 // Options tune a connection. The zero value is usable: permission requests
@@ -126,6 +130,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 	}
 	cmd.Dir = spec.Dir
 	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr.Credential = spec.Credential
 
 	// Own pipes (not cmd.StdoutPipe) so that cmd.Wait never races our readers
 	// and output written just before a crash is still read.

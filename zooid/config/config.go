@@ -18,6 +18,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/rundir"
+	"github.com/zooid-dev/zooid/zooid/unixuser"
 )
 
 // Transport types.
@@ -57,6 +58,18 @@ type Config struct {
 	RunDir string
 	// Trace, when set, turns on the flight recorder (trace: {dir, max_file_size}).
 	Trace *Trace
+	// User is the top-level user: every agent's default (see Agent.User).
+	User *unixuser.User
+}
+
+// AgentUsers says whether any agent runs as a user of its own.
+func (c *Config) AgentUsers() bool {
+	for _, a := range c.Agents {
+		if a.User != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Transport is one entry under transports.
@@ -113,6 +126,9 @@ type Agent struct {
 	HTTP   *AgentHTTP
 	// Permission is PermissionDeny (default) or PermissionAllow.
 	Permission string
+	// User is the unix user the agent's process runs as (its user:, else
+	// the top-level one); nil means the daemon's own user.
+	User *unixuser.User
 }
 
 // ACP says how to start the agent process.
@@ -261,9 +277,10 @@ func (l ErrorList) Error() string {
 
 // Load reads, expands and validates the file at path, looking variables up
 // in the process environment. It also checks what the daemon will find on
-// disk: configured agent directories must exist, and an existing run dir
-// must be one nobody else can steer (rundir.Check), so that check refuses
-// what run would.
+// disk: configured agent directories must exist, an existing run dir must be
+// one nobody else can steer (rundir.Check), and an agent with a user of its
+// own must be startable as it and unable to read the config, its secrets and
+// the state dir (checkUsers), so that check refuses what run would.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -293,6 +310,7 @@ func Load(path string) (*Config, error) {
 				p.errorAt(p.runDirLine, "run_dir", "%v", err)
 			}
 		}
+		p.checkUsers(cfg)
 	}
 	if err := p.result(); err != nil {
 		return nil, err

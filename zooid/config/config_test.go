@@ -450,6 +450,30 @@ agents:
 			`zooid.yaml:6: transports.matrix.as_token_file: set as_token or as_token_file, not both`,
 			`zooid.yaml:7: transports.matrix.hs_token_file: reading the token: open /nonexistent/hs.token: no such file or directory`,
 		}},
+		{"unknown user", okTransport + `user: zooid-no-such-user
+agents:
+  a:
+    acp: { command: /bin/true }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:7: user: no user named "zooid-no-such-user" on this machine: create it (useradd --system --no-create-home zooid-no-such-user) or give a uid:gid`}},
+		{"root as an agent's user", okTransport + `agents:
+  a:
+    user: root
+    acp: { command: /bin/true }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:9: agents.a.user: root (uid 0) is root, which can read everything the daemon keeps from agents: give the agent a user of its own`}},
+		{"uid without a passwd entry or a group", okTransport + `agents:
+  a:
+    user: "4000000"
+    acp: { command: /bin/true }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:9: agents.a.user: uid 4000000 has no passwd entry: give its group too, as 4000000:GID`}},
+		{"a user for an agent on the pi preset", okTransport + `user: "4000000:4000000"
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:7: agents.a.user: an agent on the pi preset can't run as a user of its own yet (its pi directory lives in the state dir): remove user: for it`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml), "zooid.yaml", testEnv)

@@ -34,7 +34,7 @@ func (p *parser) parse(data []byte) *Config {
 		return nil
 	}
 	root := doc.Content[0]
-	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout", "trace")
+	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout", "trace", "user")
 	cfg := &Config{File: p.file}
 
 	if f, ok := top["transports"]; ok {
@@ -49,10 +49,20 @@ func (p *parser) parse(data []byte) *Config {
 	if len(cfg.Transports) == 0 && !p.hasErrorUnder("transports") {
 		p.errorf(keyOr(top, "transports", root), "transports", "at least one transport is required")
 	}
+	topUser, topUserLine := p.user(top["user"], "user")
+	cfg.User = topUser
 	if f, ok := top["agents"]; ok {
 		userIDs := map[id.UserID]string{}
 		for _, e := range p.entries(f.val, "agents") {
 			if a, ok := p.agent(e, cfg, userIDs); ok {
+				if a.User == nil && topUser != nil {
+					a.User = topUser
+					p.userLines[a.Name] = topUserLine
+				}
+				if a.User != nil && usesPiPreset(a.ACP) {
+					p.errorAt(p.userLines[a.Name], "agents."+a.Name+".user", "an agent on the pi preset can't run as a user of its own yet (its pi directory lives in the state dir): remove user: for it")
+					continue
+				}
 				cfg.Agents = append(cfg.Agents, a)
 			}
 		}
@@ -259,7 +269,7 @@ func (p *parser) httpTransport(e field, path string) *HTTPTransport {
 	return h
 }
 
-var agentKeys = []string{"acp", "dir", "matrix", "http", "permission"}
+var agentKeys = []string{"acp", "dir", "matrix", "http", "permission", "user"}
 
 func (p *parser) agent(e field, cfg *Config, userIDs map[id.UserID]string) (Agent, bool) {
 	name := e.key.Value
@@ -280,6 +290,9 @@ func (p *parser) agent(e field, cfg *Config, userIDs map[id.UserID]string) (Agen
 		a.Dir = p.abs(v)
 		p.dirLines[name] = f["dir"].val.Line
 		p.refuseSecret(f["dir"].val, path+".dir", "the directory", a.Dir)
+	}
+	if uf, ok := f["user"]; ok {
+		a.User, p.userLines[name] = p.user(uf, path+".user")
 	}
 	if v, ok := p.str(f["permission"], path+".permission"); ok {
 		if v != PermissionDeny && v != PermissionAllow {

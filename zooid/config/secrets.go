@@ -39,6 +39,7 @@ func (p *parser) secretValue(f map[string]field, at *yaml.Node, path, key string
 			}
 			return ""
 		}
+		p.secretFiles = append(p.secretFiles, secretFile{path: p.abs(name), key: join(path, fileKey), line: file.val.Line})
 		data, err := os.ReadFile(p.abs(name))
 		if err != nil {
 			p.errorf(file.val, join(path, fileKey), "reading the token: %v", err)

@@ -38,10 +38,20 @@ type parser struct {
 	matrixAt int
 	// runDirLine is the line of run_dir, if set.
 	runDirLine int
+	// userLines is the line of the user: each agent runs as (its own or the
+	// top-level one), for Load's checks; secretFiles the *_file paths read.
+	userLines   map[string]int
+	secretFiles []secretFile
+}
+
+// secretFile is a file a token was read from, and the key that named it.
+type secretFile struct {
+	path, key string
+	line      int
 }
 
 func newParser(file, base string, lookup func(string) (string, bool)) *parser {
-	return &parser{file: file, base: base, lookup: lookup, dirLines: map[string]int{}}
+	return &parser{file: file, base: base, lookup: lookup, dirLines: map[string]int{}, userLines: map[string]int{}}
 }
 
 func (p *parser) errorAt(line int, path, format string, args ...any) {

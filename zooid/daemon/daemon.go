@@ -165,6 +165,11 @@ func (d *Daemon) Start(ctx context.Context) error {
 	if err := os.MkdirAll(d.opts.Config.StateDir, 0o700); err != nil {
 		return fmt.Errorf("creating state dir: %w", err)
 	}
+	if d.opts.Config.AgentUsers() {
+		if err := d.openStateDirToAgentUsers(); err != nil {
+			return err
+		}
+	}
 	if err := d.openTrace(); err != nil {
 		return err
 	}
@@ -248,7 +253,37 @@ func (d *Daemon) workDir(a config.Agent) (string, error) {
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return "", fmt.Errorf("agent %s: creating working dir: %w", a.Name, err)
 	}
+	if a.User != nil && a.Dir == "" {
+		// The default directory is the daemon's to make and the agent's to
+		// use: its user owns it, nobody else can enter it. A configured dir
+		// is the operator's and is used as it is.
+		if err := os.Lchown(abs, int(a.User.UID), int(a.User.GID)); err != nil {
+			return "", fmt.Errorf("agent %s: handing its working dir %s to %s: %w", a.Name, abs, a.User, err)
+		}
+		if err := os.Chmod(abs, 0o700); err != nil {
+			return "", fmt.Errorf("agent %s: working dir %s: %w", a.Name, abs, err)
+		}
+	}
 	return abs, nil
+}
+
+// openStateDirToAgentUsers makes the state dir and its agents/ directory
+// 0711 when agents run as users of their own: each can then reach its own
+// working directory, agents/<name> (its own, 0700), by name, but list neither
+// and open nothing else in them (everything else the daemon keeps there is
+// 0700 or 0600; config.Load refuses a state dir where that does not hold).
+func (d *Daemon) openStateDirToAgentUsers() error {
+	dir := d.opts.Config.StateDir
+	agents := filepath.Join(dir, "agents")
+	if err := os.MkdirAll(agents, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", agents, err)
+	}
+	for _, p := range []string{dir, agents} {
+		if err := os.Chmod(p, 0o711); err != nil {
+			return fmt.Errorf("state dir: %w", err)
+		}
+	}
+	return nil
 }
 
 // sendMessage posts content as user; it is the one sender everything shares so

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/zooid-dev/zooid/zooid/config"
 )
@@ -31,6 +32,43 @@ func (d *Daemon) secrets() []string { return d.opts.Config.Secrets() }
 // match by accident).
 func agentEnv(secrets []string, acp config.ACP) []string {
 	return buildEnv(os.Environ(), secrets, acp)
+}
+
+// agentEnvFor is agentEnv for agent a: an agent with a user of its own also
+// gets that user's HOME, USER and LOGNAME instead of the daemon's (without a
+// passwd entry: HOME is its working directory, USER and LOGNAME are unset),
+// unless its env sets them.
+func agentEnvFor(secrets []string, a config.Agent, workDir string) []string {
+	env := agentEnv(secrets, a.ACP)
+	if a.User == nil {
+		return env
+	}
+	home := a.User.Home
+	if home == "" {
+		home = workDir
+	}
+	set := map[string]string{"HOME": home}
+	if a.User.Name != "" {
+		set["USER"], set["LOGNAME"] = a.User.Name, a.User.Name
+	}
+	out := env[:0:0]
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "HOME" || name == "USER" || name == "LOGNAME" {
+			if _, configured := a.ACP.Env[name]; !configured {
+				continue
+			}
+		}
+		out = append(out, kv)
+	}
+	for _, name := range []string{"HOME", "USER", "LOGNAME"} {
+		if v, ok := set[name]; ok {
+			if _, configured := a.ACP.Env[name]; !configured {
+				out = append(out, name+"="+v)
+			}
+		}
+	}
+	return out
 }
 
 func buildEnv(daemonEnv, secrets []string, acp config.ACP) []string {
@@ -77,4 +115,13 @@ func carriesSecret(kv string, secrets []string) bool {
 		}
 	}
 	return false
+}
+
+// credential is what agent a's process is started as: its user, or nil for
+// the daemon's own.
+func credential(a config.Agent) *syscall.Credential {
+	if a.User == nil {
+		return nil
+	}
+	return a.User.Credential()
 }

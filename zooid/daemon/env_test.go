@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/unixuser"
 )
 
 func TestAgentEnvIsAnAllowlistPlusWhatTheConfigNames(t *testing.T) {
@@ -68,5 +69,44 @@ func TestDefaultWorkDirIsTheAgentsOwnUnderTheStateDir(t *testing.T) {
 	}
 	if st.Mode().Perm() != 0o700 {
 		t.Fatalf("work dir mode %v, want 0700", st.Mode())
+	}
+}
+
+// TestAnAgentUserGetsItsOwnHomeAndName: an agent with a user of its own gets
+// that user's HOME, USER and LOGNAME instead of the daemon's; without a
+// passwd entry, HOME is its working directory and USER/LOGNAME are dropped
+// rather than left as the daemon's; acp.env still wins.
+func TestAnAgentUserGetsItsOwnHomeAndName(t *testing.T) {
+	t.Setenv("HOME", "/root")
+	t.Setenv("USER", "root")
+	t.Setenv("LOGNAME", "root")
+	val := func(env []string, name string) (string, bool) {
+		for _, kv := range env {
+			if k, v, _ := strings.Cut(kv, "="); k == name {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	named := config.Agent{User: &unixuser.User{Name: "zooid-a", UID: 1001, GID: 1001, Home: "/home/zooid-a"}}
+	env := agentEnvFor(nil, named, "/state/agents/a")
+	for name, want := range map[string]string{"HOME": "/home/zooid-a", "USER": "zooid-a", "LOGNAME": "zooid-a"} {
+		if got, _ := val(env, name); got != want {
+			t.Errorf("named user: %s=%q, want %q (env %q)", name, got, want, env)
+		}
+	}
+	bare := config.Agent{User: &unixuser.User{UID: 4000000, GID: 4000000}}
+	env = agentEnvFor(nil, bare, "/state/agents/a")
+	if got, _ := val(env, "HOME"); got != "/state/agents/a" {
+		t.Errorf("uid without passwd entry: HOME=%q, want its working directory", got)
+	}
+	for _, name := range []string{"USER", "LOGNAME"} {
+		if got, ok := val(env, name); ok {
+			t.Errorf("uid without passwd entry: %s=%q, the daemon's, want it unset", name, got)
+		}
+	}
+	named.ACP.Env = map[string]string{"HOME": "/srv/a"}
+	if got, _ := val(agentEnvFor(nil, named, "/w"), "HOME"); got != "/srv/a" {
+		t.Errorf("acp.env HOME: got %q, want /srv/a", got)
 	}
 }

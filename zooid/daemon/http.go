@@ -27,7 +27,7 @@ func (d *Daemon) startHTTP() error {
 			command, args := a.ACP.Resolve()
 			agents[a.Name] = httpapi.Agent{
 				Name: a.Name,
-				Spec: acpagent.Spec{Command: command, Args: args, Env: agentEnv(d.secrets(), a.ACP), Dir: dir},
+				Spec: acpagent.Spec{Command: command, Args: args, Env: agentEnvFor(d.secrets(), a, dir), Dir: dir, Credential: credential(a)},
 			}
 		}
 		if len(agents) == 0 {

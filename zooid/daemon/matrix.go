@@ -97,6 +97,7 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		Logger:        d.log.With("component", "mcp"),
 		BridgeCommand: d.opts.BridgeCommand,
 		Trace:         d.trace,
+		AgentUsers:    cfg.AgentUsers(),
 	})
 	if err != nil {
 		return fmt.Errorf("starting mcp server: %w", err)
@@ -106,7 +107,11 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		if rt.cfg.Matrix == nil {
 			continue
 		}
-		if rt.socket, err = srv.ListenAgent(rt.cfg.Name); err != nil {
+		var owner *mcpserver.Owner
+		if u := rt.cfg.User; u != nil {
+			owner = &mcpserver.Owner{UID: int(u.UID), GID: int(u.GID)}
+		}
+		if rt.socket, err = srv.ListenAgentAs(rt.cfg.Name, owner); err != nil {
 			return fmt.Errorf("listening for agent %s: %w", rt.cfg.Name, err)
 		}
 		if rt.workDir, err = d.workDir(rt.cfg); err != nil {

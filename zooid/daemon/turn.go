@@ -249,10 +249,11 @@ func (d *Daemon) retire(s *session, st *agentSession) {
 func (d *Daemon) openAgent(ctx, live context.Context, rt *agentRuntime, s *session) (*agentSession, error) {
 	command, args := rt.cfg.ACP.Resolve()
 	spec := acpagent.Spec{
-		Command: command,
-		Args:    args,
-		Env:     append(agentEnv(d.secrets(), rt.cfg.ACP), piEnv(rt)...),
-		Dir:     rt.workDir,
+		Command:    command,
+		Args:       args,
+		Env:        append(agentEnvFor(d.secrets(), rt.cfg, rt.workDir), piEnv(rt)...),
+		Dir:        rt.workDir,
+		Credential: credential(rt.cfg),
 	}
 	st := &agentSession{}
 	opts := acpagent.Options{
@@ -276,6 +277,12 @@ func (d *Daemon) openAgent(ctx, live context.Context, rt *agentRuntime, s *sessi
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("binding %s's tools to its process: %w", rt.cfg.Name, err)
+	}
+	// Exactly the configured user: the peer check then accepts only
+	// processes of that uid.
+	if u := rt.cfg.User; u != nil && proc.UID() != u.UID {
+		conn.Close()
+		return nil, fmt.Errorf("binding %s's tools: its process runs as uid %d, not as %s", rt.cfg.Name, proc.UID(), u)
 	}
 	caller := d.callerFor(rt, s.key)
 	binding := d.mcp.Bind(caller, proc)

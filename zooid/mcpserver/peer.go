@@ -18,3 +18,6 @@ type Process struct {
 // errNoPeerChecks is ProcessOf's answer where the kernel can't name a socket's
 // peer process; the server then serves no binding rather than an unchecked one.
 var errNoPeerChecks = errors.New("socket peer checks need Linux (SO_PEERCRED and /proc)")
+
+// UID is the process's real uid as read when it was named.
+func (p Process) UID() uint32 { return p.uid }

@@ -8,8 +8,10 @@
 // What this does not stop: a process of the same uid that can ptrace the agent
 // (or write /proc/<pid>/mem) can make the agent or its bridge do anything,
 // including call tools; one that merely reads the agent's memory or
-// environment learns the binding id but is refused on the socket. Per-agent
-// users and containers (not built yet) are the answer to untrusted agents.
+// environment learns the binding id but is refused on the socket. Agents
+// with users of their own (ListenAgentAs) are out of each other's reach
+// altogether: another uid can neither ptrace them nor enter their socket
+// directory.
 //
 // server.go holds the Server and its lifetime; bindings.go the session bindings
 // and the bridge's entry (StdioEntry); peer*.go the peer process checks;
@@ -54,6 +56,10 @@ type Options struct {
 	// Trace records every tool call with its arguments and result; nil
 	// records nothing.
 	Trace trace.Recorder
+	// AgentUsers says some agents run as users of their own: a run dir the
+	// server creates is then 0711 (rundir.PrepareSearchable), so each reaches
+	// its own socket directory (ListenAgentAs).
+	AgentUsers bool
 }
 
 // Server is the daemon's MCP server: per-agent sockets, session bindings and
@@ -81,7 +87,11 @@ type Server struct {
 
 // New creates the run directory and the MCP server; it listens on nothing yet.
 func New(opts Options) (*Server, error) {
-	dir, made, err := rundir.Prepare(opts.RunDir)
+	prepare := rundir.Prepare
+	if opts.AgentUsers {
+		prepare = rundir.PrepareSearchable
+	}
+	dir, made, err := prepare(opts.RunDir)
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: %w", err)
 	}
@@ -150,6 +160,12 @@ func (s *Server) Close() error {
 		}
 		if err := os.Remove(l.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("removing %s: %w", l.path, err))
+		}
+		if l.ownDir != "" {
+			// The agent's user may have left files in it; RemoveAll follows no symlink.
+			if err := os.RemoveAll(l.ownDir); err != nil {
+				errs = append(errs, fmt.Errorf("removing %s: %w", l.ownDir, err))
+			}
 		}
 	}
 	cs := make([]*conn, 0, len(s.conns))

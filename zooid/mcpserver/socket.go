@@ -30,15 +30,35 @@ type listener struct {
 	agent string
 	path  string
 	ln    net.Listener
+	// ownDir is the agent's own socket directory (ListenAgentAs), removed on Close.
+	ownDir string
 }
+
+// Owner is the unix user an agent runs as, when not the daemon's.
+type Owner struct{ UID, GID int }
 
 // ListenAgent opens the agent's socket (mode 0600) in RunDir and serves it until
 // Close. It returns the socket path to mount or pass to the bridge.
 func (s *Server) ListenAgent(agent string) (string, error) {
+	return s.ListenAgentAs(agent, nil)
+}
+
+// ListenAgentAs is ListenAgent for an agent that runs as owner: its socket
+// is RunDir/<agent>/zooid.sock, in a directory of its own that owner owns
+// (0700), so no other agent's user can even reach it. The directory is made
+// afresh and handed over only once the socket is in place, so the agent's
+// user never has a moment to plant anything the daemon then touches. A nil
+// owner is ListenAgent.
+func (s *Server) ListenAgentAs(agent string, owner *Owner) (string, error) {
 	if !config.ValidName(agent) {
 		return "", fmt.Errorf("listening for agent %q: not a valid agent name", agent)
 	}
 	path := filepath.Join(s.opts.RunDir, agent+".sock")
+	ownDir := ""
+	if owner != nil {
+		ownDir = filepath.Join(s.opts.RunDir, agent)
+		path = filepath.Join(ownDir, "zooid.sock")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -46,6 +66,15 @@ func (s *Server) ListenAgent(agent string) (string, error) {
 	}
 	if l, ok := s.listeners[agent]; ok {
 		return l.path, nil
+	}
+	if ownDir != "" {
+		// An earlier run's directory belongs to the agent's user: start over.
+		if err := os.RemoveAll(ownDir); err != nil {
+			return "", fmt.Errorf("removing stale socket directory %s: %w", ownDir, err)
+		}
+		if err := os.Mkdir(ownDir, 0o700); err != nil {
+			return "", fmt.Errorf("creating socket directory %s: %w", ownDir, err)
+		}
 	}
 	// A stale socket from an earlier run would make bind fail.
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -55,14 +84,26 @@ func (s *Server) ListenAgent(agent string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("listening on %s: %w", path, err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	secure := func() error {
+		if err := os.Chmod(path, 0o600); err != nil {
+			return err
+		}
+		if owner == nil {
+			return nil
+		}
+		if err := os.Lchown(path, owner.UID, owner.GID); err != nil {
+			return err
+		}
+		return os.Lchown(ownDir, owner.UID, owner.GID)
+	}
+	if err := secure(); err != nil {
 		ln.Close()
 		return "", fmt.Errorf("securing socket %s: %w", path, err)
 	}
 	if ul, ok := ln.(*net.UnixListener); ok {
 		ul.SetUnlinkOnClose(true)
 	}
-	l := &listener{agent: agent, path: path, ln: ln}
+	l := &listener{agent: agent, path: path, ln: ln, ownDir: ownDir}
 	s.listeners[agent] = l
 	s.wg.Add(1)
 	go s.accept(l) // owner: Server; ends when Close closes the listener

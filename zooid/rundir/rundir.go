@@ -57,6 +57,19 @@ func checkInfo(dir string, st fs.FileInfo) error {
 // removes it when done. A named dir that is missing is created 0700 (parents
 // too); one that exists must pass Check and is used as it is.
 func Prepare(dir string) (path string, made bool, err error) {
+	return prepare(dir, 0o700)
+}
+
+// PrepareSearchable is Prepare for a daemon whose agents run as users of
+// their own: a directory it creates is 0711, so each agent's user can reach
+// its own socket directory inside (which is its alone, 0700) but can't list
+// the others. An existing one is left as it is; config.Load has made sure the
+// agents' users can search it.
+func PrepareSearchable(dir string) (path string, made bool, err error) {
+	return prepare(dir, 0o711)
+}
+
+func prepare(dir string, mode fs.FileMode) (path string, made bool, err error) {
 	if dir == "" {
 		// Socket paths must stay under 108 bytes: a long TMPDIR falls back to /tmp.
 		base := os.TempDir()
@@ -67,12 +80,23 @@ func Prepare(dir string) (path string, made bool, err error) {
 		if err != nil {
 			return "", false, fmt.Errorf("creating a private run dir under %s: %w", base, err)
 		}
+		if err := os.Chmod(d, mode); err != nil {
+			_ = os.Remove(d)
+			return "", false, fmt.Errorf("creating a private run dir under %s: %w", base, err)
+		}
 		return d, true, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return "", false, fmt.Errorf("creating the parent of run dir %s: %w", dir, err)
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+	err = os.Mkdir(dir, 0o700)
+	switch {
+	case err == nil && mode != 0o700:
+		// Ours, just made: the mode the caller asked for, whatever the umask.
+		if err := os.Chmod(dir, mode); err != nil {
+			return "", false, fmt.Errorf("creating run dir %s: %w", dir, err)
+		}
+	case err != nil && !errors.Is(err, fs.ErrExist):
 		return "", false, fmt.Errorf("creating run dir %s: %w", dir, err)
 	}
 	// Checked after the mkdir, created or not: what counts is what is there now.
