@@ -127,3 +127,35 @@ func TestPrepareWithoutADirectoryMakesAFreshOne(t *testing.T) {
 		t.Fatalf("fresh dir mode %v, want 0700", m)
 	}
 }
+
+// TestPrepareSearchableMakesWhatItCreates0711: for agents with users of their
+// own, a run dir the daemon creates (named or fresh) is 0711; an existing one
+// keeps its mode.
+func TestPrepareSearchableMakesWhatItCreates0711(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	if _, _, err := PrepareSearchable(dir); err != nil {
+		t.Fatal(err)
+	}
+	if m := mode(t, dir); m.Perm() != 0o711 {
+		t.Fatalf("created run dir mode %v, want 0711", m)
+	}
+	t.Setenv("TMPDIR", t.TempDir())
+	fresh, made, err := PrepareSearchable("")
+	if err != nil || !made {
+		t.Fatalf("PrepareSearchable(\"\") = %q, %v, %v", fresh, made, err)
+	}
+	defer os.Remove(fresh)
+	if m := mode(t, fresh); m.Perm() != 0o711 {
+		t.Fatalf("fresh run dir mode %v, want 0711", m)
+	}
+	own := filepath.Join(t.TempDir(), "own")
+	if err := os.Mkdir(own, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := PrepareSearchable(own); err != nil {
+		t.Fatal(err)
+	}
+	if m := mode(t, own); m.Perm() != 0o700 {
+		t.Fatalf("an existing run dir was chmod'ed to %v", m)
+	}
+}
