@@ -414,6 +414,15 @@ agents:
 		must(t, os.Chmod(leak, 0o644))
 		check(t, nil, fmt.Sprintf("can reach %s in the state dir: chmod go-rwx it", leak))
 	})
+	t.Run("trace dir reachable by the agent's user", func(t *testing.T) {
+		traceDir := filepath.Join(w.base, "trace")
+		must(t, os.Mkdir(traceDir, 0o755))
+		defer os.RemoveAll(traceDir)
+		must(t, os.Chmod(traceDir, 0o755))
+		writeFile(t, w.cfg, config(userA.Name)+"trace: { dir: "+traceDir+" }\n")
+		defer writeFile(t, w.cfg, config(userA.Name))
+		check(t, nil, fmt.Sprintf("can reach the trace dir %s, which holds every room's messages: chmod 700 it", traceDir))
+	})
 	t.Run("working dir out of the agent user's reach", func(t *testing.T) {
 		must(t, os.Chmod(w.base, 0o700))
 		defer os.Chmod(w.base, 0o711)

@@ -119,6 +119,12 @@ func (p *parser) checkUsers(cfg *Config) {
 				p.errorAt(sf.line, sf.key, "%s can read the token file %s (the agent of %s runs as that user): chmod 600 it", u, sf.path, a.Name)
 			}
 		}
+		// The flight recorder holds every room's messages: outside the state
+		// dir by choice, it must be as private.
+		if cfg.Trace != nil && cfg.Trace.Dir != "" && exists(cfg.Trace.Dir) &&
+			(can(unixuser.CanOpen, cfg.Trace.Dir) || can(unixuser.CanSearch, cfg.Trace.Dir)) {
+			fail("can reach the trace dir %s, which holds every room's messages: chmod 700 it", cfg.Trace.Dir)
+		}
 		own := map[string]bool{}
 		for _, b := range cfg.Agents {
 			if b.User != nil && b.User.UID == u.UID {
