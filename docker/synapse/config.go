@@ -186,6 +186,13 @@ func generate(s *settings) (*generated, error) {
 		"macaroon_secret_key":                      macaroon,
 		"form_secret":                              form,
 		"app_service_config_files":                 asFiles,
+		// Presence is CPU Synapse spends on every request of a user (zooid
+		// never reads it); tests share two cores with it.
+		"presence": map[string]any{"enabled": false},
+		// Every registration hashes a password; at the default 12 rounds that
+		// took over 30 s on a loaded 2-core machine and failed scenarios.
+		// Test passwords need no strength (4 is bcrypt's minimum).
+		"bcrypt_rounds": 4,
 	}
 	for k, v := range rateLimits() {
 		cfg[k] = v

@@ -15,16 +15,11 @@ package synapse
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha1"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -32,8 +27,11 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/wait"
+	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/appservice"
 	"maunium.net/go/mautrix/id"
+	"maunium.net/go/mautrix/synapseadmin"
 )
 
 // DefaultImage is the image docker/synapse-image.sh builds.
@@ -66,6 +64,7 @@ type settings struct {
 	serverName  string
 	port        int
 	appservices []*appservice.Registration
+	keepKey     bool // the image has its signing key (a snapshot): don't write a new one
 }
 
 // Option configures Run.
@@ -155,7 +154,9 @@ func Run(ctx context.Context, opts ...Option) (*Container, error) {
 	files := []testcontainers.ContainerFile{
 		{Reader: bytes.NewReader(g.homeserver), ContainerFilePath: configPath, FileMode: 0o600},
 		{Reader: bytes.NewReader(g.logConfig), ContainerFilePath: logConfigPath, FileMode: 0o644},
-		{Reader: bytes.NewReader(g.signingKey), ContainerFilePath: signingKeyPath, FileMode: 0o600},
+	}
+	if !s.keepKey {
+		files = append(files, testcontainers.ContainerFile{Reader: bytes.NewReader(g.signingKey), ContainerFilePath: signingKeyPath, FileMode: 0o600})
 	}
 	for path, data := range g.appservices {
 		files = append(files, testcontainers.ContainerFile{
@@ -198,7 +199,7 @@ func Run(ctx context.Context, opts ...Option) (*Container, error) {
 		sharedSecret: g.sharedSecret,
 		client:       &http.Client{Timeout: 30 * time.Second},
 	}
-	if err := c.waitReady(ctx); err != nil {
+	if err := c.waitReady(ctx, s.port); err != nil {
 		_ = c.Terminate(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("synapse: %w", err)
 	}
@@ -239,46 +240,35 @@ func start(ctx context.Context, req testcontainers.ContainerRequest) (*testconta
 	return ctr, nil
 }
 
-// waitReady polls /_matrix/client/versions until it answers 200, and gives up early
-// with the container's log when Synapse exits (a bad config, a port already taken).
-func (c *Container) waitReady(ctx context.Context) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, startTimeout)
-		defer cancel()
+// waitReady waits with testcontainers' wait.ForHTTP until /_matrix/client/versions
+// answers 200; the strategy gives up early when the container exits (a bad config, a
+// port already taken), and the error then carries the end of Synapse's log.
+func (c *Container) waitReady(ctx context.Context, port int) error {
+	timeout := startTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
 	}
-	probe := &http.Client{Timeout: 2 * time.Second}
-	url := c.baseURL + "/_matrix/client/versions"
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	var lastErr error
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return fmt.Errorf("building readiness request: %w", err)
+	strategy := wait.ForHTTP("/_matrix/client/versions").
+		WithPort(fmt.Sprintf("%d/tcp", port)).
+		WithPollInterval(100 * time.Millisecond).
+		WithStartupTimeout(timeout)
+	if err := strategy.WaitUntilReady(ctx, loopback{c.ctr}); err != nil {
+		if st, serr := c.ctr.State(context.WithoutCancel(ctx)); serr == nil && !st.Running {
+			return fmt.Errorf("synapse exited (code %d) before answering: %w; log:\n%s", st.ExitCode, err, c.logTail(context.WithoutCancel(ctx)))
 		}
-		resp, err := probe.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			lastErr = fmt.Errorf("GET %s: %s", url, resp.Status)
-		} else {
-			lastErr = err
-		}
-		if st, err := c.ctr.State(ctx); err == nil && !st.Running {
-			return fmt.Errorf("synapse exited (code %d) before answering; log:\n%s", st.ExitCode, c.logTail(ctx))
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w (last: %v); log:\n%s", url, ctx.Err(), lastErr,
-				c.logTail(context.WithoutCancel(ctx)))
-		case <-tick.C:
-		}
+		return fmt.Errorf("waiting for %s/_matrix/client/versions: %w; log:\n%s", c.baseURL, err, c.logTail(context.WithoutCancel(ctx)))
 	}
+	return nil
 }
+
+// loopback is the container as the wait strategy sees it: with host networking
+// Synapse listens on the host's 127.0.0.1, while testcontainers would look for a
+// container at a network gateway's address when this process runs in a container.
+type loopback struct {
+	*testcontainers.DockerContainer
+}
+
+func (loopback) Host(context.Context) (string, error) { return "127.0.0.1", nil }
 
 // logTail returns the end of the container's log for error messages.
 func (c *Container) logTail(ctx context.Context) string {
@@ -300,90 +290,32 @@ func (c *Container) logTail(ctx context.Context) string {
 	return string(b)
 }
 
-// matrixError is the body of a Matrix error response.
-type matrixError struct {
-	ErrCode string `json:"errcode"`
-	Error   string `json:"error"`
-}
-
-// do sends a JSON request and decodes a 200 response into out.
-func (c *Container) do(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return fmt.Errorf("encoding %s %s: %w", method, path, err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.baseURL+path, rd)
-	if err != nil {
-		return fmt.Errorf("building %s %s: %w", method, path, err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("%s %s: reading response: %w", method, path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var me matrixError
-		if json.Unmarshal(data, &me) == nil && me.ErrCode != "" {
-			return fmt.Errorf("%s %s: %s: %s: %s", method, path, resp.Status, me.ErrCode, me.Error)
-		}
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(data)))
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("%s %s: decoding response: %w", method, path, err)
-		}
-	}
-	return nil
-}
-
 // RegisterUser creates a user with Synapse's shared-secret registration
-// (/_synapse/admin/v1/register) and returns its id and an access token.
+// (mautrix's synapseadmin) and returns its id and an access token.
 func (c *Container) RegisterUser(ctx context.Context, localpart, password string, admin bool) (id.UserID, string, error) {
+	return c.RegisterNamedUser(ctx, localpart, password, "", admin)
+}
+
+// RegisterNamedUser is RegisterUser with a display name (empty: the localpart),
+// set in the same request.
+func (c *Container) RegisterNamedUser(ctx context.Context, localpart, password, displayName string, admin bool) (id.UserID, string, error) {
 	if localpart == "" {
 		return "", "", errors.New("synapse: registering user: empty localpart")
 	}
-	const path = "/_synapse/admin/v1/register"
-	var nonce struct {
-		Nonce string `json:"nonce"`
-	}
-	if err := c.do(ctx, http.MethodGet, path, nil, &nonce); err != nil {
-		return "", "", fmt.Errorf("synapse: registering %q: getting nonce: %w", localpart, err)
-	}
-	adminWord := "notadmin"
-	if admin {
-		adminWord = "admin"
-	}
-	// The MAC covers nonce, user, password and admin flag, NUL-separated, keyed with
-	// registration_shared_secret (HMAC-SHA1, as Synapse defines it).
-	mac := hmac.New(sha1.New, []byte(c.sharedSecret))
-	mac.Write([]byte(nonce.Nonce + "\x00" + localpart + "\x00" + password + "\x00" + adminWord))
-	body := map[string]any{
-		"nonce":    nonce.Nonce,
-		"username": localpart,
-		"password": password,
-		"admin":    admin,
-		"mac":      hex.EncodeToString(mac.Sum(nil)),
-	}
-	var out struct {
-		UserID      id.UserID `json:"user_id"`
-		AccessToken string    `json:"access_token"`
-	}
-	if err := c.do(ctx, http.MethodPost, path, body, &out); err != nil {
+	cli, err := mautrix.NewClient(c.baseURL, "", "")
+	if err != nil {
 		return "", "", fmt.Errorf("synapse: registering %q: %w", localpart, err)
 	}
-	if out.UserID == "" || out.AccessToken == "" {
+	cli.Client = c.client
+	admCli := synapseadmin.Client{Client: cli}
+	resp, err := admCli.SharedSecretRegister(ctx, c.sharedSecret, synapseadmin.ReqSharedSecretRegister{
+		Username: localpart, Password: password, Displayname: displayName, Admin: admin,
+	})
+	if err != nil {
+		return "", "", fmt.Errorf("synapse: registering %q: %w", localpart, err)
+	}
+	if resp.UserID == "" || resp.AccessToken == "" {
 		return "", "", fmt.Errorf("synapse: registering %q: response without user_id or access_token", localpart)
 	}
-	return out.UserID, out.AccessToken, nil
+	return resp.UserID, resp.AccessToken, nil
 }
