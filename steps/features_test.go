@@ -1,7 +1,9 @@
 package steps
 
 import (
+	"cmp"
 	"flag"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -9,10 +11,11 @@ import (
 )
 
 var (
-	tagsFlag   = flag.String("godog.tags", "", "run only scenarios matching this tag expression")
-	formatFlag = flag.String("godog.format", "progress", "godog formatter: pretty, progress, junit or cucumber")
-	concFlag   = flag.Int("godog.concurrency", 4, "scenarios run at once")
-	pathsFlag  = flag.String("godog.paths", "", "comma-separated feature files or directories (default: features/)")
+	tagsFlag    = flag.String("godog.tags", "", "run only scenarios matching this tag expression")
+	formatFlag  = flag.String("godog.format", "progress", "godog formatter: pretty, progress, junit or cucumber")
+	concFlag    = flag.Int("godog.concurrency", 4, "scenarios run at once")
+	pathsFlag   = flag.String("godog.paths", "", "comma-separated feature files or directories (default: features/)")
+	timingsFlag = flag.String("godog.timings", "", "write where the run's time went (per feature and for the slowest scenarios, split into phases) to this file, or - for stdout (shown with -v)")
 )
 
 // TestFeatures runs every feature; each scenario is a subtest, so
@@ -29,6 +32,19 @@ func runFeatures(t *testing.T, homeserver string) {
 		Homeserver: homeserver,
 		Tags:       *tagsFlag, Format: *formatFlag, Concurrency: *concFlag,
 		TestingT: t, Output: os.Stdout,
+	}
+	if path := cmp.Or(*timingsFlag, os.Getenv("ZOOID_TEST_TIMINGS")); path != "" {
+		opts.Timings = os.Stdout
+		if path != "-" {
+			// go test shows a passing package's output only with -v; a file
+			// keeps the report either way.
+			f, err := os.Create(path)
+			if err != nil {
+				t.Fatalf("timings file: %v", err)
+			}
+			defer f.Close()
+			opts.Timings = io.MultiWriter(f, os.Stdout)
+		}
 	}
 	if *pathsFlag != "" {
 		opts.Paths = strings.Split(*pathsFlag, ",")

@@ -82,6 +82,9 @@ type lease struct {
 	handOver func(ctx context.Context, last id.EventID) error
 	// hold, on fakehs, is the listener keeping the push port until hand-over.
 	hold *drain
+	// keep is a room the scenario's agents stay in at teardown: a seeded
+	// copy from the snapshot, whose agents are its own (steps/snapshot.go).
+	keep id.RoomID
 }
 
 // backend hands out leases; one backend serves a whole run.
@@ -95,14 +98,15 @@ type backend interface {
 // newBackend selects the homeserver: "fake" (default), "fake-degraded",
 // "synapse", or a URL,
 // whose appservice registration comes from the environment (see urlEnv).
-func newBackend(ctx context.Context, which string, slots int) (backend, error) {
+// say receives notes for the run's output (a snapshot built or reused).
+func newBackend(ctx context.Context, which string, slots int, say func(string, ...any)) (backend, error) {
 	switch which {
 	case "", "fake":
 		return fakeBackend{}, nil
 	case "fake-degraded":
 		return fakeBackend{profile: fakehs.Degraded, degraded: true}, nil
 	case "synapse":
-		return startSynapse(ctx, slots)
+		return startSynapse(ctx, slots, say)
 	default:
 		if strings.HasPrefix(which, "http://") || strings.HasPrefix(which, "https://") {
 			return startURL(ctx, which, os.Getenv)
@@ -240,6 +244,7 @@ type sharedBackend struct {
 	runPrefix string // humans and aliases of this run
 	slots     chan *slot
 	stop      func(ctx context.Context) error // ends the server, if the run owns it
+	pool      *pool                           // seeded rooms ready to claim (Synapse from a snapshot); nil: none
 	seq       int
 	mu        sync.Mutex
 }
@@ -289,6 +294,7 @@ func (b *sharedBackend) close(ctx context.Context) error {
 		}
 		break
 	}
+	b.pool.close()
 	if b.stop == nil {
 		return nil
 	}
@@ -346,14 +352,43 @@ func (b *sharedBackend) lease(ctx context.Context) (*lease, error) {
 	}, nil
 }
 
-// startSynapse runs one Synapse container for the run with k slots.
-func startSynapse(ctx context.Context, k int) (*sharedBackend, error) {
+// SnapshotsEnv, set to "off", makes a Synapse run seed every busy room by
+// sending instead of starting from a snapshot that holds them (to measure
+// the difference, or to rule the snapshot out).
+const SnapshotsEnv = "ZOOID_TEST_SNAPSHOTS"
+
+// startSynapse runs one Synapse container for the run with k slots, started
+// from the snapshot of poolRecipes (built first if the engine has none).
+func startSynapse(ctx context.Context, k int, say func(string, ...any)) (*sharedBackend, error) {
 	if k < 1 {
 		k = 1
 	}
 	run := randomHex(3)
 	// The registrations' namespaces name the server, so fix it up front.
 	opts := []synapse.Option{synapse.WithServerName("localhost")}
+	var pl *pool
+	if os.Getenv(SnapshotsEnv) != "off" {
+		base := os.Getenv(synapse.ImageEnv)
+		if base == "" {
+			base = synapse.DefaultImage
+		}
+		ref, entries, err := snapshot(ctx, base, poolRecipes, say)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, synapse.FromSnapshot(ref))
+		pl = &pool{recipes: poolRecipes}
+		for _, e := range entries {
+			// Bound now and held for the run, as the slots' ports.
+			sock, err := bindPush("127.0.0.1:0")
+			if err != nil {
+				pl.close()
+				return nil, err
+			}
+			pl.entries = append(pl.entries, &pooled{poolEntry: e, push: sock})
+			opts = append(opts, synapse.WithAppservice(e.reg("localhost", sock.addr)))
+		}
+	}
 	var all []*slot
 	for i := range k {
 		n := names{serverName: "localhost", agentPrefix: fmt.Sprintf("zs%s%d-", run, i)}
@@ -361,6 +396,7 @@ func startSynapse(ctx context.Context, k int) (*sharedBackend, error) {
 		sock, err := bindPush("127.0.0.1:0")
 		if err != nil {
 			closeSlots(all)
+			pl.close()
 			return nil, err
 		}
 		s := &slot{names: n, reg: registration(n, sock.addr), push: sock}
@@ -370,12 +406,27 @@ func startSynapse(ctx context.Context, k int) (*sharedBackend, error) {
 	c, err := synapse.Run(ctx, opts...)
 	if err != nil {
 		closeSlots(all)
+		pl.close()
 		return nil, fmt.Errorf("starting synapse: %w", err)
 	}
 	for _, s := range all {
 		s.names.serverName = c.ServerName()
 	}
-	return newSharedBackend(ctx, "synapse", synapseHS{c}, run, all, c.Terminate)
+	if pl != nil {
+		if err := pl.start(ctx, c); err != nil {
+			closeSlots(all)
+			pl.close()
+			_ = c.Terminate(ctx)
+			return nil, err
+		}
+	}
+	b, err := newSharedBackend(ctx, "synapse", synapseHS{c}, run, all, c.Terminate)
+	if err != nil {
+		pl.close()
+		return nil, err
+	}
+	b.pool = pl
+	return b, nil
 }
 
 // closeSlots unbinds the push ports of slots no backend owns yet.
@@ -391,12 +442,9 @@ type synapseHS struct{ c *synapse.Container }
 func (s synapseHS) baseURL() string { return s.c.BaseURL() }
 
 func (s synapseHS) registerHuman(ctx context.Context, localpart, displayName string) (id.UserID, string, error) {
-	uid, tok, err := s.c.RegisterUser(ctx, localpart, "pw-"+randomHex(8), false)
+	uid, tok, err := s.c.RegisterNamedUser(ctx, localpart, "pw-"+randomHex(8), displayName, false)
 	if err != nil {
 		return "", "", fmt.Errorf("registering %s on synapse: %w", localpart, err)
-	}
-	if err := setDisplayName(ctx, s.c.BaseURL(), uid, tok, displayName); err != nil {
-		return "", "", err
 	}
 	return uid, tok, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,22 +57,12 @@ type urlSettings struct {
 	userPrefix, sender      string
 }
 
-// urlEnv reads and checks the registration of the homeserver at baseURL from
-// getenv; the error lists every missing or malformed variable.
-func urlEnv(baseURL string, getenv func(string) string) (urlSettings, error) {
-	s := urlSettings{
-		baseURL:    strings.TrimRight(baseURL, "/"),
-		serverName: getenv(ServerNameEnv),
-		id:         getenv(ASIDEnv),
-		asToken:    getenv(ASTokenEnv),
-		hsToken:    getenv(HSTokenEnv),
-		pushAddr:   getenv(ASPushAddrEnv),
-		userPrefix: getenv(ASUserPrefixEnv),
-		sender:     getenv(ASSenderLocalpartEnv),
-	}
-	if s.sender == "" {
-		s.sender = "zooidbot"
-	}
+// urlEnv reads and checks the registrations of the homeserver at baseURL
+// from getenv; the error lists every missing or malformed variable. Each
+// variable but the server name may hold a comma-separated list, one item per
+// registration (the token lists set how many); a server with several
+// registrations runs that many scenarios at once.
+func urlEnv(baseURL string, getenv func(string) string) ([]urlSettings, error) {
 	var missing []string
 	for _, k := range urlRequiredEnv {
 		if getenv(k) == "" {
@@ -79,72 +70,105 @@ func urlEnv(baseURL string, getenv func(string) string) (urlSettings, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return s, fmt.Errorf("homeserver %s: the run needs the appservice registration installed there; missing %s "+
+		return nil, fmt.Errorf("homeserver %s: the run needs the appservice registration installed there; missing %s "+
 			"(required: %s = the registration's as_token, hs_token, host:port of its url, and the prefix of its exclusive "+
-			"user namespace @PREFIX.*:server; optional: %s (default zooidbot), %s (default: asked of the server), %s (enables a push check))",
+			"user namespace @PREFIX.*:server; optional: %s (default zooidbot), %s (default: asked of the server), %s (enables a push check); "+
+			"for several registrations give comma-separated lists, one item each)",
 			baseURL, strings.Join(missing, ", "), strings.Join(urlRequiredEnv, ", "), ASSenderLocalpartEnv, ServerNameEnv, ASIDEnv)
 	}
+	n := len(strings.Split(getenv(ASTokenEnv), ","))
 	var bad []string
-	if _, port, err := net.SplitHostPort(s.pushAddr); err != nil || port == "" || port == "0" {
-		bad = append(bad, fmt.Sprintf("%s=%q is not host:port", ASPushAddrEnv, s.pushAddr))
+	// list splits a variable into n items; an optional one may be empty.
+	list := func(k, def string) []string {
+		v := getenv(k)
+		if v == "" {
+			return slices.Repeat([]string{def}, n)
+		}
+		items := strings.Split(v, ",")
+		if len(items) != n {
+			bad = append(bad, fmt.Sprintf("%s has %d item(s), %s %d", k, len(items), ASTokenEnv, n))
+			return slices.Repeat([]string{def}, n)
+		}
+		return items
 	}
-	if id.ValidateUserLocalpart(s.userPrefix) != nil {
-		bad = append(bad, fmt.Sprintf("%s=%q is not a localpart prefix (want %s)", ASUserPrefixEnv, s.userPrefix, id.ValidLocalpartRegex))
-	}
-	if id.ValidateUserLocalpart(s.sender) != nil {
-		bad = append(bad, fmt.Sprintf("%s=%q is not a localpart (want %s)", ASSenderLocalpartEnv, s.sender, id.ValidLocalpartRegex))
+	as, hs, push, prefix := list(ASTokenEnv, ""), list(HSTokenEnv, ""), list(ASPushAddrEnv, ""), list(ASUserPrefixEnv, "")
+	sender, ids := list(ASSenderLocalpartEnv, "zooidbot"), list(ASIDEnv, "")
+	out := make([]urlSettings, n)
+	for i := range n {
+		s := urlSettings{
+			baseURL: strings.TrimRight(baseURL, "/"), serverName: getenv(ServerNameEnv), id: ids[i],
+			asToken: as[i], hsToken: hs[i], pushAddr: push[i], userPrefix: prefix[i], sender: sender[i],
+		}
+		if _, port, err := net.SplitHostPort(s.pushAddr); err != nil || port == "" || port == "0" {
+			bad = append(bad, fmt.Sprintf("%s=%q is not host:port", ASPushAddrEnv, s.pushAddr))
+		}
+		if id.ValidateUserLocalpart(s.userPrefix) != nil {
+			bad = append(bad, fmt.Sprintf("%s=%q is not a localpart prefix (want %s)", ASUserPrefixEnv, s.userPrefix, id.ValidLocalpartRegex))
+		}
+		if id.ValidateUserLocalpart(s.sender) != nil {
+			bad = append(bad, fmt.Sprintf("%s=%q is not a localpart (want %s)", ASSenderLocalpartEnv, s.sender, id.ValidLocalpartRegex))
+		}
+		out[i] = s
 	}
 	if len(bad) > 0 {
-		return s, fmt.Errorf("homeserver %s: %s", baseURL, strings.Join(bad, "; "))
+		return nil, fmt.Errorf("homeserver %s: %s", baseURL, strings.Join(slices.Compact(bad), "; "))
 	}
-	return s, nil
+	return out, nil
 }
 
-// startURL serves a run from the homeserver at baseURL with the one
-// appservice registration the environment describes: one slot, so scenarios
-// run one at a time.
+// startURL serves a run from the homeserver at baseURL with the appservice
+// registrations the environment describes: one slot each, so as many
+// scenarios run at once.
 func startURL(ctx context.Context, baseURL string, getenv func(string) string) (*sharedBackend, error) {
-	s, err := urlEnv(baseURL, getenv)
+	all, err := urlEnv(baseURL, getenv)
 	if err != nil {
-		return nil, err
-	}
-	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
 	run := randomHex(3)
-	// Agents get a per-run prefix inside the namespace, so a run never
-	// meets agents (and their rooms) left by an earlier, interrupted one.
-	n := names{serverName: s.serverName, agentPrefix: s.userPrefix + run + "-"}
-	rateLimited := false
-	reg := &appservice.Registration{
-		ID:              s.id,
-		URL:             "http://" + s.pushAddr,
-		AppToken:        s.asToken,
-		ServerToken:     s.hsToken,
-		SenderLocalpart: s.sender,
-		RateLimited:     &rateLimited,
-		Namespaces: appservice.Namespaces{UserIDs: appservice.NamespaceList{{
-			Regex: "@" + regexp.QuoteMeta(s.userPrefix) + ".*:" + regexp.QuoteMeta(s.serverName), Exclusive: true,
-		}}},
-	}
-	if reg.ID == "" {
-		reg.ID = "zooid"
-	}
-	// Bound for the whole run, so the port is never free between a drain
-	// and a daemon.
-	sock, err := bindPush(s.pushAddr)
-	if err != nil {
-		return nil, fmt.Errorf("homeserver %s: %w (%s must be free on this machine)", baseURL, err, ASPushAddrEnv)
-	}
-	sl := &slot{names: n, reg: reg, push: sock}
-	b, err := newSharedBackend(ctx, "url", urlHS{base: s.baseURL}, run, []*slot{sl}, nil)
-	if err != nil {
-		return nil, fmt.Errorf("homeserver %s: %w (%s must be free on this machine)", baseURL, err, ASPushAddrEnv)
-	}
-	if s.id != "" {
-		if err := s.ping(ctx); err != nil {
-			_ = b.close(ctx)
+	var slots []*slot
+	for i := range all {
+		s := &all[i]
+		if err := s.check(ctx); err != nil {
+			closeSlots(slots)
 			return nil, err
+		}
+		// Agents get a per-run prefix inside the namespace, so a run never
+		// meets agents (and their rooms) left by an earlier, interrupted one.
+		n := names{serverName: s.serverName, agentPrefix: s.userPrefix + run + "-"}
+		rateLimited := false
+		reg := &appservice.Registration{
+			ID:              s.id,
+			URL:             "http://" + s.pushAddr,
+			AppToken:        s.asToken,
+			ServerToken:     s.hsToken,
+			SenderLocalpart: s.sender,
+			RateLimited:     &rateLimited,
+			Namespaces: appservice.Namespaces{UserIDs: appservice.NamespaceList{{
+				Regex: "@" + regexp.QuoteMeta(s.userPrefix) + ".*:" + regexp.QuoteMeta(s.serverName), Exclusive: true,
+			}}},
+		}
+		if reg.ID == "" {
+			reg.ID = "zooid"
+		}
+		// Bound for the whole run, so the port is never free between a drain
+		// and a daemon.
+		sock, err := bindPush(s.pushAddr)
+		if err != nil {
+			closeSlots(slots)
+			return nil, fmt.Errorf("homeserver %s: %w (%s must be free on this machine)", baseURL, err, ASPushAddrEnv)
+		}
+		slots = append(slots, &slot{names: n, reg: reg, push: sock})
+	}
+	b, err := newSharedBackend(ctx, "url", urlHS{base: all[0].baseURL}, run, slots, nil)
+	if err != nil {
+		return nil, fmt.Errorf("homeserver %s: %w (%s must be free on this machine)", baseURL, err, ASPushAddrEnv)
+	}
+	for _, s := range all {
+		if s.id != "" {
+			if err := s.ping(ctx); err != nil {
+				_ = b.close(ctx)
+				return nil, err
+			}
 		}
 	}
 	return b, nil

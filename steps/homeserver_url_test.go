@@ -44,12 +44,28 @@ func TestURLEnvNamesWhatIsMissing(t *testing.T) {
 	}
 
 	env = map[string]string{ASTokenEnv: "as-x", HSTokenEnv: "hs-x", ASPushAddrEnv: "127.0.0.1:9", ASUserPrefixEnv: "zt_"}
-	s, err := urlEnv("http://127.0.0.1:1/", func(k string) string { return env[k] })
+	ss, err := urlEnv("http://127.0.0.1:1/", func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("complete settings refused: %v", err)
 	}
-	if s.sender != "zooidbot" || s.baseURL != "http://127.0.0.1:1" {
-		t.Fatalf("defaults: sender %q, base %q", s.sender, s.baseURL)
+	if s := ss[0]; len(ss) != 1 || s.sender != "zooidbot" || s.baseURL != "http://127.0.0.1:1" {
+		t.Fatalf("defaults: %d registrations, sender %q, base %q", len(ss), s.sender, s.baseURL)
+	}
+
+	// Several registrations: a list per variable, one item each.
+	env = map[string]string{ASTokenEnv: "as-x,as-y", HSTokenEnv: "hs-x,hs-y", ASPushAddrEnv: "127.0.0.1:9,127.0.0.1:10",
+		ASUserPrefixEnv: "zt_,zu_", ASSenderLocalpartEnv: "ztbot,zubot"}
+	ss, err = urlEnv("http://127.0.0.1:1/", func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("two registrations refused: %v", err)
+	}
+	if len(ss) != 2 || ss[1].asToken != "as-y" || ss[1].pushAddr != "127.0.0.1:10" || ss[1].userPrefix != "zu_" || ss[1].sender != "zubot" {
+		t.Fatalf("two registrations read as %+v", ss)
+	}
+	env[HSTokenEnv] = "hs-x"
+	if _, err := urlEnv("http://127.0.0.1:1/", func(k string) string { return env[k] }); err == nil ||
+		!strings.Contains(err.Error(), HSTokenEnv+" has 1 item(s), "+ASTokenEnv+" 2") {
+		t.Fatalf("lists of different lengths: got %v, want them named", err)
 	}
 }
 
@@ -108,33 +124,50 @@ func TestURLPingWithoutEndpoint(t *testing.T) {
 // its URL and an appservice registration described the way an operator
 // describes it: in the environment.
 func TestURLHomeserverFeatures(t *testing.T) {
-	// The operator names the push address; a URL run binds it at start and
-	// holds it to the end, but between here and there it is only free.
-	push, err := freeport.Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	userPrefix, aliasPrefix := "zt"+randomHex(2)+"_", "zta"+randomHex(2)+"_"
+	// Two registrations, so two scenarios run at once. The operator names
+	// the push addresses; a URL run binds them at start and holds them to
+	// the end, but between here and there they are only free.
 	const server = "localhost"
-	rateLimited := false
-	reg := &appservice.Registration{
-		ID: "zooid-url-" + randomHex(2), URL: "http://" + push,
-		AppToken: "as-" + randomHex(16), ServerToken: "hs-" + randomHex(16),
-		SenderLocalpart: "ztbot" + randomHex(2), RateLimited: &rateLimited,
-		Namespaces: appservice.Namespaces{
-			UserIDs:     appservice.NamespaceList{{Regex: "@" + regexp.QuoteMeta(userPrefix) + ".*:" + server, Exclusive: true}},
-			RoomAliases: appservice.NamespaceList{{Regex: "#" + regexp.QuoteMeta(aliasPrefix) + ".*:" + server}},
-		},
+	type operatorReg struct {
+		reg                     *appservice.Registration
+		push, userPrefix, alias string
 	}
-	c := synapse.RunForTest(t, synapse.WithServerName(server), synapse.WithAppservice(reg))
+	var regs []operatorReg
+	for range 2 {
+		push, err := freeport.Addr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		userPrefix, aliasPrefix := "zt"+randomHex(2)+"_", "zta"+randomHex(2)+"_"
+		rateLimited := false
+		regs = append(regs, operatorReg{push: push, userPrefix: userPrefix, alias: aliasPrefix, reg: &appservice.Registration{
+			ID: "zooid-url-" + randomHex(2), URL: "http://" + push,
+			AppToken: "as-" + randomHex(16), ServerToken: "hs-" + randomHex(16),
+			SenderLocalpart: "ztbot" + randomHex(2), RateLimited: &rateLimited,
+			Namespaces: appservice.Namespaces{
+				UserIDs:     appservice.NamespaceList{{Regex: "@" + regexp.QuoteMeta(userPrefix) + ".*:" + server, Exclusive: true}},
+				RoomAliases: appservice.NamespaceList{{Regex: "#" + regexp.QuoteMeta(aliasPrefix) + ".*:" + server}},
+			},
+		}})
+	}
+	c := synapse.RunForTest(t, synapse.WithServerName(server), synapse.WithAppservice(regs[0].reg), synapse.WithAppservice(regs[1].reg))
+	join := func(f func(operatorReg) string) string {
+		return f(regs[0]) + "," + f(regs[1])
+	}
 	env := map[string]string{
-		ASTokenEnv: reg.AppToken, HSTokenEnv: reg.ServerToken, ASPushAddrEnv: push,
-		ASUserPrefixEnv: userPrefix, ASAliasPrefixEnv: aliasPrefix, ASSenderLocalpartEnv: reg.SenderLocalpart,
-		ASIDEnv: reg.ID, ServerNameEnv: "",
+		ASTokenEnv:           join(func(r operatorReg) string { return r.reg.AppToken }),
+		HSTokenEnv:           join(func(r operatorReg) string { return r.reg.ServerToken }),
+		ASPushAddrEnv:        join(func(r operatorReg) string { return r.push }),
+		ASUserPrefixEnv:      join(func(r operatorReg) string { return r.userPrefix }),
+		ASAliasPrefixEnv:     regs[0].alias,
+		ASSenderLocalpartEnv: join(func(r operatorReg) string { return r.reg.SenderLocalpart }),
+		ASIDEnv:              join(func(r operatorReg) string { return r.reg.ID }),
+		ServerNameEnv:        "",
 	}
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
+	reg := regs[0].reg
 
 	t.Run("wrong server name", func(t *testing.T) {
 		t.Setenv(ServerNameEnv, "elsewhere.example")
@@ -144,7 +177,7 @@ func TestURLHomeserverFeatures(t *testing.T) {
 		}
 	})
 	t.Run("wrong appservice id", func(t *testing.T) {
-		t.Setenv(ASIDEnv, "not-"+reg.ID)
+		t.Setenv(ASIDEnv, "not-"+reg.ID+","+regs[1].reg.ID)
 		b, err := startURL(context.Background(), c.BaseURL(), os.Getenv)
 		if err == nil {
 			_ = b.close(context.Background())
@@ -172,8 +205,8 @@ func TestURLHomeserverFeatures(t *testing.T) {
 	if status != 0 {
 		t.Fatalf("features failed on %s (godog status %d)", c.BaseURL(), status)
 	}
-	if !strings.Contains(out.String(), "1 scenario(s) run at once instead of 4") {
-		t.Errorf("the run did not say it runs one scenario at a time:\n%s", out.String())
+	if !strings.Contains(out.String(), "2 scenario(s) run at once instead of 4") {
+		t.Errorf("the run did not say it runs two scenarios at a time (one per registration):\n%s", out.String())
 	}
 	if want := fmt.Sprintf("%d scenarios (%d passed)", scenarios, scenarios); !strings.Contains(out.String(), want) {
 		t.Errorf("expected all %d scenarios of both features to run and pass:\n%s", scenarios, out.String())
@@ -189,7 +222,9 @@ func TestURLHomeserverFeatures(t *testing.T) {
 	if status != 0 {
 		t.Fatalf("a second run on the same server failed (godog status %d)", status)
 	}
-	assertAgentsLeftRooms(t, c, reg, userPrefix)
+	for _, r := range regs {
+		assertAgentsLeftRooms(t, c, r.reg, r.userPrefix)
+	}
 }
 
 // assertAgentsLeftRooms checks the teardown: every agent the runs created

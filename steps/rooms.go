@@ -67,11 +67,14 @@ func (w *world) createRoom(ctx context.Context, r *room) error {
 	creator := w.humans[w.humanSeq[0]]
 	n := w.names()
 	if r.busy != nil {
+		defer w.timing.add(phaseSeed, time.Now())
 		return w.seedRoom(ctx, r, creator)
 	}
 	if r.replay != nil && !r.replay.play {
+		defer w.timing.add(phaseSeed, time.Now())
 		return w.replayRoom(ctx, r, creator)
 	}
+	defer w.timing.add(phaseRooms, time.Now())
 	resp, err := creator.cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{
 		Preset: "public_chat", Visibility: "private",
 		RoomAliasName: n.aliasLocalpart(r.name), Name: r.name,
@@ -96,11 +99,40 @@ func (w *world) join(ctx context.Context, h *human, r *room) error {
 	return nil
 }
 
+// generate lays out the generated history: each message's sender (by step
+// name) and body, and the events to seed given each sender's id (ids[i] is
+// the id of b.senders[i]) and the first message's time.
+func (b *busySpec) generate(ids []id.UserID, base time.Time) ([]seeded, []seedEvent) {
+	senderIdx, roots := b.layout()
+	out := make([]seeded, b.total)
+	events := make([]seedEvent, 0, b.total)
+	thread := 0
+	for i := range b.total {
+		s := seeded{sender: b.senders[senderIdx[i]]}
+		switch roots[i] {
+		case -2:
+			thread++
+			s.isRoot = true
+			s.body = fmt.Sprintf("thread %02d: %s opens topic %d", thread, s.sender, thread)
+		case -1:
+			s.body = fmt.Sprintf("message %04d from %s", i, s.sender)
+		default:
+			s.body = fmt.Sprintf("reply %04d from %s", i, s.sender)
+		}
+		out[i] = s
+		tr := roots[i]
+		if tr < 0 {
+			tr = -1
+		}
+		events = append(events, seedEvent{sender: ids[senderIdx[i]], body: s.body, ts: base.Add(time.Duration(i) * time.Second), threadRoot: tr})
+	}
+	return out, events
+}
+
 // seedRoom gives a room its generated history: imported in one go where the
 // homeserver can (fakehs), sent message by message where it can't.
 func (w *world) seedRoom(ctx context.Context, r *room, creator *human) error {
 	b := r.busy
-	senderIdx, roots := b.layout()
 	ids := make([]id.UserID, len(b.senders))
 	for i, s := range b.senders {
 		uid, err := w.userID(s)
@@ -120,27 +152,7 @@ func (w *world) seedRoom(ctx context.Context, r *room, creator *human) error {
 	}
 	base := time.Now().Add(-time.Duration(b.total+60) * time.Second).UTC().Truncate(time.Second)
 	seed := roomSeed{creator: creator.id, name: r.name, aliasLocalpart: w.names().aliasLocalpart(r.name), members: members}
-	r.seeded = make([]seeded, b.total)
-	thread := 0
-	for i := range b.total {
-		s := seeded{sender: b.senders[senderIdx[i]]}
-		switch roots[i] {
-		case -2:
-			thread++
-			s.isRoot = true
-			s.body = fmt.Sprintf("thread %02d: %s opens topic %d", thread, s.sender, thread)
-		case -1:
-			s.body = fmt.Sprintf("message %04d from %s", i, s.sender)
-		default:
-			s.body = fmt.Sprintf("reply %04d from %s", i, s.sender)
-		}
-		r.seeded[i] = s
-		tr := roots[i]
-		if tr < 0 {
-			tr = -1
-		}
-		seed.events = append(seed.events, seedEvent{sender: ids[senderIdx[i]], body: s.body, ts: base.Add(time.Duration(i) * time.Second), threadRoot: tr})
-	}
+	r.seeded, seed.events = b.generate(ids, base)
 	roomID, evIDs, ok, err := w.lease.hs.importRoom(seed)
 	if err != nil {
 		return err
@@ -152,15 +164,16 @@ func (w *world) seedRoom(ctx context.Context, r *room, creator *human) error {
 		return fmt.Errorf("seeding %s: homeserver returned %d event ids for %d messages", r.name, len(evIDs), b.total)
 	}
 	r.id, r.created = roomID, true
-	w.fillSeeded(r, evIDs, seed)
+	fillSeeded(r.seeded, evIDs, seed.events)
 	return nil
 }
 
-func (w *world) fillSeeded(r *room, evIDs []id.EventID, seed roomSeed) {
-	for i := range r.seeded {
-		r.seeded[i].id = evIDs[i]
-		if tr := seed.events[i].threadRoot; tr >= 0 {
-			r.seeded[i].root = evIDs[tr]
+// fillSeeded gives the generated messages their event ids and thread roots.
+func fillSeeded(msgs []seeded, evIDs []id.EventID, events []seedEvent) {
+	for i := range msgs {
+		msgs[i].id = evIDs[i]
+		if tr := events[i].threadRoot; tr >= 0 {
+			msgs[i].root = evIDs[tr]
 		}
 	}
 }
@@ -169,24 +182,38 @@ func (w *world) fillSeeded(r *room, evIDs []id.EventID, seed roomSeed) {
 // client-server API, each message as its sender.
 func (w *world) seedBySending(ctx context.Context, r *room, seed roomSeed) error {
 	creator := w.humans[w.humanSeq[0]]
-	resp, err := creator.cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{
+	roomID, evIDs, err := sendSeed(ctx, creator.cli, w.clientFor, seed)
+	if roomID != "" {
+		r.id, r.created = roomID, true
+	}
+	if err != nil {
+		return err
+	}
+	fillSeeded(r.seeded, evIDs, seed.events)
+	return nil
+}
+
+// sendSeed creates the seed's room as creator, joins its members (clients
+// from clientFor) and sends its history message by message.
+func sendSeed(ctx context.Context, creator *mautrix.Client, clientFor func(context.Context, id.UserID) (*mautrix.Client, error), seed roomSeed) (id.RoomID, []id.EventID, error) {
+	resp, err := creator.CreateRoom(ctx, &mautrix.ReqCreateRoom{
 		Preset: "public_chat", Visibility: "private", RoomAliasName: seed.aliasLocalpart, Name: seed.name,
 	})
 	if err != nil {
-		return fmt.Errorf("creating %s: %w", r.name, err)
+		return "", nil, fmt.Errorf("creating %s: %w", seed.name, err)
 	}
-	r.id, r.created = resp.RoomID, true
-	clients := map[id.UserID]*mautrix.Client{creator.id: creator.cli}
+	roomID := resp.RoomID
+	clients := map[id.UserID]*mautrix.Client{creator.UserID: creator}
 	for _, m := range seed.members {
 		if _, ok := clients[m]; ok {
 			continue
 		}
-		cli, err := w.clientFor(ctx, m)
+		cli, err := clientFor(ctx, m)
 		if err != nil {
-			return err
+			return roomID, nil, err
 		}
-		if _, err := cli.JoinRoom(ctx, string(r.id), nil); err != nil {
-			return fmt.Errorf("%s joining %s: %w", m, r.name, err)
+		if _, err := cli.JoinRoom(ctx, string(roomID), nil); err != nil {
+			return roomID, nil, fmt.Errorf("%s joining %s: %w", m, seed.name, err)
 		}
 		clients[m] = cli
 	}
@@ -201,14 +228,13 @@ func (w *world) seedBySending(ctx context.Context, r *room, seed roomSeed) error
 			content = e.send(evIDs[:i])
 			typ = event.Type{Type: e.typ, Class: event.MessageEventType}
 		}
-		sent, err := clients[e.sender].SendMessageEvent(ctx, r.id, typ, content)
+		sent, err := clients[e.sender].SendMessageEvent(ctx, roomID, typ, content)
 		if err != nil {
-			return fmt.Errorf("seeding %s, message %d of %d: %w", r.name, i+1, len(seed.events), err)
+			return roomID, nil, fmt.Errorf("seeding %s, message %d of %d: %w", seed.name, i+1, len(seed.events), err)
 		}
 		evIDs[i] = sent.EventID
 	}
-	w.fillSeeded(r, evIDs, seed)
-	return nil
+	return roomID, evIDs, nil
 }
 
 // clientFor is a client acting as a human or (through the appservice) an agent.
@@ -218,7 +244,13 @@ func (w *world) clientFor(ctx context.Context, uid id.UserID) (*mautrix.Client, 
 			return h.cli, nil
 		}
 	}
-	cli, err := mautrix.NewClient(w.lease.hs.baseURL(), uid, w.lease.reg.AppToken)
+	return appserviceUser(ctx, w.lease.hs.baseURL(), w.lease.reg.AppToken, uid)
+}
+
+// appserviceUser is a client acting as uid through the appservice whose
+// as_token is asToken, registering the user first if it is new.
+func appserviceUser(ctx context.Context, baseURL, asToken string, uid id.UserID) (*mautrix.Client, error) {
+	cli, err := mautrix.NewClient(baseURL, uid, asToken)
 	if err != nil {
 		return nil, fmt.Errorf("appservice client for %s: %w", uid, err)
 	}

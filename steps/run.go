@@ -62,6 +62,11 @@ type Options struct {
 	// scenario's rooms as read back, with the daemon's trace where the
 	// scenario turned it on (scenarios/report).
 	Report string
+	// Timings, when set, receives a report at the end of the run: the
+	// homeserver's start, and per feature and per slowest scenario the wall
+	// time split into phases (lease, humans, rooms, seed, handover, daemon,
+	// steps, teardown).
+	Timings io.Writer
 
 	// testSteps, set by this package's tests, registers extra steps.
 	testSteps func(sc *godog.ScenarioContext)
@@ -80,6 +85,8 @@ type runner struct {
 	testSteps func(sc *godog.ScenarioContext)
 	// reports collects the scenarios' worlds when Options.Report is set.
 	reports *reports
+	// timings collects the phases of every scenario when Options.Timings is set.
+	timings *timings
 }
 
 // Run runs the features and returns the godog exit status: 0 when all
@@ -95,7 +102,17 @@ func Run(opts Options) int {
 		return 2
 	}
 	ctx := context.Background()
-	b, err := newBackend(ctx, opts.Homeserver, opts.Concurrency)
+	var tm *timings
+	if opts.Timings != nil {
+		tm = &timings{start: time.Now()}
+	}
+	b, err := newBackend(ctx, opts.Homeserver, opts.Concurrency, func(format string, args ...any) {
+		fmt.Fprintf(out, format+"\n", args...)
+		tm.note(fmt.Sprintf(format, args...))
+	})
+	if tm != nil {
+		tm.backend = time.Since(tm.start)
+	}
 	if err != nil {
 		fmt.Fprintf(out, "zooid sim: %v\n", err)
 		return 2
@@ -112,7 +129,7 @@ func Run(opts Options) int {
 	if b.kind() != "fake" {
 		opts.Tags = andTags(opts.Tags, "~"+FakeOnlyTag)
 	}
-	r := &runner{backend: b, log: st.log, wait: st.wait, turnTimeout: st.turnTimeout, outcomes: newOutcomes(), testSteps: opts.testSteps}
+	r := &runner{backend: b, log: st.log, wait: st.wait, turnTimeout: st.turnTimeout, outcomes: newOutcomes(), testSteps: opts.testSteps, timings: tm}
 	if opts.Report != "" {
 		r.reports = &reports{}
 	}
@@ -159,6 +176,9 @@ func Run(opts Options) int {
 	}
 	if flaky, _ := r.outcomes.summary(out, opts.Repeat); flaky > 0 && status == 0 {
 		status = 1
+	}
+	if tm != nil {
+		tm.write(opts.Timings, 15)
 	}
 	if r.reports != nil {
 		if err := r.reports.write(opts.Report); err != nil {
@@ -292,7 +312,19 @@ func (r *runner) initScenario(sc *godog.ScenarioContext) {
 		r.testSteps(sc)
 	}
 	pass := r.pass
+	if r.timings != nil {
+		sc.Before(func(ctx context.Context, s *godog.Scenario) (context.Context, error) {
+			w.timing = r.timings.begin(s)
+			return ctx, nil
+		})
+	}
 	sc.After(func(ctx context.Context, s *godog.Scenario, err error) (context.Context, error) {
+		if w.timing != nil {
+			defer func(begin time.Time, err error) {
+				w.timing.add(phaseTeardown, begin)
+				w.timing.finish(err != nil)
+			}(time.Now(), err)
+		}
 		if err == nil {
 			// A scenario written to survive a fault proves nothing if the
 			// fault never fired.

@@ -450,7 +450,7 @@ func (w *world) replayRoom(ctx context.Context, r *room, creator *human) error {
 			}
 			r.id, r.created = roomID, true
 			r.replay.imported = true
-			w.fillSeeded(r, evIDs, seed)
+			fillSeeded(r.seeded, evIDs, seed.events)
 			return nil
 		}
 	}

@@ -57,6 +57,8 @@ type world struct {
 	traceDir    string        // zooid.yaml trace.dir; empty: tracing off
 	turnTimeout time.Duration // the daemon's turn timeout; zero: the run's
 	http        *httpAnswer   // the last answer of an HTTP-bound agent
+
+	timing *scenarioTiming // where the scenario's time goes; nil unless Options.Timings
 }
 
 // human is a user of the homeserver that steps name.
@@ -114,28 +116,87 @@ func (w *world) ensureHomeserver(ctx context.Context) error {
 	if w.lease != nil {
 		return nil
 	}
+	begin := time.Now()
 	l, err := w.run.backend.lease(ctx)
+	w.timing.add(phaseLease, begin)
 	if err != nil {
 		return err
 	}
 	w.lease = l
-	w.closers = append(w.closers, func() error { l.release(); return nil })
+	// w.lease, not l: claimSeeded may move the scenario to another lease.
+	w.closers = append(w.closers, func() error { w.lease.release(); return nil })
 	dir, err := os.MkdirTemp("/tmp", "zw")
 	if err != nil {
 		return fmt.Errorf("scratch dir: %w", err)
 	}
 	w.dir = dir
 	w.closers = append(w.closers, func() error { return os.RemoveAll(dir) })
+	if err := w.newAppserviceClient(); err != nil {
+		return err
+	}
+	if w.run.backend.kind() != "fake" {
+		// Agent users belong to the slot and outlive the scenario; leaving
+		// its rooms keeps the next scenario's zooid_get_rooms its own.
+		w.closers = append(w.closers, w.leaveAgentRooms)
+	}
+	return nil
+}
+
+// newAppserviceClient makes w.as, the lease's appservice bot.
+func (w *world) newAppserviceClient() error {
+	l := w.lease
 	as, err := mautrix.NewClient(l.hs.baseURL(), id.NewUserID(l.reg.SenderLocalpart, l.names.serverName), l.reg.AppToken)
 	if err != nil {
 		return fmt.Errorf("appservice client: %w", err)
 	}
 	as.SetAppServiceUserID = true
 	w.as = as
-	if w.run.backend.kind() != "fake" {
-		// Agent users belong to the slot and outlive the scenario; leaving
-		// its rooms keeps the next scenario's zooid_get_rooms its own.
-		w.closers = append(w.closers, w.leaveAgentRooms)
+	return nil
+}
+
+// claimSeeded takes a busy room ready-seeded from the run's snapshot
+// (steps/snapshot.go) when one matches, instead of sending its history:
+// the scenario moves to the copy's registration, humans and names, and
+// gives its slot back. Until start only humans were registered, so nothing
+// else has to move.
+func (w *world) claimSeeded(ctx context.Context) error {
+	b, ok := w.run.backend.(*sharedBackend)
+	if !ok || b.pool == nil {
+		return nil
+	}
+	for _, rn := range w.roomSeq {
+		r := w.rooms[rn]
+		if r.created {
+			continue
+		}
+		begin := time.Now()
+		e, rc := b.pool.claim(ctx, r, w.humanSeq)
+		if e == nil {
+			continue
+		}
+		old := w.lease
+		server := old.names.serverName
+		w.lease = b.pool.lease(e, b.hs, server)
+		old.release()
+		if err := w.newAppserviceClient(); err != nil {
+			return err
+		}
+		for _, hn := range w.humanSeq {
+			ph := e.Humans[hn]
+			cli, err := mautrix.NewClient(b.hs.baseURL(), ph.ID, ph.Token)
+			if err != nil {
+				return fmt.Errorf("client for %s: %w", hn, err)
+			}
+			w.humans[hn] = &human{name: hn, id: ph.ID, cli: cli}
+		}
+		var events []seedEvent
+		r.seeded, events = rc.spec().generate(rc.senderIDs(e.poolEntry, server), time.Time{})
+		fillSeeded(r.seeded, e.events, events)
+		r.id, r.created = e.Room, true
+		w.timing.add(phaseSeed, begin)
+		// One room per scenario comes from the pool: a second would
+		// belong to another registration.
+		return nil
 	}
 	return nil
 }
@@ -157,6 +218,9 @@ func (w *world) leaveAgentRooms() error {
 			continue
 		}
 		for _, rid := range joined.JoinedRooms {
+			if rid == w.lease.keep {
+				continue
+			}
 			if _, err := cli.LeaveRoom(ctx, rid); err != nil {
 				errs = append(errs, fmt.Errorf("%s leaving %s: %w", an, rid, err))
 			}
@@ -213,7 +277,9 @@ func (w *world) addHuman(ctx context.Context, name string) error {
 	if err := w.ensureHomeserver(ctx); err != nil {
 		return err
 	}
+	begin := time.Now()
 	uid, tok, err := w.lease.hs.registerHuman(ctx, w.names().humanLocalpart(name), name)
+	w.timing.add(phaseHumans, begin)
 	if err != nil {
 		return err
 	}
@@ -306,17 +372,24 @@ func (w *world) start(ctx context.Context) error {
 		return errors.New("the scenario has no human users; start with: the homeserver has users \"ori\" and \"mia\"")
 	}
 	begin := time.Now()
+	if err := w.claimSeeded(ctx); err != nil {
+		return err
+	}
 	for _, rn := range w.roomSeq {
 		if err := w.createRoom(ctx, w.rooms[rn]); err != nil {
 			return err
 		}
 	}
+	t := time.Now()
 	if err := w.handOverPushes(ctx); err != nil {
 		return err
 	}
+	w.timing.add(phaseHandover, t)
+	t = time.Now()
 	if err := w.startDaemon(ctx); err != nil {
 		return err
 	}
+	w.timing.add(phaseDaemon, t)
 	w.started = true
 	w.log.Debug("scenario started", "took", time.Since(begin))
 	return nil

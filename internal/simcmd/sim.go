@@ -17,7 +17,7 @@ func cmdSim(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: zooid sim [paths] [--homeserver fake|fake-degraded|synapse|URL] [--tags EXPR] [--format pretty|progress|junit|cucumber] [--concurrency N] [--repeat N] [--random SEED] [--report OUT.html]")
+		fmt.Fprintln(stderr, "usage: zooid sim [paths] [--homeserver fake|fake-degraded|synapse|URL] [--tags EXPR] [--format pretty|progress|junit|cucumber] [--concurrency N] [--repeat N] [--random SEED] [--report OUT.html] [--timings]")
 		fs.PrintDefaults()
 	}
 	hs := fs.String("homeserver", "", "fake (default, or $"+steps.HomeserverEnv+"), fake-degraded (fakehs with the degraded profile), synapse, or the URL of a running homeserver (appservice settings from the ZOOID_TEST_AS_* variables; see features/README.md)")
@@ -28,6 +28,7 @@ func cmdSim(args []string, stdout, stderr io.Writer) int {
 	random := fs.Int64("random", 0, "shuffle the scenario order with this seed (pass k uses SEED+k-1; -1 picks one); the seed is printed so an order can be replayed")
 	wait := fs.Duration("wait", 0, "bound of every wait in a step (default 10s, 30s on synapse)")
 	reportPath := fs.String("report", "", "write one HTML page of the run to this file: each scenario's rooms, with the daemon's trace where a scenario turned it on")
+	timingsOut := fs.Bool("timings", false, "at the end, print where the time went: the homeserver's start, and per feature and for the slowest scenarios the wall time split into phases (lease, humans, rooms, seed, handover, daemon, steps, teardown)")
 	verbose := fs.Bool("v", false, "log the daemon and harness to stderr")
 	// Flags may come before or after the paths.
 	var paths []string
@@ -45,6 +46,9 @@ func cmdSim(args []string, stdout, stderr io.Writer) int {
 		Paths: paths, Homeserver: *hs, Tags: *tags, Format: *format,
 		Concurrency: *conc, Output: stdout, Wait: *wait,
 		Repeat: *repeat, Random: *random, Report: *reportPath,
+	}
+	if *timingsOut {
+		opts.Timings = stdout
 	}
 	if *verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))

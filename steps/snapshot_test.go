@@ -1,0 +1,113 @@
+package steps
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func testPool(copies int) (*pool, *room) {
+	rc := poolRecipe{Room: "#ops", Total: 40, Threads: 2, Senders: []string{"ori", "agent-a"}, Humans: []string{"ori"}, Pool: copies}
+	p := &pool{recipes: []poolRecipe{rc}}
+	for range copies {
+		p.entries = append(p.entries, &pooled{poolEntry: &poolEntry{Recipe: 0}})
+	}
+	r := &room{name: "#ops", busy: &busySpec{total: 40, threads: 2, senders: []string{"ori", "agent-a"}}}
+	return p, r
+}
+
+// A scenario gets a copy only when its room and humans match a recipe.
+func TestPoolClaimMatchesRecipe(t *testing.T) {
+	p, r := testPool(1)
+	ctx := context.Background()
+	if e, _ := p.claim(ctx, r, []string{"ori", "mia"}); e != nil {
+		t.Fatal("claimed a copy for other humans")
+	}
+	other := &room{name: "#ops", busy: &busySpec{total: 41, threads: 2, senders: r.busy.senders}}
+	if e, _ := p.claim(ctx, other, []string{"ori"}); e != nil {
+		t.Fatal("claimed a copy for another history")
+	}
+	if e, _ := p.claim(ctx, &room{name: "#ops"}, []string{"ori"}); e != nil {
+		t.Fatal("claimed a copy for a room without a history")
+	}
+	if e, rc := p.claim(ctx, r, []string{"ori"}); e == nil || rc.Total != 40 {
+		t.Fatalf("no copy for the matching room: %v %v", e, rc)
+	}
+}
+
+// A copy given back clean is claimed again; one given back changed is
+// spent, and with every copy spent a scenario seeds by sending (nil) at once.
+func TestPoolReusesCleanCopiesAndSpendsChangedOnes(t *testing.T) {
+	p, r := testPool(1)
+	ctx := context.Background()
+	e, _ := p.claim(ctx, r, []string{"ori"})
+	p.giveBack(e, true)
+	again, _ := p.claim(ctx, r, []string{"ori"})
+	if again != e {
+		t.Fatal("a clean copy was not handed out again")
+	}
+	p.giveBack(again, false)
+	done := make(chan *pooled, 1)
+	go func() { e, _ := p.claim(ctx, r, []string{"ori"}); done <- e }()
+	select {
+	case got := <-done:
+		if got != nil {
+			t.Fatal("a spent copy was handed out")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("claim waited although every copy is spent")
+	}
+}
+
+// While every matching copy is held, a claim waits for one to come back.
+func TestPoolClaimWaitsForAHeldCopy(t *testing.T) {
+	p, r := testPool(1)
+	ctx := context.Background()
+	held, _ := p.claim(ctx, r, []string{"ori"})
+	done := make(chan *pooled, 1)
+	go func() { e, _ := p.claim(ctx, r, []string{"ori"}); done <- e }()
+	select {
+	case <-done:
+		t.Fatal("claim returned while the only copy was held")
+	case <-time.After(50 * time.Millisecond):
+	}
+	p.giveBack(held, true)
+	select {
+	case got := <-done:
+		if got != held {
+			t.Fatalf("waiting claim got %v, want the copy given back", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiting claim never got the copy given back")
+	}
+
+	// A waiting claim gives up with its context.
+	cctx, cancel := context.WithCancel(ctx)
+	go func() { e, _ := p.claim(cctx, r, []string{"ori"}); done <- e }()
+	cancel()
+	select {
+	case got := <-done:
+		if got != nil {
+			t.Fatal("a cancelled claim got a copy")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a cancelled claim kept waiting")
+	}
+}
+
+// The key changes with what the snapshot holds: the image and the recipes.
+func TestSnapshotKeyNamesWhatItHolds(t *testing.T) {
+	p, _ := testPool(2)
+	k := snapshotKey("sha256:a", p.recipes)
+	if k != snapshotKey("sha256:a", p.recipes) {
+		t.Fatal("the key is not stable")
+	}
+	if k == snapshotKey("sha256:b", p.recipes) {
+		t.Fatal("another image, same key")
+	}
+	more := []poolRecipe{p.recipes[0]}
+	more[0].Pool++
+	if k == snapshotKey("sha256:a", more) {
+		t.Fatal("another pool size, same key")
+	}
+}
