@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/zooid-dev/zooid/fakehs"
+	"github.com/zooid-dev/zooid/internal/faultpoint"
 )
 
 // faultSteps program the fake homeserver's misbehaviour beyond a plain error
@@ -26,6 +31,14 @@ func faultSteps(w *world) []stepDef {
 			example: `the homeserver answers normally again`,
 			doc:     "Removes every fault programmed so far; their hits stay counted for the checks.",
 			fn:      w.stepFaultsCleared},
+		{area: "setup", pattern: `^the daemon will be killed at its fault point "([a-z_.]+)"$`,
+			example: `the daemon will be killed at its fault point "task.result_posted"`,
+			doc:     "Arms a point of the daemon process (internal/faultpoint: turn.closing_journaled, turn.reply_posted, task.result_posted), each between a post and the journal write that records it: the daemon SIGKILLs itself the next time it gets there.",
+			fn:      w.stepArmFaultPoint},
+		{area: "setup", pattern: `^the daemon dies at "([a-z_.]+)" and is started again$`,
+			example: `the daemon dies at "task.result_posted" and is started again`,
+			doc:     "Waits until the daemon process has killed itself at that armed point (its log says so), then starts a new daemon on the same state dir, waiting until it is ready.",
+			fn:      w.stepDiesAtFaultPoint},
 		{area: "setup", pattern: `^every request the homeserver refused was asked again (\d+) ms or more later$`,
 			example: `every request the homeserver refused was asked again 300 ms or more later`,
 			doc:     "Waits until every request a programmed fault applied to has been asked again (the same method and path), and checks each retry came at least that long after the refusal, by the fake homeserver's clock.",
@@ -93,4 +106,46 @@ func (w *world) stepRetriedAfter(ctx context.Context, ms string) error {
 		return errors.New("no programmed fault has fired yet")
 	}
 	return errors.Join(errs...)
+}
+
+// killFile is the file that arms the daemon process's fault points.
+func (w *world) killFile() string { return filepath.Join(w.dir, "kill-at") }
+
+func (w *world) stepArmFaultPoint(point string) error {
+	if w.tw().proc == nil {
+		return errors.New("fault points are in the daemon process: declare \"the daemon runs as its own process\" first")
+	}
+	if !slices.Contains(faultpoint.Points, point) {
+		return fmt.Errorf("no fault point %q; the daemon has %v", point, faultpoint.Points)
+	}
+	return os.WriteFile(w.killFile(), []byte(point), 0o600)
+}
+
+func (w *world) stepDiesAtFaultPoint(ctx context.Context, point string) error {
+	p := w.tw().proc
+	if p == nil {
+		return errors.New("the daemon runs in-process; declare \"the daemon runs as its own process\" first")
+	}
+	wctx, cancel := w.waitCtx(ctx)
+	defer cancel()
+	select {
+	case <-p.done:
+	case <-wctx.Done():
+		return fmt.Errorf("the daemon did not die at %s within %s: %s", point, w.run.wait, w.daemonLogTail())
+	}
+	log, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return fmt.Errorf("reading the daemon log: %w", err)
+	}
+	if !strings.Contains(string(log), "faultpoint: killed at "+point+"\n") {
+		return fmt.Errorf("the daemon died, but not at %s: %s", point, w.daemonLogTail())
+	}
+	if _, err := os.Stat(w.killFile()); !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("the daemon died at %s but left the point armed (%v)", point, err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding this executable: %w", err)
+	}
+	return w.spawnDaemon(ctx, exe)
 }

@@ -23,6 +23,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/internal/childproc"
+	"github.com/zooid-dev/zooid/internal/faultpoint"
 	"github.com/zooid-dev/zooid/steps/fakeagent"
 	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/daemon"
@@ -365,7 +366,10 @@ func (w *world) spawnDaemon(ctx context.Context, exe string) error {
 	p.runs++
 	fmt.Fprintf(logf, "=== daemon run %d\n", p.runs)
 	cmd := exec.Command(exe, daemonProcArg, p.cfgPath)
-	cmd.Env = append(os.Environ(), fakeagent.ExecEnv+"="+daemonProcArg)
+	// Every run can be armed to die at a fault point by writing the point's
+	// name into this file (see stepArmFaultPoint); the daemon removes it as it
+	// dies there, so the next run is not killed again.
+	cmd.Env = append(os.Environ(), fakeagent.ExecEnv+"="+daemonProcArg, faultpoint.Env+"="+w.killFile())
 	for k, v := range p.env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

@@ -18,6 +18,7 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/zooid-dev/zooid/internal/faultpoint"
 	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/httpapi"
 	"github.com/zooid-dev/zooid/zooid/matrix"
@@ -172,6 +173,9 @@ func (d *Daemon) Start(ctx context.Context) error {
 	}
 	if err := d.openTrace(); err != nil {
 		return err
+	}
+	if faultpoint.Armable() {
+		d.log.Warn("test fault points are armed: this daemon kills itself where the file names", "env", faultpoint.Env, "file", os.Getenv(faultpoint.Env))
 	}
 	d.sessions = newSessions(d.runTurn, d.endSession).withIdle(d.opts.IdleTimeout, d.idleSession).withDone(d.turnDone)
 	if err := d.startHTTP(); err != nil {

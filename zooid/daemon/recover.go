@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -30,6 +31,20 @@ func (d *Daemon) journalTurn(key sessionKey, req turnRequest) bool {
 	return fresh
 }
 
+// closingTurn journals a turn's closing words before they are posted; see
+// turnRecord.Closing. A failed write is logged: the words are still posted.
+func (d *Daemon) closingTurn(key sessionKey, req turnRequest, post *poster, text string) {
+	text = strings.TrimSpace(text)
+	if d.turns == nil || req.trigger == "" || text == "" {
+		return
+	}
+	r := turnRecord{Agent: key.agent, Room: key.room, Thread: key.thread, TurnID: req.id, Trigger: req.trigger,
+		State: turnClosing, At: time.Now().UTC(), Closing: text, Posted: post.posted()}
+	if err := d.turns.put(r); err != nil {
+		d.log.Error("journaling a turn's closing words", "agent", key.agent, "turn", req.id, "err", err)
+	}
+}
+
 // turnDone acknowledges a turn once it has ended and its posts are sent
 // (runTurn posts synchronously), or once a cleared session dropped it.
 func (d *Daemon) turnDone(key sessionKey, req turnRequest) {
@@ -42,7 +57,9 @@ func (d *Daemon) turnDone(key sessionKey, req turnRequest) {
 }
 
 // recoverTurns answers every turn a previous run left unfinished (queued or
-// running when it died) with a notice that it was interrupted.
+// running when it died) with a notice that it was interrupted. A turn whose
+// agent had already ended it, caught while its closing words were posted, gets
+// those words posted instead (same txn ids: whatever landed is not doubled).
 //
 // Why a notice and not a re-run: an interrupted agent may already have acted
 // (edited files, posted half an answer, started task threads); running the
@@ -78,8 +95,17 @@ func (d *Daemon) recoverTurns(ctx context.Context) {
 			continue
 		}
 		if r.Attempts <= maxRecoveryAttempts {
-			post := &poster{d: d, as: rt.userID, room: r.Room, thread: r.Thread, trigger: r.Trigger, turn: "recovery." + r.TurnID, agent: r.Agent}
-			post.failure(ctx, "interrupted", fmt.Sprintf("%s was interrupted by a daemon restart before it finished answering this. Ask again to have it answered.", r.Agent))
+			var post *poster
+			if r.State == turnClosing {
+				// The agent had finished: post its closing words as that turn
+				// would have, message for message, so what already landed is
+				// returned by the homeserver rather than posted again.
+				post = &poster{d: d, as: rt.userID, room: r.Room, thread: r.Thread, trigger: r.Trigger, turn: r.TurnID, agent: r.Agent, n: r.Posted}
+				post.send(ctx, r.Closing, nil)
+			} else {
+				post = &poster{d: d, as: rt.userID, room: r.Room, thread: r.Thread, trigger: r.Trigger, turn: "recovery." + r.TurnID, agent: r.Agent}
+				post.failure(ctx, "interrupted", fmt.Sprintf("%s was interrupted by a daemon restart before it finished answering this. Ask again to have it answered.", r.Agent))
+			}
 			if post.sendFailed() {
 				// Left open: the next start tries again, with the same txn ids.
 				continue
@@ -87,10 +113,14 @@ func (d *Daemon) recoverTurns(ctx context.Context) {
 		} else {
 			d.log.Error("giving up on answering an unfinished turn", "agent", r.Agent, "turn", r.TurnID, "attempts", r.Attempts-1)
 		}
-		r.State, r.At = turnRecovered, time.Now().UTC()
+		r.State, r.At, r.Closing = turnRecovered, time.Now().UTC(), ""
 		if err := d.turns.put(r); err != nil {
 			d.log.Error("journaling a recovered turn", "turn", r.TurnID, "err", err)
 		}
-		d.log.Info("unfinished turn answered as interrupted", "agent", r.Agent, "room", r.Room, "turn", r.TurnID)
+		if r.State == turnClosing {
+			d.log.Info("finished turn's closing words posted after a restart", "agent", r.Agent, "room", r.Room, "turn", r.TurnID)
+		} else {
+			d.log.Info("unfinished turn answered as interrupted", "agent", r.Agent, "room", r.Room, "turn", r.TurnID)
+		}
 	}
 }

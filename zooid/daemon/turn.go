@@ -14,6 +14,7 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/zooid-dev/zooid/internal/faultpoint"
 	"github.com/zooid-dev/zooid/zooid/acpagent"
 	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/mcpserver"
@@ -130,7 +131,16 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 			buf.Reset()
 		}
 	})
+	if err == nil && post.task == nil {
+		// The agent is done: only posting its last words is left. Journal them
+		// first, so a crash while they are posted is finished by the next start
+		// rather than reported as an interrupted turn. (Task threads are left to
+		// the task journal, and their prose may hand off.)
+		d.closingTurn(s.key, req, post, buf.String())
+		faultpoint.Reach(faultpoint.TurnClosingJournaled)
+	}
 	post.prose(ctx, buf.String())
+	faultpoint.Reach(faultpoint.TurnReplyPosted)
 	post.stop, post.err = stop, err
 	if err != nil && ctx.Err() != nil {
 		post.stop, post.err = acp.StopReasonCancelled, nil
@@ -371,6 +381,13 @@ func (p *poster) sendFailed() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.sendErr != nil
+}
+
+// posted is how many messages the poster has sent or tried so far.
+func (p *poster) posted() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
 }
 
 func (p *poster) txnID(kind string) string {

@@ -37,7 +37,8 @@ const tombstoneTTL = 24 * time.Hour
 // Turn states in the journal.
 const (
 	turnOpen      = "open"      // queued or running
-	turnRecovered = "recovered" // answered with the interrupted notice after a crash
+	turnClosing   = "closing"   // the agent has ended its turn; its closing words are being posted
+	turnRecovered = "recovered" // answered with the interrupted notice (or its closing words) after a crash
 )
 
 // turnRecord is one journaled turn.
@@ -52,6 +53,13 @@ type turnRecord struct {
 	// posted, so a crash during recovery is seen by the next start.
 	Attempts int       `json:"attempts,omitempty"`
 	At       time.Time `json:"at"`
+	// Closing is what the agent said last, journaled before it is posted, and
+	// Posted how many messages the turn had posted before it: a start that finds
+	// the turn closing posts the words again with the same txn ids (the
+	// homeserver returns the event it already has) instead of calling a turn
+	// that ended interrupted.
+	Closing string `json:"closing,omitempty"`
+	Posted  int    `json:"posted,omitempty"`
 }
 
 func (r turnRecord) key() []byte {
@@ -114,7 +122,7 @@ func (j *turnJournal) done(key sessionKey, turnID string) error {
 	return nil
 }
 
-// unfinished lists open turns a previous run left behind, and drops recovered
+// unfinished lists open and closing turns a previous run left behind, and drops recovered
 // records older than tombstoneTTL. A record that does not decode is dropped
 // with an error returned alongside: it can't be answered, and must not stop
 // the daemon from starting.
@@ -132,7 +140,7 @@ func (j *turnJournal) unfinished(now time.Time) ([]turnRecord, error) {
 				return nil
 			}
 			switch {
-			case r.State == turnOpen:
+			case r.State == turnOpen || r.State == turnClosing:
 				out = append(out, r)
 			case now.Sub(r.At) > tombstoneTTL:
 				drop = append(drop, append([]byte(nil), k...))

@@ -63,3 +63,28 @@ func TestTurnJournalKeepsOpenTurnsUntilDone(t *testing.T) {
 		t.Fatal("an expired tombstone still blocks the trigger")
 	}
 }
+
+// A turn caught while its closing words were posted is unfinished, words
+// included, until recovery marks it.
+func TestTurnJournalKeepsClosingWords(t *testing.T) {
+	j, err := openTurnJournal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	rec := turnRecord{Agent: "agent-a", Room: "!r:hs", Thread: "$root", TurnID: "$t", Trigger: "$t"}
+	if _, err := j.open(rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.State, rec.Closing, rec.Posted = turnClosing, "svc-a is up", 2
+	if err := j.put(rec); err != nil {
+		t.Fatal(err)
+	}
+	open, err := j.unfinished(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(open) != 1 || open[0].State != turnClosing || open[0].Closing != "svc-a is up" || open[0].Posted != 2 {
+		t.Fatalf("unfinished = %+v, want the closing turn with its words and count", open)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/zooid-dev/zooid/internal/faultpoint"
 	"github.com/zooid-dev/zooid/zooid/tools"
 	"github.com/zooid-dev/zooid/zooid/trace"
 	"github.com/zooid-dev/zooid/zooid/zevent"
@@ -76,9 +77,12 @@ func (m *Manager) deliver(ctx context.Context, attempt string) {
 		if _, err := m.send(ctx, snap.AgentUser, snap.Room, zevent.EventThreadResult, content, attempt+"-result"); err != nil {
 			log.Error("posting task result", "err", err)
 			pending = true
-		} else if err := m.mark(attempt, func(rp *Report) { rp.ResultPosted = true }); err != nil {
-			log.Error("journaling task result posted", "err", err)
-			return
+		} else {
+			faultpoint.Reach(faultpoint.TaskResultPosted)
+			if err := m.mark(attempt, func(rp *Report) { rp.ResultPosted = true }); err != nil {
+				log.Error("journaling task result posted", "err", err)
+				return
+			}
 		}
 	}
 	if snap.Notify == tools.NotifyCaller && !snap.Report.NoticePosted {
