@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -163,7 +164,8 @@ func procIDs(t *testing.T, pid int) (uids, gids, groups string) {
 // its own socket and working directory open. agent-a's binding copied into
 // a process of another uid (root, agent-b's user, and agent-a's own user
 // outside its process tree) is refused or can't even connect, and agent-b's
-// user can't read agent-a's process environment or memory.
+// user can't read agent-a's process environment or memory. An HTTP-bound
+// agent-c (agent-b's user) can't read zooid.yaml or the state dir either.
 func TestAgentsRunAsTheirOwnUsers(t *testing.T) {
 	requireUserTests(t)
 	userA := addUser(t, "zta")
@@ -194,7 +196,19 @@ func TestAgentsRunAsTheirOwnUsers(t *testing.T) {
 	ctl.Queue("agent-a", turn(sockA, sockB, workA))
 	ctl.Queue("agent-b", turn(sockB, sockA, workB))
 
+	workC := filepath.Join(w.state, "agents", "agent-c")
+	ctl.Queue("agent-c", fakeagent.Turn{fakeagent.Reach(w.cfg, w.state, workC), fakeagent.Say("probed")})
+
 	push, pushFile := boundPort(t)
+	// The HTTP transport binds its own port: one free a moment ago.
+	httpPort := func() int {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port
+	}()
 	agent := func(name string, u unixuser.User) string {
 		args := fmt.Sprintf("[%q, %q, %q, %q, %q]", "fake-agent", "--control", ctl.Socket(), "--agent", name)
 		return fmt.Sprintf(`  %s:
@@ -212,9 +226,15 @@ func TestAgentsRunAsTheirOwnUsers(t *testing.T) {
     as_token: ${E2E_AS_TOKEN}
     hs_token: ${E2E_HS_TOKEN}
     listen: %s
+  http:
+    port: %d
 run_dir: %s
 agents:
-%s%s`, push, w.run, agent("agent-a", userA), agent("agent-b", userB)))
+%s%s  agent-c:
+    user: %s
+    acp: { command: %q, args: [fake-agent, --control, %q, --agent, agent-c], env: { %s: "1" } }
+    http: {}
+`, push, httpPort, w.run, agent("agent-a", userA), agent("agent-b", userB), userB.Name, w.exe, ctl.Socket(), execEnv))
 	t.Setenv("E2E_HS_URL", "http://127.0.0.1:1")
 	t.Setenv("E2E_AS_TOKEN", "e2e-as-token-0123456789")
 	t.Setenv("E2E_HS_TOKEN", "e2e-hs-token-0123456789")
@@ -298,6 +318,27 @@ agents:
 	}
 	check("agent-a", userA, sockA, sockB, workA)
 	check("agent-b", userB, sockB, sockA, workB)
+
+	// An HTTP-bound agent runs as its user too: it opens its own working
+	// directory, and zooid.yaml and the state dir are out of its reach.
+	resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/agents/agent-c/sessions", httpPort), "application/json", strings.NewReader(`{"prompt":"look around"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(stream), "event: done") {
+		t.Fatalf("HTTP session of agent-c: status %d, stream %q", resp.StatusCode, stream)
+	}
+	reaches, err := ctl.WaitReaches(ctx, "agent-c", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reaches {
+		if (r.Path == workC) != (r.Err == "") || (r.Path != workC && !r.EACCES) {
+			t.Errorf("HTTP-bound agent-c reaching %s: err %q; want its own working directory to open and the rest to fail with EACCES", r.Path, r.Err)
+		}
+	}
 	if t.Failed() {
 		return
 	}
