@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/zooid-dev/zooid/steps/fakeagent"
 	"github.com/zooid-dev/zooid/zooid/bridge"
 	"github.com/zooid-dev/zooid/zooid/tools"
@@ -478,6 +480,25 @@ agents:
 		writeFile(t, w.cfg, config("root"))
 		defer writeFile(t, w.cfg, config(userA.Name))
 		check(t, nil, "agents.agent-a.user: root (uid 0) is root, which can read everything the daemon keeps from agents")
+	})
+	t.Run("a daemon of its own user holding the capabilities", func(t *testing.T) {
+		// agent-b's user as the daemon, with CAP_SETUID, CAP_SETGID,
+		// CAP_CHOWN and CAP_KILL as ambient capabilities (what systemd's
+		// AmbientCapabilities= gives): the config and token are its own
+		// (0600), and agent-a's user still can't read them.
+		for _, p := range []string{w.cfg, tokenFile} {
+			must(t, os.Chown(p, int(userB.UID), int(userB.GID)))
+			defer os.Chown(p, 0, 0)
+		}
+		cmd := exec.Command(w.exe, "check", "--config", w.cfg)
+		cmd.Env = append(os.Environ(), execEnv+"=1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Credential:  userB.Credential(),
+			AmbientCaps: []uintptr{unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_CHOWN, unix.CAP_KILL},
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("zooid check as %s with the four capabilities: %v\n%s", userB, err, out)
+		}
 	})
 	t.Run("a daemon that may not switch users", func(t *testing.T) {
 		// Run as agent-b's user, which holds no capability; it must be able
