@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,10 +82,13 @@ func urlTarget(t *testing.T, baseURL string) Target {
 	}
 	// A server known by URL may show new events a moment after their send returns.
 	target := Target{Name: baseURL, BaseURL: baseURL, ServerName: serverName, VisibilityWait: 10 * time.Second}
-	asToken, hsToken := os.Getenv("ZOOID_TEST_AS_TOKEN"), os.Getenv("ZOOID_TEST_HS_TOKEN")
-	pushAddr, prefix := os.Getenv("ZOOID_TEST_AS_PUSH_ADDR"), os.Getenv("ZOOID_TEST_AS_USER_PREFIX")
+	// The features take several registrations as comma-separated lists
+	// (steps/homeserver_url.go); the suite uses the first.
+	first := func(k string) string { v, _, _ := strings.Cut(os.Getenv(k), ","); return v }
+	asToken, hsToken := first("ZOOID_TEST_AS_TOKEN"), first("ZOOID_TEST_HS_TOKEN")
+	pushAddr, prefix := first("ZOOID_TEST_AS_PUSH_ADDR"), first("ZOOID_TEST_AS_USER_PREFIX")
 	if asToken != "" && hsToken != "" && pushAddr != "" && prefix != "" {
-		sender := os.Getenv("ZOOID_TEST_AS_SENDER_LOCALPART")
+		sender := first("ZOOID_TEST_AS_SENDER_LOCALPART")
 		if sender == "" {
 			sender = "zooidbot"
 		}
