@@ -99,14 +99,16 @@ type backend interface {
 // "synapse", or a URL,
 // whose appservice registration comes from the environment (see urlEnv).
 // say receives notes for the run's output (a snapshot built or reused).
-func newBackend(ctx context.Context, which string, slots int, say func(string, ...any)) (backend, error) {
+// paths are the run's features: Synapse builds and starts from a snapshot
+// only of the busy rooms they declare.
+func newBackend(ctx context.Context, which string, slots int, paths []string, say func(string, ...any)) (backend, error) {
 	switch which {
 	case "", "fake":
 		return fakeBackend{}, nil
 	case "fake-degraded":
 		return fakeBackend{profile: fakehs.Degraded, degraded: true}, nil
 	case "synapse":
-		return startSynapse(ctx, slots, say)
+		return startSynapse(ctx, slots, paths, say)
 	default:
 		if strings.HasPrefix(which, "http://") || strings.HasPrefix(which, "https://") {
 			return startURL(ctx, which, os.Getenv)
@@ -359,7 +361,7 @@ const SnapshotsEnv = "ZOOID_TEST_SNAPSHOTS"
 
 // startSynapse runs one Synapse container for the run with k slots, started
 // from the snapshot of poolRecipes (built first if the engine has none).
-func startSynapse(ctx context.Context, k int, say func(string, ...any)) (*sharedBackend, error) {
+func startSynapse(ctx context.Context, k int, paths []string, say func(string, ...any)) (*sharedBackend, error) {
 	if k < 1 {
 		k = 1
 	}
@@ -367,17 +369,21 @@ func startSynapse(ctx context.Context, k int, say func(string, ...any)) (*shared
 	// The registrations' namespaces name the server, so fix it up front.
 	opts := []synapse.Option{synapse.WithServerName("localhost")}
 	var pl *pool
-	if os.Getenv(SnapshotsEnv) != "off" {
+	recipes, err := neededRecipes(paths, poolRecipes)
+	if err != nil {
+		return nil, err
+	}
+	if os.Getenv(SnapshotsEnv) != "off" && len(recipes) > 0 {
 		base := os.Getenv(synapse.ImageEnv)
 		if base == "" {
 			base = synapse.DefaultImage
 		}
-		ref, entries, err := snapshot(ctx, base, poolRecipes, say)
+		ref, entries, err := snapshot(ctx, base, recipes, say)
 		if err != nil {
 			return nil, err
 		}
 		opts = append(opts, synapse.FromSnapshot(ref))
-		pl = &pool{recipes: poolRecipes}
+		pl = &pool{recipes: recipes}
 		for _, e := range entries {
 			// Bound now and held for the run, as the slots' ports.
 			sock, err := bindPush("127.0.0.1:0")

@@ -106,7 +106,7 @@ func Run(opts Options) int {
 	if opts.Timings != nil {
 		tm = &timings{start: time.Now()}
 	}
-	b, err := newBackend(ctx, opts.Homeserver, opts.Concurrency, func(format string, args ...any) {
+	b, err := newBackend(ctx, opts.Homeserver, opts.Concurrency, opts.Paths, func(format string, args ...any) {
 		fmt.Fprintf(out, format+"\n", args...)
 		tm.note(fmt.Sprintf(format, args...))
 	})

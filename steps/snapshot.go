@@ -6,8 +6,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"maunium.net/go/mautrix"
@@ -137,6 +144,11 @@ func snapshot(ctx context.Context, base string, recipes []poolRecipe, log func(s
 		return "", nil, fmt.Errorf("no Synapse image %s (build it with docker/synapse-image.sh)", base)
 	}
 	ref := snapshotRepo + ":" + snapshotKey(img.ID, recipes)
+	unlock, err := buildLock(ref)
+	if err != nil {
+		return "", nil, err
+	}
+	defer unlock()
 	if snap, ok, err := synapse.InspectImage(ctx, ref); err != nil {
 		return "", nil, err
 	} else if ok {
@@ -446,4 +458,63 @@ func (p *pool) untouched(hs homeserver, e *pooled) bool {
 		return false
 	}
 	return resp.Chunk[0].ID == e.events[len(e.events)-1]
+}
+
+// busyLine finds a busy-room step in a feature file's line.
+var busyLine = regexp.MustCompile(`"(#[a-z0-9-]+)" has (\d+) messages in (\d+) threads from ([a-z0-9, -]+)\s*$`)
+
+// neededRecipes are the recipes whose busy room some feature under paths
+// declares: a run that needs none starts Synapse without a snapshot, and
+// builds none.
+func neededRecipes(paths []string, recipes []poolRecipe) ([]poolRecipe, error) {
+	want := map[int]bool{}
+	for _, p := range paths {
+		file, _, _ := strings.Cut(p, ":") // godog's file.feature:LINE
+		err := filepath.WalkDir(file, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".feature") {
+				return err
+			}
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, line := range strings.Split(string(src), "\n") {
+				m := busyLine.FindStringSubmatch(line)
+				if m == nil {
+					continue
+				}
+				for i, r := range recipes {
+					if r.Room == m[1] && strconv.Itoa(r.Total) == m[2] && strconv.Itoa(r.Threads) == m[3] && slices.Equal(r.Senders, bareList(m[4])) {
+						want[i] = true
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("looking for busy rooms in %s: %w", p, err)
+		}
+	}
+	var out []poolRecipe
+	for i, r := range recipes {
+		if want[i] {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// buildLock keeps two test processes on this machine from building the
+// same snapshot at once: the second waits, then finds the image.
+func buildLock(ref string) (unlock func(), err error) {
+	name := filepath.Join(os.TempDir(), "zooid-"+strings.NewReplacer(":", "-", "/", "-").Replace(ref)+".lock")
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("snapshot lock %s: %w", name, err)
+	}
+	return func() { _ = f.Close() }, nil
 }

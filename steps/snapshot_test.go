@@ -111,3 +111,27 @@ func TestSnapshotKeyNamesWhatItHolds(t *testing.T) {
 		t.Fatal("another pool size, same key")
 	}
 }
+
+// Only the busy rooms the run's features declare are built and started
+// from: a run of other features starts a plain Synapse.
+func TestNeededRecipesAreTheFeaturesBusyRooms(t *testing.T) {
+	dir, err := FeaturesDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := neededRecipes([]string{dir}, poolRecipes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(poolRecipes) {
+		t.Fatalf("the features need %d of %d recipes; every recipe should be used by some feature", len(got), len(poolRecipes))
+	}
+	got, err = neededRecipes([]string{findPath("features/triggers.feature")}, poolRecipes)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("triggers.feature needs %d recipes (err %v), want none", len(got), err)
+	}
+	got, err = neededRecipes([]string{findPath("features/mcp_paging.feature") + ":12"}, poolRecipes)
+	if err != nil || len(got) != 1 || got[0].Total != 2000 {
+		t.Fatalf("mcp_paging.feature:12 needs %v (err %v), want the 2000-message room", got, err)
+	}
+}
