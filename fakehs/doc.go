@@ -37,6 +37,12 @@
 //     event of the same room, and a thread cannot start from an event that
 //     has a relation itself (a thread reply, an edit): 400 M_UNKNOWN. A bare
 //     m.in_reply_to is not checked.
+//   - A redacted event loses its relation: a redacted thread reply leaves
+//     /relations, the root's bundled summary counts one reply fewer with the
+//     reply before it as latest_event, and /threads orders the thread by
+//     that reply (a thread with no reply left is no thread). Redacting an
+//     event fakehs does not know is 200 with an event id shown nowhere; one
+//     of another room is 400 M_UNKNOWN.
 //   - Typing for another user is 400 M_FORBIDDEN.
 //   - Transactions carry no "ephemeral" key (Synapse sends it only to
 //     appservices that opted in, which fakehs does not support).

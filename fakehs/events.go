@@ -42,7 +42,9 @@ func (s *Server) handleSend(r *http.Request, c *caller) (any, error) {
 	return map[string]id.EventID{"event_id": e.ID}, nil
 }
 
-// handleRedact stores an m.room.redaction and prunes the target's content.
+// handleRedact stores an m.room.redaction, prunes the target's content and,
+// as Synapse does, takes the target out of the relation it had: a redacted
+// thread reply leaves /relations, the thread summary and /threads.
 func (s *Server) handleRedact(r *http.Request, c *caller) (any, error) {
 	var req struct {
 		Reason string `json:"reason"`
@@ -59,8 +61,16 @@ func (s *Server) handleRedact(r *http.Request, c *caller) (any, error) {
 		return map[string]id.EventID{"event_id": prev}, nil
 	}
 	target := s.state.events[id.EventID(r.PathValue("eventId"))]
-	if target == nil || target.Room != rm {
-		return nil, errNotFound("Event not found")
+	if target == nil {
+		// Synapse accepts a redaction of an event it does not know and shows it
+		// nowhere (not in /messages, /sync, GET /event or a push); only its txn
+		// id is remembered, so a retry gets the same event id.
+		eid := id.EventID("$" + randomID(32))
+		s.state.txns[txnKey{c.txnScope(), r.URL.Path}] = eid
+		return map[string]id.EventID{"event_id": eid}, nil
+	}
+	if target.Room != rm {
+		return nil, mErr(http.StatusBadRequest, "M_UNKNOWN", "Cannot redact event from a different room")
 	}
 	if have, need := rm.powerLevel(c.User, "m.room.redaction", false); target.Sender != c.User && have < 50 || have < need {
 		return nil, errForbidden("You don't have permission to redact events")
@@ -74,11 +84,7 @@ func (s *Server) handleRedact(r *http.Request, c *caller) (any, error) {
 	if target.RedactedBy == nil {
 		target.RedactedBy = e
 	}
-	if target.RelType == "m.replace" {
-		if orig := s.state.events[target.RelTo]; orig != nil && rm.edits[orig.ID] == target {
-			rm.refreshEdit(orig)
-		}
-	}
+	s.unindexRelation(rm, target)
 	return map[string]id.EventID{"event_id": e.ID}, nil
 }
 

@@ -2,6 +2,7 @@ package fakehs
 
 import (
 	"encoding/json"
+	"slices"
 	"sort"
 	"time"
 
@@ -94,6 +95,50 @@ func (s *Server) indexRelation(rm *room, e *evt) {
 	th.Replies = append(th.Replies, e)
 	th.Participants[e.Sender] = true
 	rm.threadOrder = append(rm.threadOrder, th)
+}
+
+// unindexRelation undoes indexRelation for a redacted event, which has no
+// relation any more (Synapse deletes its event_relations row): it leaves its
+// parent's children, an edit it was is bundled no longer, and a thread reply
+// leaves its thread, which then counts one reply fewer, shows the previous
+// reply as latest and moves back in /threads to that reply's position. A
+// thread without replies left is no thread.
+func (s *Server) unindexRelation(rm *room, e *evt) {
+	if e.RelTo == "" {
+		return
+	}
+	parent, relType := e.RelTo, e.RelType
+	e.RelType, e.RelTo = "", ""
+	kids := rm.children[parent]
+	if i := slices.Index(kids, e); i >= 0 {
+		rm.children[parent] = slices.Delete(kids, i, i+1)
+	} else {
+		return // its parent was unknown: it was never indexed
+	}
+	if relType == "m.replace" && rm.edits[parent] == e {
+		rm.refreshEdit(s.state.events[parent])
+	}
+	th := rm.threads[parent]
+	if relType != "m.thread" || th == nil {
+		return
+	}
+	i := slices.Index(th.Replies, e)
+	if i < 0 {
+		return
+	}
+	rm.removeThreadOrder(th)
+	th.Replies = slices.Delete(th.Replies, i, i+1)
+	if len(th.Replies) == 0 {
+		delete(rm.threads, parent)
+		return
+	}
+	th.Participants = map[id.UserID]bool{th.Root.Sender: true}
+	for _, r := range th.Replies {
+		th.Participants[r.Sender] = true
+	}
+	ls := th.latestStream()
+	j := sort.Search(len(rm.threadOrder), func(j int) bool { return rm.threadOrder[j].latestStream() > ls })
+	rm.threadOrder = slices.Insert(rm.threadOrder, j, th)
 }
 
 // appliesAsEdit follows Synapse's _get_applicable_edits: an m.replace is

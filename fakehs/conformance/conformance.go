@@ -91,6 +91,7 @@ func Run(t *testing.T, target Target) {
 	t.Run("Messages", s.testMessages)
 	t.Run("EventSize", s.testEventSize)
 	t.Run("Threads", s.testThreads)
+	t.Run("Redactions", s.testRedactions)
 	t.Run("Errors", s.testErrors)
 	t.Run("Sync", s.testSync)
 	t.Run("AppService", s.testAppService)
