@@ -44,6 +44,12 @@
 //     event fakehs does not know is 200 with an event id shown nowhere; one
 //     of another room is 400 M_UNKNOWN.
 //   - Typing for another user is 400 M_FORBIDDEN.
+//   - POST /_matrix/client/v1/appservice/{id}/ping is for the appservice
+//     itself (403 M_FORBIDDEN for a user's token or another id); it forwards
+//     {"transaction_id"} to the appservice's /_matrix/app/v1/ping with the
+//     hs_token and answers {"duration_ms"}, or 502 M_BAD_STATUS with the
+//     appservice's status and body, 502 M_CONNECTION_FAILED, 504
+//     M_CONNECTION_TIMEOUT, 400 M_URL_NOT_SET.
 //   - Transactions carry no "ephemeral" key (Synapse sends it only to
 //     appservices that opted in, which fakehs does not support).
 //   - Transaction ids are scoped per device for users and per appservice

@@ -79,6 +79,7 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc(put+v3+"/presence/{userId}/status", s.read(s.handleAccept))
 
 	mux.HandleFunc(get+v3+"/sync", s.handleSync)
+	mux.HandleFunc(post+v1+"/appservice/{appserviceId}/ping", s.handlePing)
 
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if knownPathOtherMethod(mux, r) {

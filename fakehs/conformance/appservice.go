@@ -249,6 +249,8 @@ func (s *suite) testAppService(t *testing.T) {
 		})
 	})
 
+	t.Run("Ping", s.testPing)
+
 	t.Run("FailedTransactionRetriedWithSameIDAndEvents", func(t *testing.T) {
 		agent := s.registerASUser(t, "retryagent")
 		room := s.createRoom(t, agent, map[string]any{"preset": "public_chat"})
@@ -301,6 +303,41 @@ func (s *suite) testAppService(t *testing.T) {
 		})
 		MustEqualStrings(t, "accepted pushes around the failure, in send order, each once", pushedIDs(s.push.accepted(), room, later), later)
 	})
+}
+
+// testPing is POST /_matrix/client/v1/appservice/{id}/ping, with which an appservice checks
+// that the homeserver knows its registration and reaches it: the homeserver forwards the ping
+// to the appservice with the hs_token and answers with how long that took.
+func (s *suite) testPing(t *testing.T) {
+	as := s.target.AppService
+	path := CS("v1", "appservice", as.ID, "ping")
+	txn := "conf-ping-" + s.runID
+	res := s.asClient().Do(t, "POST", path, map[string]any{"transaction_id": txn})
+	MatchResponse(t, "ping", res, KeyPresent("duration_ms"))
+	if d := res.JSON().Get("duration_ms"); d.Type != gjson.Number || d.Int() < 0 {
+		t.Fatalf("ping duration_ms = %s, want a number of milliseconds", d.Raw)
+	}
+	pings := s.push.pingsWith(txn)
+	if len(pings) != 1 || !pings[0].AuthOK {
+		t.Fatalf("the appservice got %d pings with transaction_id %s (%+v); want one with the hs_token", len(pings), txn, pings)
+	}
+	// Without a transaction id the ping still goes through (Synapse forwards null).
+	MatchResponse(t, "ping without transaction_id", s.asClient().Do(t, "POST", path, map[string]any{}), KeyPresent("duration_ms"))
+
+	// Synapse: 403 M_FORBIDDEN for another appservice's id and for a user's token, 405 for GET.
+	other := s.asClient().Do(t, "POST", CS("v1", "appservice", as.ID+"-not-this-one", "ping"), map[string]any{"transaction_id": txn + "-other"})
+	ExpectStatus(t, other, http.StatusForbidden, "M_FORBIDDEN")
+	user := s.registerUser(t, "pinger")
+	ExpectStatus(t, user.Do(t, "POST", path, map[string]any{"transaction_id": txn + "-user"}), http.StatusForbidden, "M_FORBIDDEN")
+	ExpectStatus(t, s.asClient().Do(t, "GET", path, nil), http.StatusMethodNotAllowed, "M_UNRECOGNIZED")
+	if n := len(s.push.pingsWith(txn+"-other")) + len(s.push.pingsWith(txn+"-user")); n != 0 {
+		t.Errorf("refused pings reached the appservice %d times", n)
+	}
+
+	// An appservice that refuses the ping: 502 M_BAD_STATUS carrying its status and body.
+	refused := s.asClient().Do(t, "POST", path, map[string]any{"transaction_id": failPingPrefix + s.runID})
+	ExpectStatus(t, refused, http.StatusBadGateway, "M_BAD_STATUS")
+	MatchJSON(t, "refused ping", refused.JSON(), KeyEqual("status", 403), KeyNonEmptyString("body"))
 }
 
 // pushedIDs returns, in delivery order, the ids among want of pushed events in room, so

@@ -42,7 +42,18 @@ type pushRecorder struct {
 	txns    []pushedTxn
 	badAuth []string
 	rules   []*failRule
+	pings   []pushedPing
 }
+
+// pushedPing is one ping the homeserver forwarded to the appservice (POST /_matrix/app/v1/ping).
+type pushedPing struct {
+	Body   string // the request body as received
+	AuthOK bool
+}
+
+// failPingPrefix makes the suite's appservice refuse a ping whose transaction_id starts with it
+// (403 M_FORBIDDEN), to see what the homeserver tells the pinging client.
+const failPingPrefix = "refuse-"
 
 func startPushRecorder(as *AppService) (*pushRecorder, error) {
 	ln := as.Listener
@@ -83,6 +94,10 @@ func writeJSON(w http.ResponseWriter, status int, body string) {
 func (r *pushRecorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	authOK := req.Header.Get("Authorization") == "Bearer "+r.hsToken
 	const txnPrefix = "/_matrix/app/v1/transactions/"
+	if req.Method == http.MethodPost && req.URL.Path == "/_matrix/app/v1/ping" {
+		r.servePing(w, req, authOK)
+		return
+	}
 	if req.Method != http.MethodPut || !strings.HasPrefix(req.URL.Path, txnPrefix) {
 		// User and alias queries: this appservice knows of nothing it has not registered.
 		writeJSON(w, http.StatusNotFound, `{"errcode":"M_NOT_FOUND","error":"unknown to the conformance appservice"}`)
@@ -150,6 +165,36 @@ func (r *pushRecorder) accepted() []gjson.Result {
 		}
 		seen[tx.ID] = true
 		out = append(out, tx.Events...)
+	}
+	return out
+}
+
+// servePing records a forwarded ping and answers it: {} unless the hs_token is wrong (403) or
+// the transaction id asks for a refusal (failPingPrefix).
+func (r *pushRecorder) servePing(w http.ResponseWriter, req *http.Request, authOK bool) {
+	data, _ := io.ReadAll(req.Body)
+	r.mu.Lock()
+	r.pings = append(r.pings, pushedPing{Body: string(data), AuthOK: authOK})
+	r.mu.Unlock()
+	switch {
+	case !authOK:
+		writeJSON(w, http.StatusForbidden, `{"errcode":"M_FORBIDDEN","error":"bad hs_token"}`)
+	case strings.HasPrefix(gjson.GetBytes(data, "transaction_id").String(), failPingPrefix):
+		writeJSON(w, http.StatusForbidden, `{"errcode":"M_FORBIDDEN","error":"the conformance appservice refuses this ping"}`)
+	default:
+		writeJSON(w, http.StatusOK, `{}`)
+	}
+}
+
+// pingsWith returns the forwarded pings whose transaction_id is txnID.
+func (r *pushRecorder) pingsWith(txnID string) []pushedPing {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []pushedPing
+	for _, p := range r.pings {
+		if gjson.Get(p.Body, "transaction_id").String() == txnID {
+			out = append(out, p)
+		}
 	}
 	return out
 }
