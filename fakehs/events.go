@@ -170,11 +170,15 @@ type paginationParams struct {
 	limit    int
 }
 
-func (s *Server) readPagination(r *http.Request, rm *room, events []*evt, defLimit int) (*paginationParams, error) {
+// defBackward is the direction without ?dir=: Synapse pages /relations
+// backwards but /messages forwards (the spec makes dir required there).
+func (s *Server) readPagination(r *http.Request, rm *room, events []*evt, defLimit int, defBackward bool) (*paginationParams, error) {
 	q := r.URL.Query()
-	p := &paginationParams{backward: true}
+	p := &paginationParams{backward: defBackward}
 	switch q.Get("dir") {
-	case "b", "":
+	case "":
+	case "b":
+		p.backward = true
 	case "f":
 		p.backward = false
 	default:
@@ -237,7 +241,7 @@ func (s *Server) handleMessages(r *http.Request, c *caller) (any, error) {
 		return nil, err
 	}
 	f.ignoreRel = s.cfg.profile.IgnoreRelationFilters
-	p, err := s.readPagination(r, rm, rm.events, 10)
+	p, err := s.readPagination(r, rm, rm.events, 10, false)
 	if err != nil {
 		return nil, err
 	}

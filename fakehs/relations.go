@@ -22,7 +22,7 @@ func (s *Server) handleRelations(r *http.Request, c *caller) (any, error) {
 		return nil, mErr(http.StatusNotFound, "M_UNKNOWN", "Unknown parent event.")
 	}
 	children := rm.children[parent.ID]
-	p, err := s.readPagination(r, rm, children, 5)
+	p, err := s.readPagination(r, rm, children, 5, true)
 	if err != nil {
 		return nil, err
 	}

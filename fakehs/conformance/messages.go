@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -177,6 +178,43 @@ func (s *suite) testMessages(t *testing.T) {
 				t.Fatalf("dir=%s: want an empty chunk without end past the edge, got %d events: %s", dir, n, after)
 			}
 		}
+	})
+
+	t.Run("DefaultDirectionIsForwardsFromTheStart", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "nodir")
+		room := s.createRoom(t, alice, nil)
+		l := s.label(t, 3)
+		s.sendTexts(t, alice, room, l)
+		// The spec makes dir required; Synapse defaults it to forwards, from the room's start
+		// without `from` and from the token with it. (/relations defaults to backwards.)
+		get := func(from string) gjson.Result {
+			opts := []ReqOpt{WithQuery("limit", "2")}
+			if from != "" {
+				opts = append(opts, WithQuery("from", from))
+			}
+			return alice.MustDo(t, "GET", CS("v3", "rooms", string(room), "messages"), nil, opts...)
+		}
+		var types, texts []string
+		from := ""
+		for i := 0; i < 20; i++ {
+			res := get(from)
+			chunk := res.Get("chunk").Array()
+			if len(chunk) == 0 {
+				break
+			}
+			for _, ev := range chunk {
+				types = append(types, ev.Get("type").String())
+				if ev.Get("type").String() == "m.room.message" {
+					texts = append(texts, ev.Get("content.body").String())
+				}
+			}
+			from = res.Get("end").String()
+		}
+		if len(types) == 0 || types[0] != "m.room.create" {
+			t.Fatalf("/messages without dir started with %q, want m.room.create first", types)
+		}
+		MustEqualStrings(t, "messages walked without dir", texts, l)
 	})
 
 	t.Run("DepartedUserReadsUpToTheLeave", func(t *testing.T) {
