@@ -15,6 +15,10 @@ import (
 type Profile struct {
 	// NoThreads removes GET /rooms/{id}/threads (404 M_UNRECOGNIZED).
 	NoThreads bool
+	// NoPing removes the appservice ping, POST
+	// /_matrix/client/v1/appservice/{id}/ping (404 M_UNRECOGNIZED), as on
+	// servers older than Matrix 1.7.
+	NoPing bool
 	// NoBundles leaves unsigned.m.relations out: no bundled m.thread
 	// aggregation and no bundled m.replace.
 	NoBundles bool
@@ -37,11 +41,12 @@ type Profile struct {
 }
 
 // Degraded is every degradation at once: the profile of a homeserver
-// without /threads, bundled aggregations or relation filters, that filters
+// without /threads, the appservice ping, bundled aggregations or relation
+// filters, that filters
 // after the limit, serves history to non-members and shows new events
 // 200 ms after their send returns.
 var Degraded = Profile{
-	NoThreads: true, NoBundles: true, IgnoreRelationFilters: true,
+	NoThreads: true, NoPing: true, NoBundles: true, IgnoreRelationFilters: true,
 	FilterAfterLimit: true, NonMembersRead: true, VisibilityDelay: 200 * time.Millisecond,
 }
 

@@ -68,6 +68,8 @@
 //   - Unknown rooms answer 403 M_FORBIDDEN, not 404, so room existence does
 //     not leak; a known path with the wrong method is 405 M_UNRECOGNIZED.
 //   - Default limits: /messages 10, /relations 5, /threads 5, sync timeline 10.
+//     Without dir, /messages pages forwards (from the room's start without
+//     from) and /relations backwards.
 //   - createRoom with a room version fakehs does not model is 400
 //     M_UNSUPPORTED_ROOM_VERSION, as Synapse answers an unknown one.
 //     Deliberate difference: fakehs knows versions 1–11; Synapse also
@@ -82,7 +84,7 @@
 //
 // WithProfile(Degraded) (or any Profile) makes the server do less than
 // Synapse, for testing clients against such servers: no /threads, no
-// bundled aggregations, relation filters ignored, event filters applied
+// appservice ping, no bundled aggregations, relation filters ignored, event filters applied
 // after the page limit, history served to non-members, new events readable
 // a moment after their send returns. Requests counts the requests served.
 //

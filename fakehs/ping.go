@@ -27,8 +27,13 @@ const pingTimeout = 30 * time.Second
 // appservice may call the server back from its ping handler.
 func (s *Server) handlePing(w http.ResponseWriter, r *http.Request) {
 	unlock := s.lock(false)
+	noPing := s.cfg.profile.NoPing
 	c, err := s.authenticate(r)
 	unlock()
+	if noPing {
+		writeError(w, mErr(http.StatusNotFound, "M_UNRECOGNIZED", "Unrecognized request"))
+		return
+	}
 	if err != nil {
 		writeError(w, err)
 		return

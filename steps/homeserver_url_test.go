@@ -88,7 +88,9 @@ func TestRunRefusesURLWithoutRegistration(t *testing.T) {
 }
 
 // TestURLPingWithoutEndpoint: a server without /appservice/{id}/ping (fakehs
-// has none) is no sign the registration's url is wrong; the run starts.
+// with the NoPing profile, as before Matrix 1.7) is no sign the
+// registration's url is wrong; the run starts. With the ping, a wrong
+// appservice id fails the start and names the ping.
 func TestURLPingWithoutEndpoint(t *testing.T) {
 	push, err := freeport.Addr()
 	if err != nil {
@@ -96,7 +98,7 @@ func TestURLPingWithoutEndpoint(t *testing.T) {
 	}
 	n := names{serverName: "localhost", agentPrefix: "zp-"}
 	reg := registration(n, push)
-	hs := fakehs.New(t, fakehs.WithAppservice(reg))
+	hs := fakehs.New(t, fakehs.WithAppservice(reg), fakehs.WithProfile(fakehs.Profile{NoPing: true}))
 	ping, err := mautrix.NewClient(hs.URL(), "", reg.AppToken)
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +119,15 @@ func TestURLPingWithoutEndpoint(t *testing.T) {
 	}
 	if err := b.close(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+
+	hs.SetProfile(fakehs.Profile{})
+	t.Setenv(ASIDEnv, "not-"+reg.ID)
+	if b, err := startURL(context.Background(), hs.URL(), os.Getenv); err == nil || !strings.Contains(err.Error(), "pinging appservice") {
+		if err == nil {
+			_ = b.close(context.Background())
+		}
+		t.Fatalf("a URL run with the wrong appservice id on a server with the ping: %v, want the ping named", err)
 	}
 }
 

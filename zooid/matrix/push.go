@@ -20,9 +20,7 @@ func (t *Transport) pushHandler() http.Handler {
 		mux.HandleFunc("GET "+prefix+"/users/{userId}", t.authed(notFound))
 		mux.HandleFunc("GET "+prefix+"/rooms/{alias}", t.authed(notFound))
 	}
-	mux.HandleFunc("POST /_matrix/app/v1/ping", t.authed(func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, struct{}{})
-	}))
+	mux.HandleFunc("POST /_matrix/app/v1/ping", t.authed(t.handlePing))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "M_UNRECOGNIZED", "unrecognized request")
 	})

@@ -5,6 +5,7 @@
 package matrix
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,6 +42,10 @@ type Options struct {
 	ServerName string
 	ASToken    string
 	HSToken    string
+	// ID is the appservice registration's id. With a push listener, Start
+	// pings the appservice through the homeserver under this id to check the
+	// registration before anything else; empty skips that check.
+	ID string
 	// Listen is the address of the appservice push listener ("127.0.0.1:0" picks a port).
 	// Empty means no push: each agent runs an impersonated /sync loop instead.
 	Listen string
@@ -73,6 +78,7 @@ func OptionsFromConfig(cfg *config.Config, mt *config.MatrixTransport) Options {
 		ServerName: mt.ServerName,
 		ASToken:    mt.ASToken,
 		HSToken:    mt.HSToken,
+		ID:         mt.ID,
 		Listen:     mt.Listen,
 		StateDir:   filepath.Join(cfg.StateDir, "matrix"),
 	}
@@ -102,6 +108,7 @@ type Transport struct {
 
 	listener net.Listener
 	server   *http.Server
+	pings    pings // pings the homeserver forwarded to the listener
 
 	clientsMu sync.Mutex
 	clients   map[id.UserID]*mautrix.Client
@@ -265,7 +272,8 @@ func (t *Transport) PushURL() string {
 // Ready is closed once Start has set up users and rooms and is receiving events.
 func (t *Transport) Ready() <-chan struct{} { return t.ready }
 
-// Start registers the agents' users, sets display names, joins (or creates) their rooms, and
+// Start checks the appservice registration with a ping (push mode with an ID; see
+// checkRegistration), registers the agents' users, sets display names, joins (or creates) their rooms, and
 // then receives events, calling handle for each once, in order per room. It returns when ctx
 // ends or Close is called (nil), or early with the setup error.
 func (t *Transport) Start(ctx context.Context, handle Handler) error {
@@ -300,6 +308,10 @@ func (t *Transport) Start(ctx context.Context, handle Handler) error {
 				t.log.Error("appservice listener stopped", "err", err)
 			}
 		}()
+	}
+	if err := t.checkRegistration(ctx); err != nil {
+		t.shutdownServer()
+		return err
 	}
 	if err := t.setup(ctx); err != nil {
 		t.shutdownServer()
@@ -381,7 +393,7 @@ func (t *Transport) isBound(room id.RoomID) bool {
 // humans may create those rooms too.
 func Registration(opts Options, url string) *appservice.Registration {
 	reg := &appservice.Registration{
-		ID:          "zooid",
+		ID:          cmp.Or(opts.ID, "zooid"),
 		URL:         url,
 		AppToken:    opts.ASToken,
 		ServerToken: opts.HSToken,

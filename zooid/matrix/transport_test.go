@@ -76,6 +76,7 @@ func newEnv(t *testing.T, push bool) *env {
 	url := ""
 	if push {
 		opts.Listen = freeAddr(t)
+		opts.ID = "zooid" // so Start checks the registration with a ping
 		url = "http://" + opts.Listen
 	}
 	hs := fakehs.New(t, fakehs.WithServerName("localhost"), fakehs.WithAppservice(Registration(opts, url)), fakehs.WithLogger(opts.Logger))
@@ -230,6 +231,7 @@ func TestStartRegistersAndJoins(t *testing.T) {
 	opts := e.opts
 	opts.StateDir = t.TempDir()
 	opts.Listen = "127.0.0.1:0"
+	opts.ID = "" // the registration's url leads to the first transport, which the ping check would catch
 	tr2 := start(t, opts, newRecorder().handle)
 	if got, _ := tr2.RoomID("#general:localhost"); got != general {
 		t.Fatalf("second start resolved #general to %s, want %s", got, general)
@@ -779,7 +781,7 @@ agents:
 	tr, _ := cfg.Transport("matrix")
 	got := OptionsFromConfig(cfg, tr.Matrix)
 	want := Options{Homeserver: "http://127.0.0.1:8008", ServerName: "example.org", ASToken: "as-0123456789abcdef", HSToken: "hs-0123456789abcdef",
-		Listen: "127.0.0.1:9000", StateDir: "/var/lib/zooid/matrix",
+		ID: "zooid", Listen: "127.0.0.1:9000", StateDir: "/var/lib/zooid/matrix",
 		Agents: []Agent{{Name: "a", UserID: "@a:example.org", DisplayName: "A", Rooms: []config.RoomRef{"#r:example.org", "!x:example.org"}}}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)

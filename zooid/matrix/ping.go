@@ -1,0 +1,131 @@
+package matrix
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"maunium.net/go/mautrix"
+)
+
+// pingTimeout bounds the start-up ping; the homeserver itself gives up on the
+// appservice after about 30 s.
+const pingTimeout = 45 * time.Second
+
+// pingAttempts bounds the pings tried when the homeserver could not connect.
+const pingAttempts = 3
+
+// pings remembers the transaction ids of the pings the homeserver forwarded
+// here, so the start-up check knows its ping reached this very listener.
+type pings struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (p *pings) add(txnID string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.seen == nil {
+		p.seen = map[string]bool{}
+	}
+	p.seen[txnID] = true
+}
+
+func (p *pings) has(txnID string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seen[txnID]
+}
+
+// handlePing answers the homeserver's POST /_matrix/app/v1/ping (hs_token
+// already checked) and remembers its transaction id.
+func (t *Transport) handlePing(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		TxnID string `json:"transaction_id"`
+	}
+	data, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+	if err == nil && len(data) > 0 {
+		// transaction_id is optional and may be null; a body without one is still a ping.
+		_ = json.Unmarshal(data, &body)
+	}
+	if body.TxnID != "" {
+		t.pings.add(body.TxnID)
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// checkRegistration pings the appservice through the homeserver
+// (POST /_matrix/client/v1/appservice/{id}/ping, Matrix 1.7) before anything
+// else, so a registration that does not match this daemon fails the start
+// with what to fix instead of as silence: a wrong id or as_token, or a url
+// that does not lead to this push listener. A homeserver without the
+// endpoint is warned about and trusted.
+func (t *Transport) checkRegistration(ctx context.Context) error {
+	if t.opts.ID == "" || t.listener == nil {
+		return nil // no push listener: the homeserver is never asked to reach us
+	}
+	cli, err := mautrix.NewClient(t.opts.Homeserver, "", t.opts.ASToken)
+	if err != nil {
+		return fmt.Errorf("client for %s: %w", t.opts.Homeserver, err)
+	}
+	txnID := "zooid-start-" + rand.Text()
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	var resp *mautrix.RespAppservicePing
+	for attempt := 1; ; attempt++ {
+		resp, err = cli.AppservicePing(pctx, t.opts.ID, txnID)
+		// Synapse may send the ping over a kept-alive connection to the push
+		// port that whoever listened there before this daemon has closed: it
+		// answers M_CONNECTION_FAILED "Connection was closed cleanly" and does
+		// not retry a ping itself (seen on Synapse 1.160 in 1 of 13 daemon
+		// starts on one port). A fresh attempt reconnects.
+		if !errors.Is(err, mautrix.MConnectionFailed) || attempt == pingAttempts {
+			break
+		}
+		select {
+		case <-pctx.Done():
+		case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+		}
+	}
+	where := fmt.Sprintf("%s (listening on %s)", t.PushURL(), t.listener.Addr())
+	switch {
+	case err == nil:
+		if !t.pings.has(txnID) {
+			return fmt.Errorf("checking the appservice registration %q: the homeserver's ping went to another listener; "+
+				"its registration's url must lead to this daemon at %s", t.opts.ID, where)
+		}
+		t.log.Info("appservice registration checked", "id", t.opts.ID, "ping_ms", resp.DurationMS)
+		return nil
+	case errors.Is(err, mautrix.MUnrecognized) || httpStatusOf(err) == http.StatusNotFound:
+		t.log.Warn("the homeserver has no appservice ping (Matrix 1.7); the registration is not checked", "err", err)
+		return nil
+	case errors.Is(err, mautrix.MUnknownToken) || errors.Is(err, mautrix.MMissingToken):
+		return fmt.Errorf("checking the appservice registration %q: the homeserver does not know this as_token; "+
+			"is the registration installed (Synapse: app_service_config_files) and the homeserver restarted? %w", t.opts.ID, err)
+	case errors.Is(err, mautrix.MForbidden):
+		return fmt.Errorf("checking the appservice registration: the homeserver's registration for this as_token is not %q; "+
+			"set the matrix transport's id to the registration's id: %w", t.opts.ID, err)
+	case errors.Is(err, mautrix.MBadStatus) || errors.Is(err, mautrix.MConnectionFailed) || errors.Is(err, mautrix.MConnectionTimeout):
+		return fmt.Errorf("checking the appservice registration %q: the homeserver could not reach this daemon; "+
+			"its registration's url must lead to %s: %w", t.opts.ID, where, err)
+	case errors.Is(err, mautrix.MURLNotSet):
+		return fmt.Errorf("checking the appservice registration %q: the registration has no url; set it to %s: %w", t.opts.ID, where, err)
+	default:
+		return fmt.Errorf("checking the appservice registration %q at %s: %w", t.opts.ID, t.opts.Homeserver, err)
+	}
+}
+
+// httpStatusOf is the HTTP status of a failed request, 0 when there was no answer.
+func httpStatusOf(err error) int {
+	var he mautrix.HTTPError
+	if errors.As(err, &he) && he.Response != nil {
+		return he.Response.StatusCode
+	}
+	return 0
+}
