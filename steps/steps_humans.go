@@ -37,6 +37,10 @@ func humanSteps(w *world) []stepDef {
 			example: `ori replies in the thread of "audit svc-a": "any news?"`,
 			doc:     "Posts a reply in the thread whose root contains the quoted text; that thread becomes current.",
 			fn:      w.stepRepliesIn},
+		{area: "humans", pattern: `^([a-z0-9-]+) redacts "([^"]*)"$`,
+			example: `ori redacts "posted the wrong log, ignore"`,
+			doc:     "Redacts the human's own latest post with exactly that text (its content is emptied and, as on Synapse, it leaves its thread).",
+			fn:      w.stepRedacts},
 		{area: "humans", pattern: `^([a-z0-9-]+) clears the thread$`,
 			example: `ori clears the thread`,
 			doc:     "Sends /clear in the current thread (a dev.zooid.session_reset event with an m.thread relation).",
@@ -110,6 +114,27 @@ func (w *world) threadOf(s string) (*post, error) {
 		}
 	}
 	return nil, fmt.Errorf("no thread started by a message containing %q; threads so far: %s", s, strings.Join(seen, ", "))
+}
+
+func (w *world) stepRedacts(ctx context.Context, who, text string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	h, err := w.human(who)
+	if err != nil {
+		return err
+	}
+	for i := len(w.posts) - 1; i >= 0; i-- {
+		p := w.posts[i]
+		if p.sender != who || p.text != text {
+			continue
+		}
+		if _, err := h.cli.RedactEvent(ctx, p.room.id, p.id); err != nil {
+			return fmt.Errorf("%s redacting %q: %w", who, text, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%s posted nothing with the text %q to redact", who, text)
 }
 
 func (w *world) stepClears(ctx context.Context, who string) error {
