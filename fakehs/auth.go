@@ -94,8 +94,7 @@ func (s *Server) authenticate(r *http.Request) (*caller, error) {
 	}
 	sess := s.state.sessions[token]
 	if sess == nil {
-		return nil, &matrixError{Status: http.StatusUnauthorized, Errcode: "M_UNKNOWN_TOKEN",
-			Message: "Invalid access token passed.", Extra: map[string]any{"soft_logout": false}}
+		return nil, mErr(http.StatusUnauthorized, "M_UNKNOWN_TOKEN", "Invalid access token passed.").WithExtraField("soft_logout", false)
 	}
 	return &caller{User: sess.User, Device: sess.Device, Token: token}, nil
 }

@@ -238,10 +238,10 @@ func writeFault(w http.ResponseWriter, f *Fault) {
 			code = "M_LIMIT_EXCEEDED"
 		}
 	}
-	me := &matrixError{Status: f.Status, Errcode: code, Message: "injected fault"}
+	me := mErr(f.Status, code, "injected fault")
 	if f.Status == http.StatusTooManyRequests {
 		ms := f.RetryAfter.Milliseconds()
-		me.Extra = map[string]any{"retry_after_ms": ms}
+		me = me.WithExtraField("retry_after_ms", ms)
 		w.Header().Set("Retry-After", strconv.FormatInt((ms+999)/1000, 10))
 	}
 	writeError(w, me)

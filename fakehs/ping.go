@@ -94,9 +94,8 @@ func (s *Server) forwardPing(ctx context.Context, as *asState, txnID json.RawMes
 	defer resp.Body.Close()
 	got, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		e := mErr(http.StatusBadGateway, "M_BAD_STATUS", "HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
-		e.Extra = map[string]any{"status": resp.StatusCode, "body": string(got)}
-		return e
+		return mErr(http.StatusBadGateway, "M_BAD_STATUS", "HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode)).
+			WithExtraData(map[string]any{"status": resp.StatusCode, "body": string(got)})
 	}
 	return nil
 }

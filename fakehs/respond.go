@@ -8,36 +8,30 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+
+	"maunium.net/go/mautrix"
 )
 
-// matrixError is an error with the status and errcode the spec gives it.
-type matrixError struct {
-	Status  int
-	Errcode string
-	Message string
-	// Extra fields merged into the error body, like retry_after_ms.
-	Extra map[string]any
+// mErr is a Matrix error with the status and errcode Synapse gives it, as
+// mautrix's RespError (extra body fields through WithExtraField), which
+// writeError encodes.
+func mErr(status int, code, format string, args ...any) mautrix.RespError {
+	return mautrix.RespError{StatusCode: status, ErrCode: code, Err: fmt.Sprintf(format, args...)}
 }
 
-func (e *matrixError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Errcode, e.Message) }
-
-func mErr(status int, code, format string, args ...any) *matrixError {
-	return &matrixError{Status: status, Errcode: code, Message: fmt.Sprintf(format, args...)}
-}
-
-func errForbidden(format string, args ...any) *matrixError {
+func errForbidden(format string, args ...any) mautrix.RespError {
 	return mErr(http.StatusForbidden, "M_FORBIDDEN", format, args...)
 }
 
-func errNotFound(format string, args ...any) *matrixError {
+func errNotFound(format string, args ...any) mautrix.RespError {
 	return mErr(http.StatusNotFound, "M_NOT_FOUND", format, args...)
 }
 
-func errInvalidParam(format string, args ...any) *matrixError {
+func errInvalidParam(format string, args ...any) mautrix.RespError {
 	return mErr(http.StatusBadRequest, "M_INVALID_PARAM", format, args...)
 }
 
-func errBadJSON(format string, args ...any) *matrixError {
+func errBadJSON(format string, args ...any) mautrix.RespError {
 	return mErr(http.StatusBadRequest, "M_BAD_JSON", format, args...)
 }
 
@@ -65,15 +59,11 @@ func writeError(w http.ResponseWriter, err error) {
 		})
 		return
 	}
-	var me *matrixError
+	var me mautrix.RespError
 	if !errors.As(err, &me) {
 		me = mErr(http.StatusInternalServerError, "M_UNKNOWN", "%v", err)
 	}
-	body := map[string]any{"errcode": me.Errcode, "error": me.Message}
-	for k, v := range me.Extra {
-		body[k] = v
-	}
-	writeJSON(w, me.Status, body)
+	writeJSON(w, me.StatusCode, &me)
 }
 
 // maxBody bounds request bodies; Synapse's default max_upload for JSON is far

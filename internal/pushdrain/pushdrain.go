@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
 )
 
@@ -43,7 +44,7 @@ func Start(ln net.Listener, hsToken string) *Drain {
 
 func (d *Drain) serve(w http.ResponseWriter, r *http.Request) {
 	if d.token != "" && r.Header.Get("Authorization") != "Bearer "+d.token && r.URL.Query().Get("access_token") != d.token {
-		http.Error(w, `{"errcode":"M_FORBIDDEN"}`, http.StatusForbidden)
+		mautrix.RespError{StatusCode: http.StatusForbidden, ErrCode: "M_FORBIDDEN", Err: "bad hs_token"}.Write(w)
 		return
 	}
 	var txn struct {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"maunium.net/go/mautrix"
 )
 
 // maxTxnBody bounds a pushed transaction; Synapse batches at most a few hundred events.
@@ -58,7 +60,9 @@ func notFound(w http.ResponseWriter, _ *http.Request) {
 }
 
 // handleTransaction records the pushed events durably, then acknowledges. A replayed txn id
-// is acknowledged without recording anything again.
+// is acknowledged without recording anything again. Hand-written rather than mautrix's
+// appservice package, whose handler acknowledges once the events are queued in memory: a
+// daemon killed after that ack would lose them, while here the ack waits for the commit.
 func (t *Transport) handleTransaction(w http.ResponseWriter, r *http.Request) {
 	txnID := r.PathValue("txnId")
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxTxnBody))
@@ -97,6 +101,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// writeError answers with a Matrix error body, mautrix's RespError.
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, map[string]string{"errcode": code, "error": msg})
+	mautrix.RespError{StatusCode: status, ErrCode: code, Err: msg}.Write(w)
 }

@@ -19,6 +19,8 @@ import (
 // retry_after_ms (bounded) and retries; 5xx and connection failures back off and retry with
 // the same txn id; any other 4xx fails at once with the Matrix errcode in the error. An
 // empty txnID gets a random one, shared by the retries of this call.
+// Hand-written rather than mautrix's retries, which read only the Retry-After header (Synapse
+// gives retry_after_ms in the body), wait up to 10 minutes and log through zerolog, not slog.
 func (t *Transport) Send(ctx context.Context, as id.UserID, room id.RoomID, evType event.Type, content any, txnID string) (evID id.EventID, err error) {
 	if txnID == "" {
 		txnID = "zooid-" + rand.Text()
