@@ -43,6 +43,22 @@
 //     that reply (a thread with no reply left is no thread). Redacting an
 //     event fakehs does not know is 200 with an event id shown nowhere; one
 //     of another room is 400 M_UNKNOWN.
+//   - A state event that replaced another carries unsigned.prev_content,
+//     prev_sender and replaces_state wherever it is served (/messages,
+//     /sync, pushes, /event).
+//   - Bundles: unsigned.m.relations holds m.thread (count, latest_event,
+//     current_user_participated), m.replace (the latest applicable edit)
+//     and m.reference ({"chunk": [{"event_id"}]}, oldest first); no
+//     annotations. /relations?recurse=true follows relations of relations
+//     up to 3 levels, its filters applying at every level, in stream order,
+//     and says "recursion_depth": 3 (Synapse's limit, not the depth met).
+//   - A /messages filter with lazy_load_members adds `state`: the member
+//     event of each sender on the page as it stood at the page's first
+//     event; /sync with lazy_load_members in its state filter sends only
+//     the members of the user, the timeline's senders and the heroes. A
+//     joined room's `summary` is {} unless members are lazy-loaded; then it
+//     has the joined and invited counts and up to five m.heroes (other
+//     members in the order they came in). A left room carries account_data.
 //   - Typing for another user is 400 M_FORBIDDEN.
 //   - POST /_matrix/client/v1/appservice/{id}/ping is for the appservice
 //     itself (403 M_FORBIDDEN for a user's token or another id); it forwards
@@ -90,8 +106,10 @@
 //
 // Simplifications a test could notice: no federation, no E2EE, no media,
 // no push rules, no receipts/typing/presence in /sync (those endpoints
-// accept and drop), no lazy-loading members, history_visibility is always
-// treated as "shared", redaction empties the content entirely, bundled
-// aggregations cover m.thread only, and room state endpoints are for
-// current members only.
+// accept and drop), lazy-loaded members are sent again on every request
+// (include_redundant_members is not modelled), history_visibility is always
+// treated as "shared", redaction empties the content entirely, and room
+// state endpoints are for current members only. Lazy-loaded /messages state
+// walks each sender's membership history, so it costs more than a page in a
+// room where members changed often.
 package fakehs

@@ -261,7 +261,38 @@ func (s *Server) handleMessages(r *http.Request, c *caller) (any, error) {
 	if len(pg.events) > 0 {
 		resp["end"] = s.roomToken(rm.ID, pg.next)
 	}
+	if f.LazyLoadMembers {
+		if members := rm.sendersMembers(pg.events); len(members) > 0 {
+			resp["state"] = s.renderAll(members, c)
+		}
+	}
 	return resp, nil
+}
+
+// sendersMembers is the lazy-loaded `state` of a /messages page, as Synapse
+// gives it: the member event of each sender on the page as it stood at the
+// page's first event (so a sender who had not joined yet has none).
+func (rm *room) sendersMembers(page []*evt) []*evt {
+	if len(page) == 0 {
+		return nil
+	}
+	at := page[0].Stream
+	var out []*evt
+	seen := map[id.UserID]bool{}
+	for _, e := range page {
+		if seen[e.Sender] {
+			continue
+		}
+		seen[e.Sender] = true
+		m := rm.state[stateKey{"m.room.member", string(e.Sender)}]
+		for m != nil && m.Stream > at {
+			m = m.Replaces
+		}
+		if m != nil {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // handleContext serves /rooms/{id}/context/{eventId}.

@@ -21,11 +21,6 @@ func (s *Server) handleRelations(r *http.Request, c *caller) (any, error) {
 		// Synapse: 404 M_UNKNOWN "Unknown parent event."
 		return nil, mErr(http.StatusNotFound, "M_UNKNOWN", "Unknown parent event.")
 	}
-	children := rm.children[parent.ID]
-	p, err := s.readPagination(r, rm, children, 5, true)
-	if err != nil {
-		return nil, err
-	}
 	f := &eventFilter{}
 	if s.cfg.profile.IgnoreRelationFilters {
 		// A server without relation filters serves every child.
@@ -35,9 +30,22 @@ func (s *Server) handleRelations(r *http.Request, c *caller) (any, error) {
 	if et := r.PathValue("eventType"); et != "" && !s.cfg.profile.IgnoreRelationFilters {
 		f.Types = &[]string{et}
 	}
+	recurse := r.URL.Query().Get("recurse") == "true"
+	children := rm.children[parent.ID]
+	if recurse {
+		children = rm.descendants(parent.ID, f)
+	}
+	p, err := s.readPagination(r, rm, children, 5, true)
+	if err != nil {
+		return nil, err
+	}
 	p.capAt(upto)
 	pg := p.walk(children, f)
 	resp := map[string]any{"chunk": s.renderAll(pg.events, c)}
+	if recurse {
+		// Synapse reports its depth limit, not the depth it met.
+		resp["recursion_depth"] = maxRelationDepth
+	}
 	if !pg.exhausted {
 		resp["next_batch"] = s.roomToken(rm.ID, pg.next)
 	}
@@ -125,4 +133,29 @@ func (s *Server) checkRelation(rm *room, content json.RawMessage) error {
 		return mErr(http.StatusBadRequest, "M_UNKNOWN", "Cannot start threads from an event with a relation")
 	}
 	return nil
+}
+
+// maxRelationDepth is how deep /relations?recurse=true follows relations of
+// relations, as in Synapse.
+const maxRelationDepth = 3
+
+// descendants is every event relating to parent, directly or through up to
+// maxRelationDepth relations that each pass f, in stream order.
+func (rm *room) descendants(parent id.EventID, f *eventFilter) []*evt {
+	var out []*evt
+	level := []id.EventID{parent}
+	for depth := 0; depth < maxRelationDepth && len(level) > 0; depth++ {
+		var next []id.EventID
+		for _, p := range level {
+			for _, c := range rm.children[p] {
+				if f.matches(c) {
+					out = append(out, c)
+					next = append(next, c.ID)
+				}
+			}
+		}
+		level = next
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Stream < out[j].Stream })
+	return out
 }

@@ -103,6 +103,9 @@ type evt struct {
 	RedactedBy *evt
 	// Membership of a m.room.member event, parsed once.
 	Membership string
+	// Replaces is the state event this one replaced (same type and state
+	// key), shown as unsigned.prev_content, prev_sender and replaces_state.
+	Replaces *evt
 }
 
 // room is one room: a timeline ordered by stream position, current state
@@ -118,6 +121,9 @@ type room struct {
 	// edits maps an event to its latest applicable m.replace, bundled in
 	// unsigned.m.relations as Synapse does.
 	edits map[id.EventID]*evt
+	// refs maps an event to its m.reference children, ascending Stream,
+	// bundled in unsigned.m.relations.m.reference.
+	refs map[id.EventID][]*evt
 	// threadOrder lists threads by latest activity, ascending.
 	threadOrder []*thread
 	// everJoined marks users who were joined at some point: after leaving
@@ -146,6 +152,7 @@ func newRoom(rid id.RoomID, creator id.UserID) *room {
 		children:   map[id.EventID][]*evt{},
 		threads:    map[id.EventID]*thread{},
 		edits:      map[id.EventID]*evt{},
+		refs:       map[id.EventID][]*evt{},
 		everJoined: map[id.UserID]bool{},
 	}
 }

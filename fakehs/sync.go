@@ -3,6 +3,7 @@ package fakehs
 import (
 	"encoding/json"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -124,7 +125,7 @@ type syncRoom struct {
 	Invite   *syncEvents    `json:"invite_state,omitempty"`
 	Account  *syncEvents    `json:"account_data,omitempty"`
 	Ephem    *syncEvents    `json:"ephemeral,omitempty"`
-	Summary  map[string]any `json:"summary,omitempty"`
+	Summary  any            `json:"summary,omitempty"` // {} unless members are lazy-loaded
 	Unread   map[string]int `json:"unread_notifications,omitempty"`
 }
 
@@ -233,7 +234,25 @@ func (s *Server) syncJoined(rm *room, c *caller, req *syncRequest, newly bool) *
 		State:    &syncEvents{Events: []any{}},
 		Account:  &syncEvents{Events: []any{}},
 		Ephem:    &syncEvents{Events: []any{}},
+		Summary:  map[string]any{},
 		Unread:   map[string]int{"highlight_count": 0, "notification_count": 0},
+	}
+	lazy := req.filter.Room.State != nil && req.filter.Room.State.LazyLoadMembers
+	var keep map[string]bool // with lazy loading, the members whose state is sent
+	if lazy {
+		heroes := rm.heroes(c.User)
+		sr.Summary = map[string]any{
+			"m.joined_member_count":  len(rm.members("join")),
+			"m.invited_member_count": len(rm.members("invite")),
+			"m.heroes":               heroes,
+		}
+		keep = map[string]bool{string(c.User): true}
+		for _, h := range heroes {
+			keep[string(h)] = true
+		}
+		for _, e := range events {
+			keep[string(e.Sender)] = true
+		}
 	}
 	if !pg.exhausted || newly {
 		sr.Timeline.PrevBatch = s.roomToken(rm.ID, pg.next)
@@ -247,6 +266,9 @@ func (s *Server) syncJoined(rm *room, c *caller, req *syncRequest, newly bool) *
 			continue
 		}
 		if req.filter.Room.State != nil && !req.filter.Room.State.matches(e) {
+			continue
+		}
+		if lazy && e.Type == "m.room.member" && !keep[*e.StateKey] {
 			continue
 		}
 		sr.State.Events = append(sr.State.Events, s.render(e, c))
@@ -266,7 +288,24 @@ func (s *Server) syncLeft(rm *room, c *caller, req *syncRequest, leaveEvt *evt) 
 	if tl.Limited {
 		tl.PrevBatch = s.roomToken(rm.ID, pg.next)
 	}
-	return &syncRoom{Timeline: tl, State: &syncEvents{Events: []any{}}}
+	return &syncRoom{Timeline: tl, State: &syncEvents{Events: []any{}}, Account: &syncEvents{Events: []any{}}}
+}
+
+// heroes are the room summary's m.heroes as Synapse picks them: up to five
+// joined or invited members other than the user, in the order they came in.
+func (rm *room) heroes(self id.UserID) []id.UserID {
+	var ms []*evt
+	for k, e := range rm.state {
+		if k.Type == "m.room.member" && k.Key != string(self) && (e.Membership == "join" || e.Membership == "invite") {
+			ms = append(ms, e)
+		}
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Stream < ms[j].Stream })
+	out := []id.UserID{}
+	for _, e := range ms[:min(len(ms), 5)] {
+		out = append(out, id.UserID(*e.StateKey))
+	}
+	return out
 }
 
 // strippedState is the invite_state Synapse sends: create, join rules,

@@ -44,6 +44,7 @@ func (s *Server) appendEvent(rm *room, e *evt, c *caller) *evt {
 	rm.events = append(rm.events, e)
 	st.events[e.ID] = e
 	if e.StateKey != nil {
+		e.Replaces = rm.state[stateKey{e.Type, *e.StateKey}]
 		rm.state[stateKey{e.Type, *e.StateKey}] = e
 		if e.Type == "m.room.member" {
 			st.addUserRoom(id.UserID(*e.StateKey), rm)
@@ -79,6 +80,9 @@ func (s *Server) indexRelation(rm *room, e *evt) {
 		return
 	}
 	rm.children[e.RelTo] = append(rm.children[e.RelTo], e)
+	if e.RelType == "m.reference" {
+		rm.refs[e.RelTo] = append(rm.refs[e.RelTo], e)
+	}
 	if e.RelType == "m.replace" && appliesAsEdit(parent, e) {
 		rm.edits[parent.ID] = e // the newest applicable edit wins
 	}
@@ -115,6 +119,11 @@ func (s *Server) unindexRelation(rm *room, e *evt) {
 	} else {
 		return // its parent was unknown: it was never indexed
 	}
+	if refs := rm.refs[parent]; relType == "m.reference" {
+		if i := slices.Index(refs, e); i >= 0 {
+			rm.refs[parent] = slices.Delete(refs, i, i+1)
+		}
+	}
 	if relType == "m.replace" && rm.edits[parent] == e {
 		rm.refreshEdit(s.state.events[parent])
 	}
@@ -139,6 +148,16 @@ func (s *Server) unindexRelation(rm *room, e *evt) {
 	ls := th.latestStream()
 	j := sort.Search(len(rm.threadOrder), func(j int) bool { return rm.threadOrder[j].latestStream() > ls })
 	rm.threadOrder = slices.Insert(rm.threadOrder, j, th)
+}
+
+// references lists the m.reference children of an event as Synapse bundles
+// them: {"event_id": …} each, oldest first.
+func (rm *room) references(parent id.EventID) []map[string]id.EventID {
+	var out []map[string]id.EventID
+	for _, c := range rm.refs[parent] {
+		out = append(out, map[string]id.EventID{"event_id": c.ID})
+	}
+	return out
 }
 
 // appliesAsEdit follows Synapse's _get_applicable_edits: an m.replace is
@@ -198,6 +217,10 @@ func (s *Server) render(e *evt, viewer *caller) *clientEvent {
 			"current_user_participated": participated,
 		}
 	}
+	if refs := e.Room.references(e.ID); len(refs) > 0 {
+		// Synapse bundles the ids of m.reference children, oldest first.
+		rels["m.reference"] = map[string]any{"chunk": refs}
+	}
 	if edit := e.Room.edits[e.ID]; edit != nil && e.RedactedBy == nil {
 		// Since Matrix 1.7 (MSC3925) the whole latest edit is bundled and the
 		// original's content is left as sent. A redacted original keeps its
@@ -220,6 +243,12 @@ func (s *Server) renderPlain(e *evt, viewer *caller) *clientEvent {
 	}
 	if e.RedactedBy != nil {
 		ce.unsigned()["redacted_because"] = s.renderPlain(e.RedactedBy, viewer)
+	}
+	if prev := e.Replaces; prev != nil {
+		// Synapse stores these with every state event that replaced another.
+		ce.unsigned()["prev_content"] = prev.Content
+		ce.unsigned()["prev_sender"] = prev.Sender
+		ce.unsigned()["replaces_state"] = prev.ID
 	}
 	return ce
 }

@@ -242,6 +242,20 @@ func (s *suite) testAppService(t *testing.T) {
 		MatchJSON(t, "pushed invite", invite, KeyEqual("content.membership", "invite"), KeyEqual("sender", string(human.UserID)), KeyNonEmptyString("event_id"))
 		// The daemon accepts it by joining as the agent; the human's next message reaches it.
 		agent.MustDo(t, "POST", CS("v3", "join", string(room)), map[string]any{})
+		var joined gjson.Result
+		eventually(t, 30*time.Second, "the agent's join to be pushed", func() (bool, string) {
+			for _, ev := range s.push.accepted() {
+				if ev.Get("room_id").String() == string(room) && ev.Get("type").String() == "m.room.member" &&
+					ev.Get("state_key").String() == string(agent.AsUserID) && ev.Get("content.membership").String() == "join" {
+					joined = ev
+					return true, ""
+				}
+			}
+			return false, "no join of " + string(agent.AsUserID) + " pushed"
+		})
+		// Synapse pushes a membership change with the membership it replaced.
+		MatchJSON(t, "pushed join", joined, KeyEqual("unsigned.prev_content.membership", "invite"),
+			KeyEqual("unsigned.replaces_state", invite.Get("event_id").String()))
 		msg := s.sendText(t, human, room, s.label(t, 1)[0])
 		eventually(t, 30*time.Second, "the human's message after the join to be pushed", func() (bool, string) {
 			got := pushedIDs(s.push.accepted(), room, []string{string(msg)})

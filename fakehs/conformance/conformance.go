@@ -92,6 +92,8 @@ func Run(t *testing.T, target Target) {
 	t.Run("EventSize", s.testEventSize)
 	t.Run("Threads", s.testThreads)
 	t.Run("Redactions", s.testRedactions)
+	t.Run("Relations", s.testRelations)
+	t.Run("State", s.testState)
 	t.Run("Errors", s.testErrors)
 	t.Run("Sync", s.testSync)
 	t.Run("AppService", s.testAppService)

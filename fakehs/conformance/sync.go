@@ -179,4 +179,49 @@ func (s *suite) testSync(t *testing.T) {
 			t.Fatalf("invite_state lacks bob's m.room.member: %s", inv.Raw)
 		}
 	})
+
+	t.Run("JoinedRoomSummary", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "summa")
+		bob := s.registerUser(t, "summb")
+		carol := s.registerUser(t, "summc")
+		room := s.publicRoomWith(t, alice, carol, bob)
+		s.sendTexts(t, bob, room, s.label(t, 3))
+		sync := func(filter string) gjson.Result {
+			res := alice.MustDo(t, "GET", CS("v3", "sync"), nil, WithQuery("timeout", "0"), WithQuery("filter", filter))
+			return field(res.Get("rooms.join"), string(room))
+		}
+		// Synapse always sends a summary object, empty unless members are lazy-loaded; then it
+		// counts the members and names up to five heroes, other members in the order they came.
+		plain := sync(`{"room":{"timeline":{"limit":2}}}`)
+		if sum := plain.Get("summary"); !sum.IsObject() || len(sum.Map()) != 0 {
+			t.Fatalf("summary without lazy-loading: %s", truncate(plain.Raw, 2000))
+		}
+		lazy := sync(`{"room":{"timeline":{"limit":2},"state":{"lazy_load_members":true}}}`)
+		MatchJSON(t, "lazy-loaded summary", lazy.Get("summary"), KeyEqual("m\\.joined_member_count", 3), KeyEqual("m\\.invited_member_count", 0))
+		var heroes []string
+		for _, h := range lazy.Get("summary.m\\.heroes").Array() {
+			heroes = append(heroes, h.String())
+		}
+		MustEqualStrings(t, "heroes", heroes, []string{string(carol.UserID), string(bob.UserID)})
+	})
+
+	t.Run("LeftRoomHasAccountData", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "leftad")
+		bob := s.registerUser(t, "leftadb")
+		room := s.publicRoomWith(t, alice, bob)
+		before := bob.MustDo(t, "GET", CS("v3", "sync"), nil, WithQuery("timeout", "0"))
+		bob.MustDo(t, "POST", CS("v3", "rooms", string(room), "leave"), map[string]any{})
+		var left gjson.Result
+		eventually(t, 10*time.Second, "the left room in an incremental sync", func() (bool, string) {
+			res := bob.MustDo(t, "GET", CS("v3", "sync"), nil, WithQuery("since", before.Get("next_batch").String()), WithQuery("timeout", "1000"))
+			left = field(res.Get("rooms.leave"), string(room))
+			return left.Exists(), truncate(res.Raw, 1000)
+		})
+		// Synapse gives a left room the same sections as a joined one's account data.
+		if ad := left.Get("account_data.events"); !ad.IsArray() {
+			t.Fatalf("left room without account_data.events: %s", left.Raw)
+		}
+	})
 }
