@@ -12,26 +12,27 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/zooid-dev/zooid/internal/busyroom"
 	"github.com/zooid-dev/zooid/zooid/tools"
 )
 
 func TestMembersRoomInfoRooms(t *testing.T) {
 	w := newWorld(t, 20, 2, 1)
-	w.start(t, w.hs.URL())
-	cl := w.session(w.caller("agent-a", w.busy.RoomID))
+	w.start(t, w.HS.URL())
+	cl := w.session(w.caller("agent-a", w.Busy.RoomID))
 	text, _ := callTool(t, cl, tools.GetMembers, nil)
 	ms := decodeAs[tools.MembersResult](t, text).Members
 	if len(ms) != 3 {
 		t.Fatalf("members %+v", ms)
 	}
 	for _, m := range ms {
-		name, isAgent := agentOf(m.ID)
+		name, isAgent := busyroom.AgentOf(m.ID)
 		if m.IsAgent != isAgent || m.AgentName != name || m.Name == "" {
 			t.Fatalf("member %+v", m)
 		}
 	}
 	text, _ = callTool(t, cl, tools.GetRoomInfo, nil)
-	if ri := decodeAs[tools.RoomInfo](t, text); ri.ID != w.busy.RoomID || ri.Name != "Busy room" || ri.Transport != "matrix" {
+	if ri := decodeAs[tools.RoomInfo](t, text); ri.ID != w.Busy.RoomID || ri.Name != "Busy room" || ri.Transport != "matrix" {
 		t.Fatalf("room info %+v", ri)
 	}
 	text, _ = callTool(t, cl, tools.GetRooms, nil)
@@ -40,29 +41,29 @@ func TestMembersRoomInfoRooms(t *testing.T) {
 	for _, r := range rs {
 		ids = append(ids, r.ID)
 	}
-	if len(rs) != 2 || !slices.Contains(ids, w.busy.RoomID) || !slices.Contains(ids, w.other.RoomID) {
+	if len(rs) != 2 || !slices.Contains(ids, w.Busy.RoomID) || !slices.Contains(ids, w.Other.RoomID) {
 		t.Fatalf("rooms %+v", rs)
 	}
 
 	// agent-b is joined to the secret room too, but not bound to it: neither
 	// listed nor a target.
-	clB := w.session(w.caller("agent-b", w.busy.RoomID))
+	clB := w.session(w.caller("agent-b", w.Busy.RoomID))
 	text, _ = callTool(t, clB, tools.GetRooms, nil)
 	ids = nil
 	for _, r := range decodeAs[tools.RoomsResult](t, text).Rooms {
 		ids = append(ids, r.ID)
 	}
-	if !slices.Equal(ids, []id.RoomID{w.busy.RoomID, w.other.RoomID}) {
+	if !slices.Equal(ids, []id.RoomID{w.Busy.RoomID, w.Other.RoomID}) {
 		t.Fatalf("agent-b's rooms %v, want its binding [busy other]", ids)
 	}
-	text, isErr := callTool(t, clB, tools.SendMessage, map[string]any{"room": string(w.secret.RoomID), "text": "unbound"})
+	text, isErr := callTool(t, clB, tools.SendMessage, map[string]any{"room": string(w.Secret.RoomID), "text": "unbound"})
 	if !isErr {
 		t.Fatalf("posted to a joined but unbound room: %s", text)
 	}
 	mustPrefix(t, text, "not_in_room: ")
 
 	// A session bound to a room the agent is not in reads nothing.
-	cl2 := w.session(w.caller("agent-a", w.secret.RoomID))
+	cl2 := w.session(w.caller("agent-a", w.Secret.RoomID))
 	for _, tool := range []string{tools.GetHistory, tools.GetRecentThreads, tools.GetMembers, tools.GetRoomInfo} {
 		text, isErr := callTool(t, cl2, tool, nil)
 		if !isErr || strings.Contains(text, "secret root") {
@@ -74,17 +75,17 @@ func TestMembersRoomInfoRooms(t *testing.T) {
 
 func TestSendMessage(t *testing.T) {
 	w := newWorld(t, 40, 3, 1)
-	w.start(t, w.hs.URL())
-	cl := w.session(w.caller("agent-a", w.busy.RoomID))
-	root := wantThreads(w)[0]
+	w.start(t, w.HS.URL())
+	cl := w.session(w.caller("agent-a", w.Busy.RoomID))
+	root := w.Threads()[0]
 	var latest id.EventID
-	for _, m := range w.want {
-		if m.thread == root.id || m.id == root.id {
-			latest = m.id
+	for _, m := range w.Want {
+		if m.Thread == root.ID || m.ID == root.ID {
+			latest = m.ID
 		}
 	}
 	find := func(room id.RoomID, eid id.EventID) *event.Event {
-		for _, e := range w.hs.Events(room) {
+		for _, e := range w.HS.Events(room) {
 			if e.ID == eid {
 				return e
 			}
@@ -93,19 +94,19 @@ func TestSendMessage(t *testing.T) {
 		return nil
 	}
 
-	text, isErr := callTool(t, cl, tools.SendMessage, map[string]any{"room": string(w.busy.RoomID), "thread_id": string(root.id), "text": "in thread, cc @agent-b:localhost"})
+	text, isErr := callTool(t, cl, tools.SendMessage, map[string]any{"room": string(w.Busy.RoomID), "thread_id": string(root.ID), "text": "in thread, cc @agent-b:localhost"})
 	if isErr {
 		t.Fatal(text)
 	}
 	res := decodeAs[tools.SendResult](t, text)
-	if res.ThreadID != root.id {
+	if res.ThreadID != root.ID {
 		t.Fatalf("result %+v", res)
 	}
-	e := find(w.busy.RoomID, res.EventID)
+	e := find(w.Busy.RoomID, res.EventID)
 	_ = e.Content.ParseRaw(e.Type)
 	mc := e.Content.AsMessage()
 	if e.Sender != agentA || mc.MsgType != event.MsgNotice || mc.Body != "in thread, cc @agent-b:localhost" ||
-		mc.RelatesTo == nil || mc.RelatesTo.Type != event.RelThread || mc.RelatesTo.EventID != root.id ||
+		mc.RelatesTo == nil || mc.RelatesTo.Type != event.RelThread || mc.RelatesTo.EventID != root.ID ||
 		!mc.RelatesTo.IsFallingBack || mc.RelatesTo.InReplyTo == nil || mc.RelatesTo.InReplyTo.EventID != latest {
 		t.Fatalf("thread post %+v relates %+v", mc, mc.RelatesTo)
 	}
@@ -118,7 +119,7 @@ func TestSendMessage(t *testing.T) {
 		t.Fatal(text)
 	}
 	res = decodeAs[tools.SendResult](t, text)
-	e = find(w.other.RoomID, res.EventID)
+	e = find(w.Other.RoomID, res.EventID)
 	_ = e.Content.ParseRaw(e.Type)
 	if mc := e.Content.AsMessage(); res.ThreadID != "" || mc.RelatesTo != nil || mc.Body != "hello other" || e.Sender != agentA {
 		t.Fatalf("top-level post %+v", mc)
@@ -128,12 +129,12 @@ func TestSendMessage(t *testing.T) {
 		args   map[string]any
 		prefix string
 	}{
-		{map[string]any{"room": string(w.secret.RoomID), "text": "let me in"}, "not_in_room: "},
+		{map[string]any{"room": string(w.Secret.RoomID), "text": "let me in"}, "not_in_room: "},
 		{map[string]any{"room": "#secret:localhost", "text": "let me in"}, "not_in_room: "},
 		{map[string]any{"room": "#secret", "text": "let me in"}, "not_in_room: "},
 		{map[string]any{"room": "other", "text": "no sign"}, "invalid_argument: "},
 		{map[string]any{"room": "#nowhere:localhost", "text": "hello"}, "not_in_room: "},
-		{map[string]any{"room": string(w.other.RoomID), "thread_id": string(root.id), "text": "wrong room"}, "not_found: "},
+		{map[string]any{"room": string(w.Other.RoomID), "thread_id": string(root.ID), "text": "wrong room"}, "not_found: "},
 	} {
 		text, isErr := callTool(t, cl, tools.SendMessage, tc.args)
 		if !isErr {
@@ -141,7 +142,7 @@ func TestSendMessage(t *testing.T) {
 		}
 		mustPrefix(t, text, tc.prefix)
 	}
-	for _, e := range w.hs.Events(w.secret.RoomID) {
+	for _, e := range w.HS.Events(w.Secret.RoomID) {
 		if e.Sender == agentA {
 			t.Fatal("agent-a posted into a room it is not in")
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/zooid-dev/zooid/internal/busyroom"
 	"github.com/zooid-dev/zooid/internal/childproc"
 	"github.com/zooid-dev/zooid/zooid/tools"
 )
@@ -296,8 +297,8 @@ func TestInteropTypeScriptSDK(t *testing.T) {
 	const sdk = "@modelcontextprotocol/sdk"
 	node := requireClients(t, sdk)
 	w := newWorld(t, 60, 4, 2)
-	w.start(t, w.hs.URL())
-	entry := w.srv.StdioEntry(w.srv.Bind(w.caller("agent-a", w.busy.RoomID), self(t)))
+	w.start(t, w.HS.URL())
+	entry := w.srv.StdioEntry(w.srv.Bind(w.caller("agent-a", w.Busy.RoomID), self(t)))
 
 	args := []string{"client.mjs", "--limit", fmt.Sprint(interopLimit)}
 	for _, e := range entry.Stdio.Env {
@@ -352,7 +353,7 @@ func TestInteropTypeScriptSDK(t *testing.T) {
 	raw := c.payload(t)
 	checkPageShape(t, c.Tool, raw, "threads")
 	recent := decodeAs[tools.ThreadPage](t, string(raw))
-	wantRecent := wantThreads(w)
+	wantRecent := w.Threads()
 	if len(wantRecent) <= interopLimit {
 		t.Fatalf("seeded room has %d top-level entries; needs more than %d to page", len(wantRecent), interopLimit)
 	}
@@ -360,9 +361,9 @@ func TestInteropTypeScriptSDK(t *testing.T) {
 		t.Fatalf("recent threads: %d entries, has_more %v", len(recent.Threads), recent.HasMore)
 	}
 	for i, th := range recent.Threads {
-		checkMessage(t, th.Message, wantRecent[i])
-		if th.ReplyCount != wantRecent[i].replies || th.LastActivityAt != stampOf(wantRecent[i].lastTS) {
-			t.Fatalf("entry %d: reply_count %d last %s, want %d %s", i, th.ReplyCount, th.LastActivityAt, wantRecent[i].replies, stampOf(wantRecent[i].lastTS))
+		busyroom.CheckMessage(t, th.Message, wantRecent[i])
+		if th.ReplyCount != wantRecent[i].Replies || th.LastActivityAt != busyroom.Stamp(wantRecent[i].LastTS) {
+			t.Fatalf("entry %d: reply_count %d last %s, want %d %s", i, th.ReplyCount, th.LastActivityAt, wantRecent[i].Replies, busyroom.Stamp(wantRecent[i].LastTS))
 		}
 	}
 
@@ -374,12 +375,12 @@ func TestInteropTypeScriptSDK(t *testing.T) {
 	}
 	var replies []wantMsg
 	var rootMsg wantMsg
-	for _, m := range w.want {
+	for _, m := range w.Want {
 		switch {
-		case m.id == root:
+		case m.ID == root:
 			rootMsg = m
-			rootMsg.thread = root // set on the root itself in thread history
-		case m.thread == root:
+			rootMsg.Thread = root // set on the root itself in thread history
+		case m.Thread == root:
 			replies = append(replies, m)
 		}
 	}
@@ -394,7 +395,7 @@ func TestInteropTypeScriptSDK(t *testing.T) {
 		t.Fatalf("thread page 1: %d messages has_more %v, want %d", len(p.Messages), p.HasMore, len(wantPage))
 	}
 	for i := range wantPage {
-		checkMessage(t, p.Messages[i], wantPage[i])
+		busyroom.CheckMessage(t, p.Messages[i], wantPage[i])
 	}
 	c = nextCall(t, &calls, tools.GetThreadHistory)
 	if c.Arguments["before"] != p.NextBefore || c.Arguments["thread_id"] != string(root) {
@@ -409,7 +410,7 @@ func TestInteropTypeScriptSDK(t *testing.T) {
 		t.Fatalf("thread page 2: %d messages has_more %v, want %d", len(p.Messages), p.HasMore, len(wantPage))
 	}
 	for i := range wantPage {
-		checkMessage(t, p.Messages[i], wantPage[i])
+		busyroom.CheckMessage(t, p.Messages[i], wantPage[i])
 	}
 
 	// zooid_get_history: the newest page, then the one before via next_before.
@@ -417,12 +418,12 @@ func TestInteropTypeScriptSDK(t *testing.T) {
 	raw = c.payload(t)
 	checkPageShape(t, c.Tool, raw, "messages")
 	p = decodeAs[tools.MessagePage](t, string(raw))
-	n := len(w.want)
+	n := len(w.Want)
 	if !p.HasMore || len(p.Messages) != interopLimit {
 		t.Fatalf("history page 1: %d messages, has_more %v", len(p.Messages), p.HasMore)
 	}
 	for i, m := range p.Messages {
-		checkMessage(t, m, w.want[n-interopLimit+i])
+		busyroom.CheckMessage(t, m, w.Want[n-interopLimit+i])
 	}
 	c = nextCall(t, &calls, tools.GetHistory)
 	if c.Arguments["before"] != p.NextBefore {
@@ -435,7 +436,7 @@ func TestInteropTypeScriptSDK(t *testing.T) {
 		t.Fatalf("history page 2: %d messages, has_more %v", len(p.Messages), p.HasMore)
 	}
 	for i, m := range p.Messages {
-		checkMessage(t, m, w.want[n-2*interopLimit+i])
+		busyroom.CheckMessage(t, m, w.Want[n-2*interopLimit+i])
 	}
 
 	// zooid_get_members: the three joined members, agents marked.
@@ -450,7 +451,7 @@ func TestInteropTypeScriptSDK(t *testing.T) {
 	for i, mraw := range members.Members {
 		keysOf(t, fmt.Sprintf("member %d", i), decodeObj(t, "member", mraw), []string{"id", "name", "is_agent"}, []string{"agent_name"})
 		m := decodeAs[tools.Member](t, string(mraw))
-		name, isAgent := agentOf(m.ID)
+		name, isAgent := busyroom.AgentOf(m.ID)
 		if m.IsAgent != isAgent || m.AgentName != name || m.Name == "" {
 			t.Fatalf("member %+v", m)
 		}
@@ -464,8 +465,8 @@ func TestInteropTypeScriptSDK(t *testing.T) {
 	c = nextCall(t, &calls, tools.GetRoomInfo)
 	raw = c.payload(t)
 	keysOf(t, c.Tool, decodeObj(t, c.Tool, raw), []string{"id", "name", "transport"}, nil)
-	if ri := decodeAs[tools.RoomInfo](t, string(raw)); ri.ID != w.busy.RoomID || ri.Name != "Busy room" || ri.Transport != "matrix" {
-		t.Fatalf("room info %+v, want %s", ri, w.busy.RoomID)
+	if ri := decodeAs[tools.RoomInfo](t, string(raw)); ri.ID != w.Busy.RoomID || ri.Name != "Busy room" || ri.Transport != "matrix" {
+		t.Fatalf("room info %+v, want %s", ri, w.Busy.RoomID)
 	}
 
 	// zooid_get_rooms: the two rooms agent-a is in, not the secret one.
@@ -481,7 +482,7 @@ func TestInteropTypeScriptSDK(t *testing.T) {
 		keysOf(t, fmt.Sprintf("room %d", i), decodeObj(t, "room", rraw), []string{"id", "name", "transport"}, nil)
 		roomIDs = append(roomIDs, decodeAs[tools.RoomInfo](t, string(rraw)).ID)
 	}
-	if want := []id.RoomID{w.busy.RoomID, w.other.RoomID}; !slices.Equal(slices.Sorted(slices.Values(roomIDs)), slices.Sorted(slices.Values(want))) {
+	if want := []id.RoomID{w.Busy.RoomID, w.Other.RoomID}; !slices.Equal(slices.Sorted(slices.Values(roomIDs)), slices.Sorted(slices.Values(want))) {
 		t.Fatalf("rooms %v, want %v", roomIDs, want)
 	}
 
@@ -512,8 +513,8 @@ func TestInteropInspectorCLI(t *testing.T) {
 		t.Fatalf("node is on PATH but npx is not (%v): install npm with Node and run scripts/setup.sh", err)
 	}
 	w := newWorld(t, 20, 2, 1)
-	w.start(t, w.hs.URL())
-	entry := w.srv.StdioEntry(w.srv.Bind(w.caller("agent-a", w.busy.RoomID), self(t)))
+	w.start(t, w.HS.URL())
+	entry := w.srv.StdioEntry(w.srv.Bind(w.caller("agent-a", w.Busy.RoomID), self(t)))
 	inspect := func(method ...string) []byte {
 		t.Helper()
 		// --no and --offline: never install or ask a registry; the package must
@@ -569,19 +570,19 @@ func TestInteropInspectorCLI(t *testing.T) {
 		return decodeAs[tools.MessagePage](t, string(raw))
 	}
 	const limit = 3
-	n := len(w.want)
+	n := len(w.Want)
 	p := call(fmt.Sprintf("limit=%d", limit))
 	if !p.HasMore || len(p.Messages) != limit {
 		t.Fatalf("history page 1: %d messages, has_more %v", len(p.Messages), p.HasMore)
 	}
 	for i, m := range p.Messages {
-		checkMessage(t, m, w.want[n-limit+i])
+		busyroom.CheckMessage(t, m, w.Want[n-limit+i])
 	}
 	p = call(fmt.Sprintf("limit=%d", limit), "before="+p.NextBefore)
 	if !p.HasMore || len(p.Messages) != limit {
 		t.Fatalf("history page 2: %d messages, has_more %v", len(p.Messages), p.HasMore)
 	}
 	for i, m := range p.Messages {
-		checkMessage(t, m, w.want[n-2*limit+i])
+		busyroom.CheckMessage(t, m, w.Want[n-2*limit+i])
 	}
 }
