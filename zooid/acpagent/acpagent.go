@@ -614,7 +614,9 @@ func closeAll(fs ...*os.File) {
 }
 
 // updateCounter passes the agent's stdout through, counting session/update
-// notifications so a crash can wait for the ones already read.
+// notifications so a crash can wait for the ones already read. It works
+// around acp-go-sdk, which has no way to say how many notifications it still
+// holds when the stream ends (see drainUpdates).
 type updateCounter struct {
 	r       io.Reader
 	partial []byte
