@@ -95,7 +95,7 @@ func WriteCatalogue(out io.Writer) error {
 	b.WriteString("the conformance suite reads: `ZOOID_TEST_AS_TOKEN`, `ZOOID_TEST_HS_TOKEN`, `ZOOID_TEST_AS_PUSH_ADDR`\n")
 	b.WriteString("(host:port of its url; the run listens there) and `ZOOID_TEST_AS_USER_PREFIX` (its exclusive user namespace\n")
 	b.WriteString("`@PREFIX.*:server`), optionally `ZOOID_TEST_AS_SENDER_LOCALPART` (default zooidbot), `ZOOID_TEST_SERVER_NAME`\n")
-	b.WriteString("(default: asked of the server) and `ZOOID_TEST_AS_ID` (the registration's id: the run pings it at start).\n")
+	b.WriteString("(default: asked of the server) and `ZOOID_TEST_AS_ID` (the registration's id, default zooid: each daemon checks it with the appservice ping at start, so it must be right).\n")
 	b.WriteString("For several registrations give each variable a comma-separated list, one item per registration;\n")
 	b.WriteString("a run holds as many scenarios at once as there are registrations (one registration: one at a time).\n")
 	b.WriteString("On Synapse every scenario has an appservice registration of its own in one container (4 by default,\n")

@@ -37,9 +37,11 @@ const (
 	// ServerNameEnv is the homeserver's server_name (default: asked of the
 	// server, as the domain of the appservice sender).
 	ServerNameEnv = "ZOOID_TEST_SERVER_NAME"
-	// ASIDEnv is the registration's id; when set, the run pings the
-	// appservice through the homeserver at start, which proves pushes arrive
-	// and makes Synapse retry pushes it was backing off.
+	// ASIDEnv is the registration's id (default zooid); when set, the run
+	// pings the appservice through the homeserver at start, which proves
+	// pushes arrive and makes Synapse retry pushes it was backing off. Each
+	// daemon pings under this id too (matrix.Transport checks its
+	// registration), so with another id unset the daemons refuse to start.
 	ASIDEnv = "ZOOID_TEST_AS_ID"
 	// ASAliasPrefixEnv is the registration's alias namespace prefix; only the
 	// conformance suite uses it (features' aliases are created by humans).
