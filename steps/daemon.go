@@ -43,12 +43,16 @@ func (w *world) config(exe string) *config.Config {
 		for _, r := range a.rooms {
 			rooms = append(rooms, config.RoomRef(n.alias(r)))
 		}
+		acpCfg := config.ACP{Command: exe, Args: w.ctl.Args(a.name),
+			// A test binary runs the agent only when asked to (see fakeagent.ExecIfRequested).
+			Env: map[string]string{fakeagent.ExecEnv: "fake-agent"}}
+		if a.pi != nil {
+			acpCfg = a.pi.acp()
+		}
 		cfg.Agents = append(cfg.Agents, config.Agent{
 			Name: a.name,
-			ACP: config.ACP{Command: exe, Args: w.ctl.Args(a.name),
-				// A test binary runs the agent only when asked to (see fakeagent.ExecIfRequested).
-				Env: map[string]string{fakeagent.ExecEnv: "fake-agent"}},
-			Dir: filepath.Join(w.dir, "agents", a.name),
+			ACP:  acpCfg,
+			Dir:  filepath.Join(w.dir, "agents", a.name),
 			Matrix: &config.AgentMatrix{
 				Transport: "matrix", UserID: n.agent(a.name), DisplayName: a.name,
 				Rooms: rooms, Trigger: a.trigger,
@@ -147,11 +151,15 @@ func (w *world) startDaemon(ctx context.Context) error {
 	if w.turnTimeout > 0 {
 		turnTimeout = w.turnTimeout
 	}
+	startTimeout := w.run.wait
+	if w.hasPi() {
+		startTimeout = max(startTimeout, piWait)
+	}
 	d, err := daemon.New(daemon.Options{
 		Config: cfg, Logger: w.log.With("component", "daemon"),
 		BridgeCommand: []string{exe, "mcp"}, TurnTimeout: turnTimeout,
 		// Start-up is bounded by the wait: only turns are meant to time out.
-		StartTimeout: w.run.wait,
+		StartTimeout: startTimeout,
 		PushListener: ln,
 	})
 	if err != nil {

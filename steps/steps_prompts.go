@@ -139,6 +139,9 @@ func (w *world) barrier(ctx context.Context, agent string) error {
 	if len(a.rooms) == 0 {
 		return fmt.Errorf("%s is bound to no room, so nothing can show it is idle", agent)
 	}
+	if a.pi != nil {
+		return w.piBarrier(ctx, agent, a)
+	}
 	thread, focus := w.thread, w.focus[agent]
 	defer func() { w.thread, w.focus[agent] = thread, focus }()
 	w.stepSeq++

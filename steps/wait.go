@@ -27,7 +27,7 @@ func (w *world) eventually(ctx context.Context, what string, check func() (done 
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%s: not within %s; saw %s", what, w.run.wait, seen)
+			return fmt.Errorf("%s: not within %s; saw %s", what, w.waitBound(), seen)
 		case <-t.C:
 		}
 		delay = min(delay*2, 100*time.Millisecond)

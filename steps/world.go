@@ -73,7 +73,8 @@ type agentDecl struct {
 	name    string
 	rooms   []string
 	trigger string
-	http    bool // bound to the HTTP transport instead of Matrix
+	http    bool     // bound to the HTTP transport instead of Matrix
+	pi      *piAgent // runs real pi (steps_pi.go); nil for the scripted agent
 }
 
 // room is a room as steps name it, and what the harness put in it.
@@ -108,7 +109,16 @@ func newWorld(r *runner) *world {
 
 // waitCtx bounds one wait of a step.
 func (w *world) waitCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, w.run.wait)
+	return context.WithTimeout(ctx, w.waitBound())
+}
+
+// waitBound is how long one wait of a step may take: the run's bound, longer
+// in scenarios with real pi agents.
+func (w *world) waitBound() time.Duration {
+	if w.hasPi() {
+		return max(w.run.wait, piWait)
+	}
+	return w.run.wait
 }
 
 // ensureHomeserver leases the scenario's homeserver on first use.

@@ -31,7 +31,8 @@ var ErrClosed = errors.New("agent connection closed")
 
 // Spec says how to run an agent process.
 type Spec struct {
-	// Command is the program to run; it is looked up in PATH when it has no slash.
+	// Command is the program to run. Without a slash it is looked up on the
+	// PATH of Env first, then on the daemon's.
 	Command string
 	// Args are the arguments after the command name.
 	Args []string
@@ -123,7 +124,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 		opts.KillGrace = 3 * time.Second
 	}
 
-	cmd := exec.Command(spec.Command, spec.Args...)
+	cmd := exec.Command(lookCommand(spec.Command, spec.Env), spec.Args...)
 	cmd.Env = spec.Env
 	if cmd.Env == nil {
 		cmd.Env = []string{}

@@ -525,3 +525,33 @@ func BenchmarkStartAndClose(b *testing.B) {
 		}
 	}
 }
+
+// An agent's command is found on the PATH its own environment gives it, which
+// the daemon's PATH need not have: a symlink named like an adapter, in a
+// directory only the spec's PATH lists, starts the scripted agent.
+func TestCommandIsFoundOnTheAgentsPath(t *testing.T) {
+	ctl := fakeagent.NewController(t)
+	spec := agentSpec(t, ctl, "a")
+	bin := t.TempDir()
+	if err := os.Symlink(spec.Command, filepath.Join(bin, "zooid-test-adapter")); err != nil {
+		t.Fatal(err)
+	}
+	spec.Command = "zooid-test-adapter"
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := acpagent.Start(ctx, spec, acpagent.Options{}); err == nil {
+		t.Fatal("started zooid-test-adapter without its directory on the agent's PATH")
+	}
+	spec.Env = append(spec.Env, "PATH=/nonexistent:relative/bin:"+bin+":"+os.Getenv("PATH"))
+	c, err := acpagent.Start(ctx, spec, acpagent.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if _, err := c.NewSession(ctx, t.TempDir(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if infos := ctl.Sessions("a"); len(infos) != 1 || infos[0].Pid != c.Pid() {
+		t.Fatalf("sessions %+v, want one from pid %d", infos, c.Pid())
+	}
+}

@@ -1,0 +1,37 @@
+package acpagent
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// lookCommand finds a command without a slash on the PATH of the child's own
+// environment, falling back to the daemon's PATH (exec.Command's lookup) when
+// env has no PATH or no match. An agent whose acp.env puts an adapter's bin
+// directory on its PATH (a project-local npm install, say) must find that
+// adapter even though the daemon's own PATH does not have it.
+func lookCommand(command string, env []string) string {
+	if command == "" || strings.ContainsRune(command, '/') {
+		return command
+	}
+	path, ok := "", false
+	for _, kv := range env {
+		if v, found := strings.CutPrefix(kv, "PATH="); found {
+			path, ok = v, true // the last one wins, as exec.Cmd dedups Env
+		}
+	}
+	if !ok {
+		return command
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if !filepath.IsAbs(dir) {
+			continue // a relative entry would resolve against the daemon's directory, not the agent's
+		}
+		p := filepath.Join(dir, command)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return p
+		}
+	}
+	return command
+}
