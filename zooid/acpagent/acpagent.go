@@ -84,7 +84,11 @@ type Conn struct {
 	opts Options
 	cmd  *exec.Cmd
 	pid  int
-	acp  *acp.ClientSideConnection
+	env  []string
+	// authMethods are those initialize offered, for NewSession's one retry
+	// after authenticate (see envAuthMethod).
+	authMethods []acp.AuthMethod
+	acp         *acp.ClientSideConnection
 
 	stdin io.Closer
 	out   *updateCounter
@@ -160,6 +164,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 		opts:     opts,
 		cmd:      cmd,
 		pid:      cmd.Process.Pid,
+		env:      cmd.Env,
 		stdin:    stdinW,
 		done:     make(chan struct{}),
 		sessions: map[acp.SessionId]*Session{},
@@ -180,7 +185,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 
 	c.log.Info("agent started", "command", spec.Command, "args", spec.Args)
 
-	_, err = c.acp.Initialize(ctx, acp.InitializeRequest{
+	init, err := c.acp.Initialize(ctx, acp.InitializeRequest{
 		ProtocolVersion: acp.ProtocolVersionNumber,
 		ClientCapabilities: acp.ClientCapabilities{
 			Fs:       acp.FileSystemCapabilities{ReadTextFile: false, WriteTextFile: false},
@@ -193,6 +198,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 		_ = c.Close()
 		return nil, fmt.Errorf("initializing agent %s: %w", spec.Command, err)
 	}
+	c.authMethods = init.AuthMethods
 	return c, nil
 }
 
@@ -385,7 +391,18 @@ func (c *Conn) NewSession(ctx context.Context, cwd string, mcpServers []acp.McpS
 	if mcpServers == nil {
 		mcpServers = []acp.McpServer{}
 	}
-	resp, err := c.acp.NewSession(ctx, acp.NewSessionRequest{Cwd: cwd, McpServers: mcpServers})
+	req := acp.NewSessionRequest{Cwd: cwd, McpServers: mcpServers}
+	resp, err := c.acp.NewSession(ctx, req)
+	if m := c.envAuthMethod(); m != "" && authRequired(err) {
+		// The agent wants authenticate first and offers a method whose
+		// variables its environment has (an API key in acp.env or
+		// inherit_env): choose it, as an editor would, and ask once more.
+		c.log.Info("agent asked for authentication; using the method its environment provides", "method", m)
+		if _, aerr := c.acp.Authenticate(ctx, acp.AuthenticateRequest{MethodId: m}); aerr != nil {
+			return nil, fmt.Errorf("new session: authenticate with %s: %w", m, c.classify(aerr))
+		}
+		resp, err = c.acp.NewSession(ctx, req)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("new session: %w", c.classify(err))
 	}

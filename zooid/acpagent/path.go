@@ -1,9 +1,12 @@
 package acpagent
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+
+	acp "github.com/coder/acp-go-sdk"
 )
 
 // lookCommand finds a command without a slash on the PATH of the child's own
@@ -34,4 +37,38 @@ func lookCommand(command string, env []string) string {
 		}
 	}
 	return command
+}
+
+// authRequired says err is ACP's auth_required error (-32000).
+func authRequired(err error) bool {
+	var re *acp.RequestError
+	return errors.As(err, &re) && re.Code == -32000
+}
+
+// envAuthMethod is the first env_var authentication method the agent offered
+// whose required variables are all set, non-empty, in its environment; "" if
+// there is none.
+func (c *Conn) envAuthMethod() string {
+	set := map[string]bool{}
+	for _, kv := range c.env {
+		if k, v, ok := strings.Cut(kv, "="); ok && v != "" {
+			set[k] = true
+		}
+	}
+	for _, m := range c.authMethods {
+		e := m.EnvVar
+		if e == nil || len(e.Vars) == 0 {
+			continue
+		}
+		ok := true
+		for _, v := range e.Vars {
+			if !set[v.Name] && !v.Optional {
+				ok = false
+			}
+		}
+		if ok {
+			return e.Id
+		}
+	}
+	return ""
 }

@@ -8,6 +8,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -170,14 +171,20 @@ type AgentHTTP struct {
 type preset struct {
 	command string
 	args    []string
+	env     map[string]string
 }
 
+// presets start each adapter's installed command, as its project documents
+// it; docs/agents.md names the package and version proven with each.
 var presets = map[string]preset{
-	"claude":   {"npx", []string{"-y", "@zed-industries/claude-code-acp"}},
-	"opencode": {"opencode", []string{"acp"}},
-	"codex":    {"codex-acp", nil},
-	"gemini":   {"gemini", []string{"--experimental-acp"}},
-	"pi":       {"pi-acp", nil},
+	"claude":   {command: "claude-agent-acp"},
+	"opencode": {command: "opencode", args: []string{"acp"}},
+	"codex":    {command: "codex-acp"},
+	// gemini connects no MCP server in a folder it does not trust, so without
+	// this the Zooid tools would be missing; the agent's folder is its own
+	// working directory, which the operator chose.
+	"gemini": {command: "gemini", args: []string{"--acp"}, env: map[string]string{"GEMINI_CLI_TRUST_WORKSPACE": "true"}},
+	"pi":     {command: "pi-acp"},
 }
 
 // PresetNames lists the known presets, sorted.
@@ -198,6 +205,18 @@ func (a ACP) Resolve() (command string, args []string) {
 	}
 	p := presets[a.Preset]
 	return p.command, append(slices.Clone(p.args), a.Args...)
+}
+
+// Environment is the variables the agent gets on top of the daemon's
+// allowlist: the preset's own (unless Command overrides the preset), then
+// Env, which wins.
+func (a ACP) Environment() map[string]string {
+	out := map[string]string{}
+	if a.Command == "" {
+		maps.Copy(out, presets[a.Preset].env)
+	}
+	maps.Copy(out, a.Env)
+	return out
 }
 
 // Agent finds an agent by name.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -68,7 +69,7 @@ func TestExampleLoads(t *testing.T) {
 	if got := cfg.WorkDir(a); got != filepath.Join(dir, ".zooid", "agents", "agent-a") {
 		t.Errorf("agent-a works in %s, want its own directory under the state dir", got)
 	}
-	if cmd, args := a.ACP.Resolve(); cmd != "npx" || !slices.Equal(args, []string{"-y", "@zed-industries/claude-code-acp"}) {
+	if cmd, args := a.ACP.Resolve(); cmd != "claude-agent-acp" || len(args) != 0 {
 		t.Errorf("claude resolves to %s %v", cmd, args)
 	}
 
@@ -555,7 +556,7 @@ agents:
 			if a.Dir != "/srv/work" || a.Matrix.UserID != "@a:hs.local" {
 				t.Errorf("a %+v", a)
 			}
-			if cmd, args := a.ACP.Resolve(); cmd != "gemini" || !slices.Equal(args, []string{"--experimental-acp", "--model", "x"}) {
+			if cmd, args := a.ACP.Resolve(); cmd != "gemini" || !slices.Equal(args, []string{"--acp", "--model", "x"}) {
 				t.Errorf("resolve %s %v", cmd, args)
 			}
 			tr, _ := c.Transport("api")
@@ -738,5 +739,24 @@ agents:
 	}
 	if st, _ := os.Stat(shared); st.Mode().Perm() != 0o777 {
 		t.Fatalf("check changed the run dir's mode to %v", st.Mode())
+	}
+}
+
+// TestPresetEnvironment: the gemini preset trusts the agent's folder (gemini
+// connects no MCP server in an untrusted one), acp.env overrides that, and a
+// command override drops the preset's variables with its command.
+func TestPresetEnvironment(t *testing.T) {
+	for _, tc := range []struct {
+		acp  ACP
+		want map[string]string
+	}{
+		{ACP{Preset: "gemini"}, map[string]string{"GEMINI_CLI_TRUST_WORKSPACE": "true"}},
+		{ACP{Preset: "gemini", Env: map[string]string{"GEMINI_CLI_TRUST_WORKSPACE": "false", "X": "1"}}, map[string]string{"GEMINI_CLI_TRUST_WORKSPACE": "false", "X": "1"}},
+		{ACP{Preset: "gemini", Command: "/opt/gemini"}, map[string]string{}},
+		{ACP{Preset: "claude", Env: map[string]string{"X": "1"}}, map[string]string{"X": "1"}},
+	} {
+		if got := tc.acp.Environment(); !maps.Equal(got, tc.want) {
+			t.Errorf("%+v: environment %v, want %v", tc.acp, got, tc.want)
+		}
 	}
 }

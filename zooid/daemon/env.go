@@ -26,11 +26,12 @@ func (d *Daemon) secrets() []string { return d.opts.Config.Secrets() }
 
 // agentEnv is the environment an agent process starts with: the allowlisted
 // variables of the daemon's environment and those acp.InheritEnv names, then
-// acp.Env. The config refuses a token in acp.Env or in an inherited
+// the preset's variables and acp.Env (config.ACP.Environment). The config refuses a token in acp.Env or in an inherited
 // variable; the by-value scrub here is a second line for a variable that
 // changed since (secrets are at least config.MinSecretLen long, so it can't
 // match by accident).
 func agentEnv(secrets []string, acp config.ACP) []string {
+	acp.Env = acp.Environment()
 	return buildEnv(os.Environ(), secrets, acp)
 }
 

@@ -27,6 +27,10 @@ func (s *Server) filterTools(ctx context.Context, in []mcp.Tool) []mcp.Tool {
 			out = append(out, t)
 		}
 	}
+	// What an agent's MCP client asked for shows whether it connected at all
+	// (some adapters connect only at their first prompt, or not in an
+	// untrusted folder).
+	s.log.Debug("tools listed", "agent", caller.Agent, "kind", caller.Kind, "tools", len(out))
 	return out
 }
 
