@@ -26,6 +26,7 @@ const adaptersDir = "testdata/adapters"
 // presetCase is how far a preset's real adapter can go on a machine with no
 // model key and no network but the loopback.
 type presetCase struct {
+	name   string // the subtest; default the preset
 	preset string
 	// env keeps the adapter off the network where it has a switch for it,
 	// and gives placeholder keys where session/new refuses to start without
@@ -34,6 +35,11 @@ type presetCase struct {
 	// offline says why the test goes no further than session/new and the
 	// MCP handshake.
 	offline string
+	// untrusted: the adapter must not connect the MCP server at all.
+	untrusted bool
+	// listsInSessionNew: the adapter lists the tools before it answers
+	// session/new, which the untrusted case relies on as its barrier.
+	listsInSessionNew bool
 }
 
 var presetCases = []presetCase{
@@ -50,7 +56,12 @@ var presetCases = []presetCase{
 		// session/new refuses without a key; the trust the gemini preset sets
 		// (GEMINI_CLI_TRUST_WORKSPACE) is what lets it connect MCP servers.
 		"GEMINI_API_KEY": "placeholder-offline", "GEMINI_TELEMETRY_ENABLED": "false",
-	}, offline: "a prompt needs Google's Gemini API (a key and its network)"},
+	}, offline: "a prompt needs Google's Gemini API (a key and its network)", listsInSessionNew: true},
+	{name: "gemini-untrusted", preset: "gemini", env: map[string]string{
+		// Why the gemini preset sets the trust: without it gemini starts, opens
+		// the session and never connects the zooid server.
+		"GEMINI_API_KEY": "placeholder-offline", "GEMINI_TELEMETRY_ENABLED": "false", "GEMINI_CLI_TRUST_WORKSPACE": "false",
+	}, untrusted: true},
 	{preset: "opencode", env: map[string]string{
 		"OPENCODE_DISABLE_MODELS_FETCH": "true", "OPENCODE_DISABLE_AUTOUPDATE": "true",
 		"OPENCODE_DISABLE_LSP_DOWNLOAD": "true", "OPENCODE_DISABLE_DEFAULT_PLUGINS": "true", "OPENCODE_DISABLE_SHARE": "true",
@@ -72,7 +83,11 @@ func TestPresetAdapters(t *testing.T) {
 	}
 	bin := filepath.Join(root, "node_modules", ".bin")
 	for _, pc := range presetCases {
-		t.Run(pc.preset, func(t *testing.T) {
+		name := pc.name
+		if name == "" {
+			name = pc.preset
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			command, _ := config.ACP{Preset: pc.preset}.Resolve()
 			if _, err := os.Stat(filepath.Join(bin, command)); err != nil {
@@ -114,6 +129,25 @@ func TestPresetAdapters(t *testing.T) {
 				t.Fatalf("session/new with the zooid MCP server: %v", err)
 			}
 			opened := time.Since(start)
+			if pc.untrusted {
+				// gemini connects its MCP servers inside session/new (the trusted
+				// run sees tools/list before the answer), so its answer is the
+				// barrier: a list after it would be too late to count anyway.
+				select {
+				case <-listed.seen:
+					t.Fatalf("%s listed the tools in a folder it does not trust", pc.preset)
+				default:
+				}
+				t.Logf("%s in an untrusted folder: session/new after %s, and no tools/list on the daemon's socket", pc.preset, opened.Round(time.Millisecond))
+				return
+			}
+			if pc.listsInSessionNew {
+				select {
+				case <-listed.seen:
+				default:
+					t.Errorf("%s answered session/new before listing the tools: gemini-untrusted's barrier does not hold", pc.preset)
+				}
+			}
 			select {
 			case <-listed.seen:
 			case <-ctx.Done():
