@@ -161,11 +161,13 @@ func (s *Server) Close() error {
 		if err := os.Remove(l.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("removing %s: %w", l.path, err))
 		}
-		if l.ownDir != "" {
+		if l.owned {
 			// The agent's user may have left files in it; RemoveAll follows no symlink.
-			if err := os.RemoveAll(l.ownDir); err != nil {
-				errs = append(errs, fmt.Errorf("removing %s: %w", l.ownDir, err))
+			if err := os.RemoveAll(l.dir); err != nil {
+				errs = append(errs, fmt.Errorf("removing %s: %w", l.dir, err))
 			}
+		} else if err := os.Remove(l.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing %s: %w", l.dir, err))
 		}
 	}
 	cs := make([]*conn, 0, len(s.conns))

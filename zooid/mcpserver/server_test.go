@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/zooid-dev/zooid/zooid/mcpserver"
 	"github.com/zooid-dev/zooid/zooid/tools"
 )
 
@@ -245,6 +247,44 @@ func TestUnbindClosesAndCloseRemovesSockets(t *testing.T) {
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Fatalf("socket left behind: %v", err)
+	}
+	if _, err := os.Stat(filepath.Dir(sock)); !os.IsNotExist(err) {
+		t.Fatalf("agent-a's socket directory left behind: %v", err)
+	}
+}
+
+// TestEachAgentHasItsOwnSocketDirectory: an agent's socket sits alone in a
+// private directory of its own, the one directory a container gets mounted.
+func TestEachAgentHasItsOwnSocketDirectory(t *testing.T) {
+	srv := newServer(t, &echoRooms{}, nil)
+	a, err := srv.ListenAgent("agent-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := srv.ListenAgent("agent-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirA, _ := srv.SocketDir("agent-a")
+	if filepath.Dir(a) != dirA || filepath.Base(a) != mcpserver.SocketName || filepath.Base(dirA) != "agent-a" {
+		t.Fatalf("agent-a's socket is %s in %s, want %s/%s", a, dirA, dirA, mcpserver.SocketName)
+	}
+	if filepath.Dir(b) == dirA {
+		t.Fatalf("agent-b's socket %s shares agent-a's directory", b)
+	}
+	st, err := os.Stat(dirA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o700 {
+		t.Fatalf("agent-a's socket directory has mode %v, want 0700", st.Mode().Perm())
+	}
+	entries, err := os.ReadDir(dirA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != mcpserver.SocketName {
+		t.Fatalf("agent-a's socket directory holds %v, want only %s", entries, mcpserver.SocketName)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/zooid-dev/zooid/zooid/bridge"
 	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/rundir"
 )
 
 // The socket transport: newline-delimited JSON-RPC over one unix socket per
@@ -29,16 +30,25 @@ import (
 type listener struct {
 	agent string
 	path  string
+	// dir is the agent's own socket directory, removed by Close; owned says
+	// the agent's user owns it (ListenAgentAs).
+	dir   string
+	owned bool
 	ln    net.Listener
-	// ownDir is the agent's own socket directory (ListenAgentAs), removed on Close.
-	ownDir string
 }
 
 // Owner is the unix user an agent runs as, when not the daemon's.
 type Owner struct{ UID, GID int }
 
-// ListenAgent opens the agent's socket (mode 0600) in RunDir and serves it until
-// Close. It returns the socket path to mount or pass to the bridge.
+// SocketName is the agent socket's file name inside its socket directory
+// (see ListenAgent).
+const SocketName = "zooid.sock"
+
+// ListenAgent opens the agent's socket (mode 0600) as
+// RunDir/<agent>/zooid.sock and serves it until Close. Each agent has a
+// directory of its own (0700) so exactly that directory can be given to the
+// agent, e.g. mounted into its container, without the others' sockets. It
+// returns the socket path to mount or pass to the bridge.
 func (s *Server) ListenAgent(agent string) (string, error) {
 	return s.ListenAgentAs(agent, nil)
 }
@@ -53,12 +63,8 @@ func (s *Server) ListenAgentAs(agent string, owner *Owner) (string, error) {
 	if !config.ValidName(agent) {
 		return "", fmt.Errorf("listening for agent %q: not a valid agent name", agent)
 	}
-	path := filepath.Join(s.opts.RunDir, agent+".sock")
-	ownDir := ""
-	if owner != nil {
-		ownDir = filepath.Join(s.opts.RunDir, agent)
-		path = filepath.Join(ownDir, "zooid.sock")
-	}
+	dir := filepath.Join(s.opts.RunDir, agent)
+	path := filepath.Join(dir, SocketName)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -67,14 +73,22 @@ func (s *Server) ListenAgentAs(agent string, owner *Owner) (string, error) {
 	if l, ok := s.listeners[agent]; ok {
 		return l.path, nil
 	}
-	if ownDir != "" {
+	if owner != nil {
 		// An earlier run's directory belongs to the agent's user: start over.
-		if err := os.RemoveAll(ownDir); err != nil {
-			return "", fmt.Errorf("removing stale socket directory %s: %w", ownDir, err)
+		if err := os.RemoveAll(dir); err != nil {
+			return "", fmt.Errorf("removing stale socket directory %s: %w", dir, err)
 		}
-		if err := os.Mkdir(ownDir, 0o700); err != nil {
-			return "", fmt.Errorf("creating socket directory %s: %w", ownDir, err)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return "", fmt.Errorf("creating socket directory %s: %w", dir, err)
 		}
+	} else if err := os.Mkdir(dir, 0o700); errors.Is(err, os.ErrExist) {
+		// A directory left by a daemon that was killed is reused only if it
+		// passes the run dir's checks (ours, no symlink, not group/world writable).
+		if err := rundir.Check(dir); err != nil {
+			return "", fmt.Errorf("socket directory of agent %s: %w", agent, err)
+		}
+	} else if err != nil {
+		return "", fmt.Errorf("creating socket directory of agent %s: %w", agent, err)
 	}
 	// A stale socket from an earlier run would make bind fail.
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -94,7 +108,7 @@ func (s *Server) ListenAgentAs(agent string, owner *Owner) (string, error) {
 		if err := os.Lchown(path, owner.UID, owner.GID); err != nil {
 			return err
 		}
-		return os.Lchown(ownDir, owner.UID, owner.GID)
+		return os.Lchown(dir, owner.UID, owner.GID)
 	}
 	if err := secure(); err != nil {
 		ln.Close()
@@ -103,11 +117,23 @@ func (s *Server) ListenAgentAs(agent string, owner *Owner) (string, error) {
 	if ul, ok := ln.(*net.UnixListener); ok {
 		ul.SetUnlinkOnClose(true)
 	}
-	l := &listener{agent: agent, path: path, ln: ln, ownDir: ownDir}
+	l := &listener{agent: agent, path: path, dir: dir, owned: owner != nil, ln: ln}
 	s.listeners[agent] = l
 	s.wg.Add(1)
 	go s.accept(l) // owner: Server; ends when Close closes the listener
 	return path, nil
+}
+
+// SocketDir returns the agent's socket directory, if it listens: the one
+// directory to mount into the agent's container.
+func (s *Server) SocketDir(agent string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.listeners[agent]
+	if !ok {
+		return "", false
+	}
+	return l.dir, true
 }
 
 // SocketPath returns the agent's socket path, if it listens.
