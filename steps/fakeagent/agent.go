@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	control := fs.String("control", "", "controller unix socket")
 	name := fs.String("agent", "", "agent name the script is keyed by")
+	linger := fs.Bool("linger", false, "ignore SIGTERM and SIGINT, and stay after stdin ends until the controller goes: an agent that won't end")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -60,6 +62,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if *linger {
+		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
+	}
 	ctl, err := dialControl(*control, *name)
 	if err != nil {
 		fmt.Fprintf(stderr, "fake-agent: %v\n", err)
@@ -80,6 +85,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	close(a.ready)
 	<-conn.Done()
 	a.shutdown()
+	if *linger {
+		// Like an agent that ignores the end of its input and SIGTERM: only
+		// SIGKILL (or the controller going away) ends it.
+		_, _ = io.Copy(io.Discard, ctl.conn)
+	}
 	return 0
 }
 
@@ -414,6 +424,24 @@ func (a *agent) run(ctx context.Context, s *session, turn Turn) (acp.StopReason,
 		}
 		if act.Permission != "" {
 			a.askPermission(ctx, s, act.Permission)
+		}
+		if act.ReadFile != "" {
+			pr := Probe{SessionID: s.id, Op: "read_file", Path: act.ReadFile}
+			if b, err := os.ReadFile(act.ReadFile); err != nil {
+				pr.Err = err.Error()
+			} else {
+				pr.Out = string(b)
+			}
+			a.report("probe", pr)
+		}
+		if act.Dial != "" {
+			pr := Probe{SessionID: s.id, Op: "dial", Path: act.Dial}
+			if c, err := net.DialTimeout("unix", act.Dial, 5*time.Second); err != nil {
+				pr.Err = err.Error()
+			} else {
+				_ = c.Close()
+			}
+			a.report("probe", pr)
 		}
 		if act.Crash {
 			os.Exit(3)

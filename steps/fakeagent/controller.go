@@ -55,6 +55,7 @@ type Controller struct {
 	permissions map[string][]PermissionResult
 	mcpErrors   map[string][]MCPError
 	reaches     map[string][]ReachResult
+	probes      map[string][]Probe
 	unscripted  string // prompts containing it leave the script alone
 	released    map[string]bool
 	responder   func(agent string, p Prompt) (Turn, bool)
@@ -114,6 +115,7 @@ func StartController(dir string) (*Controller, error) {
 		permissions: map[string][]PermissionResult{},
 		mcpErrors:   map[string][]MCPError{},
 		reaches:     map[string][]ReachResult{},
+		probes:      map[string][]Probe{},
 	}
 	c.wg.Add(1)
 	go c.accept()
@@ -270,6 +272,12 @@ func (c *Controller) handle(proc *hello, m message, reply *message) error {
 			return err
 		}
 		record(c, c.mcpErrors, m.Agent, e)
+	case "probe":
+		var pr Probe
+		if err := json.Unmarshal(m.Data, &pr); err != nil {
+			return err
+		}
+		record(c, c.probes, m.Agent, pr)
 	default:
 		return fmt.Errorf("unknown op %q", m.Op)
 	}
@@ -368,6 +376,12 @@ func (c *Controller) Prompts(agent string) []Prompt { return snapshot(c, c.promp
 
 // Sessions are the session/new requests agent received, in order.
 func (c *Controller) Sessions(agent string) []SessionInfo { return snapshot(c, c.sessions, agent) }
+
+// WaitProbes blocks until agent has reported at least n probes (ReadFile,
+// Dial) and returns them in order.
+func (c *Controller) WaitProbes(ctx context.Context, agent string, n int) ([]Probe, error) {
+	return waitN(ctx, c, c.probes, agent, n, "probes")
+}
 
 // ToolResults are the results of agent's CallTool actions, in order.
 func (c *Controller) ToolResults(agent string) []ToolResult {

@@ -22,7 +22,7 @@ const DefaultReply = "ok"
 type Turn []Action
 
 // Action is one step of a turn. Set fields run in this order: Wait, Say,
-// Chunks, ListTools, CallTool, Reach, Permission, Crash, Hang, Stop.
+// Chunks, ListTools, CallTool, Reach, Permission, ReadFile, Dial, Crash, Hang, Stop.
 type Action struct {
 	// Say sends one agent_message_chunk.
 	Say string `json:"say,omitempty"`
@@ -51,6 +51,30 @@ type Action struct {
 	// title (options allow_once "allow" and reject_once "reject") and reports
 	// the outcome.
 	Permission string `json:"permission,omitempty"`
+	// ReadFile reads this file where the agent runs (inside its container,
+	// say /proc/self/mountinfo) and reports its content as a Probe.
+	ReadFile string `json:"read_file,omitempty"`
+	// Dial connects to this unix socket, as an agent trying another agent's
+	// socket would, and reports whether it could as a Probe.
+	Dial string `json:"dial,omitempty"`
+}
+
+// ReadFile reports the content of a file as the agent sees it.
+func ReadFile(path string) Action { return Action{ReadFile: path} }
+
+// Dial reports whether the agent can connect to the unix socket at path.
+func Dial(path string) Action { return Action{Dial: path} }
+
+// Probe is what a ReadFile or Dial action found where the agent runs.
+type Probe struct {
+	SessionID acp.SessionId `json:"session_id"`
+	// Op is "read_file" or "dial"; Path its argument.
+	Op   string `json:"op"`
+	Path string `json:"path"`
+	// Out is the file's content (read_file); Err why it failed, "" when it
+	// worked.
+	Out string `json:"out,omitempty"`
+	Err string `json:"err,omitempty"`
 }
 
 // WaitUntilReleased blocks the turn until Controller.Release(agent).

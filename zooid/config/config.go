@@ -130,6 +130,12 @@ type Agent struct {
 	// User is the unix user the agent's process runs as (its user:, else
 	// the top-level one); nil means the daemon's own user.
 	User *unixuser.User
+	// Runtime is RuntimeLocal (default) or RuntimeDocker: runtime: per
+	// agent, defaulting to the top-level runtime:.
+	Runtime string
+	// Container is set exactly when Runtime is RuntimeDocker, with its
+	// defaults filled (Bridge by Load).
+	Container *Container
 }
 
 // ACP says how to start the agent process.
@@ -330,6 +336,7 @@ func Load(path string) (*Config, error) {
 			}
 		}
 		p.checkUsers(cfg)
+		p.checkDocker(cfg)
 	}
 	if err := p.result(); err != nil {
 		return nil, err

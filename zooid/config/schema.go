@@ -34,7 +34,7 @@ func (p *parser) parse(data []byte) *Config {
 		return nil
 	}
 	root := doc.Content[0]
-	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout", "trace", "user")
+	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout", "trace", "user", "runtime", "container")
 	cfg := &Config{File: p.file}
 
 	if f, ok := top["transports"]; ok {
@@ -51,6 +51,10 @@ func (p *parser) parse(data []byte) *Config {
 	}
 	topUser, topUserLine := p.user(top["user"], "user")
 	cfg.User = topUser
+	// The workforce defaults come before the agents, which start from them,
+	// and after the transports, whose tokens they must not carry.
+	p.runtime = p.runtimeOf(top["runtime"], "runtime", RuntimeLocal)
+	p.containerDefault = p.container(top["container"], "container", nil)
 	if f, ok := top["agents"]; ok {
 		userIDs := map[id.UserID]string{}
 		for _, e := range p.entries(f.val, "agents") {
@@ -269,7 +273,7 @@ func (p *parser) httpTransport(e field, path string) *HTTPTransport {
 	return h
 }
 
-var agentKeys = []string{"acp", "dir", "matrix", "http", "permission", "user"}
+var agentKeys = []string{"acp", "dir", "matrix", "http", "permission", "user", "runtime", "container"}
 
 func (p *parser) agent(e field, cfg *Config, userIDs map[id.UserID]string) (Agent, bool) {
 	name := e.key.Value
@@ -279,10 +283,13 @@ func (p *parser) agent(e field, cfg *Config, userIDs map[id.UserID]string) (Agen
 	if !ValidName(name) {
 		p.errorf(e.key, path, "agent name must match %s", NamePattern)
 	}
+	p.agentLines[name] = e.key.Line
 	f := p.fields(e.val, path, agentKeys...)
+	a.Runtime = p.runtimeOf(f["runtime"], path+".runtime", p.runtime)
+	a.Container = p.container(f["container"], path+".container", p.containerDefault)
 
 	if af, ok := f["acp"]; ok {
-		a.ACP = p.acp(af, path+".acp")
+		a.ACP = p.acp(af, path+".acp", a.Runtime == RuntimeDocker)
 	} else {
 		p.errorf(e.key, path+".acp", "is required (a preset or a command)")
 	}
@@ -313,10 +320,13 @@ func (p *parser) agent(e field, cfg *Config, userIDs map[id.UserID]string) (Agen
 	case hasHTTP:
 		a.HTTP = p.agentHTTP(hf, path+".http", cfg)
 	}
+	p.finishContainer(&a, e.key, path)
 	return a, len(p.errs) == before
 }
 
-func (p *parser) acp(af field, path string) ACP {
+// acp reads an agent's acp mapping. In a container (inImage) the command is
+// a path inside the image, so a relative one is not resolved on the host.
+func (p *parser) acp(af field, path string, inImage bool) ACP {
 	f := p.fields(af.val, path, "preset", "command", "args", "env", "inherit_env")
 	var a ACP
 	if v, ok := p.str(f["preset"], path+".preset"); ok && v != "" {
@@ -326,7 +336,7 @@ func (p *parser) acp(af field, path string) ACP {
 		a.Preset = v
 	}
 	if v, ok := p.str(f["command"], path+".command"); ok && v != "" {
-		if strings.Contains(v, "/") && !filepath.IsAbs(v) {
+		if strings.Contains(v, "/") && !filepath.IsAbs(v) && !inImage {
 			v = filepath.Join(p.base, v)
 		}
 		a.Command = v

@@ -42,6 +42,12 @@ type parser struct {
 	// top-level one), for Load's checks; secretFiles the *_file paths read.
 	userLines   map[string]int
 	secretFiles []secretFile
+	// runtime and containerDefault are the workforce defaults (top-level
+	// runtime: and container:).
+	runtime          string
+	containerDefault *Container
+	// agentLines is the line of each agent's name, for Load's checks.
+	agentLines map[string]int
 }
 
 // secretFile is a file a token was read from, and the key that named it.
@@ -51,7 +57,7 @@ type secretFile struct {
 }
 
 func newParser(file, base string, lookup func(string) (string, bool)) *parser {
-	return &parser{file: file, base: base, lookup: lookup, dirLines: map[string]int{}, userLines: map[string]int{}}
+	return &parser{file: file, base: base, lookup: lookup, dirLines: map[string]int{}, userLines: map[string]int{}, agentLines: map[string]int{}}
 }
 
 func (p *parser) errorAt(line int, path, format string, args ...any) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/zooid-dev/zooid/internal/faultpoint"
 	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/container"
 	"github.com/zooid-dev/zooid/zooid/httpapi"
 	"github.com/zooid-dev/zooid/zooid/matrix"
 	"github.com/zooid-dev/zooid/zooid/mcpserver"
@@ -82,6 +83,9 @@ type Daemon struct {
 	routerInit sync.Once
 	mcp        *mcpserver.Server
 	sessions   *sessions
+	// docker starts and removes agent containers; nil when no agent has
+	// runtime docker.
+	docker *container.Docker
 
 	tasks *tasks.Manager
 	// turns journals event-woken turns until they end (nil without Matrix).
@@ -176,6 +180,9 @@ func (d *Daemon) Start(ctx context.Context) error {
 	}
 	if faultpoint.Armable() {
 		d.log.Warn("test fault points are armed: this daemon kills itself where the file names", "env", faultpoint.Env, "file", os.Getenv(faultpoint.Env))
+	}
+	if err := d.startDocker(ctx); err != nil {
+		return err
 	}
 	d.sessions = newSessions(d.runTurn, d.endSession).withIdle(d.opts.IdleTimeout, d.idleSession).withDone(d.turnDone)
 	if err := d.startHTTP(); err != nil {

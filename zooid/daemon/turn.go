@@ -17,6 +17,7 @@ import (
 	"github.com/zooid-dev/zooid/internal/faultpoint"
 	"github.com/zooid-dev/zooid/zooid/acpagent"
 	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/container"
 	"github.com/zooid-dev/zooid/zooid/mcpserver"
 	"github.com/zooid-dev/zooid/zooid/tools"
 	"github.com/zooid-dev/zooid/zooid/trace"
@@ -30,6 +31,8 @@ type agentSession struct {
 	acp     *acpagent.Session
 	binding string
 	kind    tools.SessionKind
+	// container is the agent's container (runtime docker), removed with it.
+	container *container.Started
 
 	// post is the running turn's poster: permission requests arrive on the
 	// ACP connection's goroutine and their notices belong to the current turn.
@@ -277,15 +280,36 @@ func (d *Daemon) openAgent(ctx, live context.Context, rt *agentRuntime, s *sessi
 	if rt.cfg.Permission == "allow" {
 		opts.Permission = allowOnce
 	}
+	cwd := rt.workDir
+	if rt.cfg.Runtime == config.RuntimeDocker {
+		var err error
+		if spec, st.container, err = d.containerSpec(rt); err != nil {
+			return nil, err
+		}
+		cwd = rt.cfg.Container.Workdir
+	}
 	conn, err := acpagent.Start(ctx, spec, opts)
 	if err != nil {
+		if st.container != nil {
+			d.removeContainer(st.container)
+		}
 		return nil, fmt.Errorf("starting %s: %w", command, err)
 	}
+	st.conn = conn
 	// The binding serves only this agent process and its descendants (the
-	// bridge it starts), whoever else learns the id.
-	proc, err := mcpserver.ProcessOf(conn.Pid())
+	// bridge it starts), whoever else learns the id. In a container the
+	// agent is the container's first process, not the docker CLI the daemon
+	// started: the binding is tied to that process.
+	agentPid := conn.Pid()
+	if st.container != nil {
+		if agentPid, err = d.docker.InitPid(ctx, st.container); err != nil {
+			d.closeAgent(st)
+			return nil, fmt.Errorf("finding %s's process in its container: %w", rt.cfg.Name, err)
+		}
+	}
+	proc, err := mcpserver.ProcessOf(agentPid)
 	if err != nil {
-		conn.Close()
+		d.closeAgent(st)
 		return nil, fmt.Errorf("binding %s's tools to its process: %w", rt.cfg.Name, err)
 	}
 	// Exactly the configured user: the peer check then accepts only
@@ -296,10 +320,15 @@ func (d *Daemon) openAgent(ctx, live context.Context, rt *agentRuntime, s *sessi
 	}
 	caller := d.callerFor(rt, s.key)
 	binding := d.mcp.Bind(caller, proc)
-	sess, err := conn.NewSession(ctx, rt.workDir, []acp.McpServer{d.mcp.StdioEntry(binding)})
+	entry := d.mcp.StdioEntry(binding)
+	if st.container != nil {
+		// Paths as the container sees them.
+		entry = d.mcp.StdioEntryAt(binding, []string{config.ContainerBridge, "mcp"}, config.ContainerSocketDir+"/"+mcpserver.SocketName)
+	}
+	sess, err := conn.NewSession(ctx, cwd, []acp.McpServer{entry})
 	if err != nil {
 		d.mcp.Unbind(binding)
-		conn.Close()
+		d.closeAgent(st)
 		return nil, fmt.Errorf("opening ACP session: %w", err)
 	}
 	// The pi extension names its session by this id (pi-acp's ACP session id
@@ -324,9 +353,16 @@ func (d *Daemon) closeAgent(st *agentSession) {
 	if st == nil {
 		return
 	}
-	d.mcp.Unbind(st.binding)
-	if err := st.conn.Close(); err != nil {
-		d.log.Debug("closing agent process", "err", err)
+	if st.binding != "" {
+		d.mcp.Unbind(st.binding)
+	}
+	if st.conn != nil {
+		if err := st.conn.Close(); err != nil {
+			d.log.Debug("closing agent process", "err", err)
+		}
+	}
+	if st.container != nil {
+		d.removeContainer(st.container)
 	}
 }
 

@@ -111,10 +111,17 @@ func (s *Server) StdioEntry(bindingID string) acp.McpServer {
 	if path == "" {
 		s.log.Error("stdio entry for a binding without a listening agent socket; the bridge will fail", "binding_known", false)
 	}
-	args := append(append([]string(nil), s.bridge[1:]...), "--socket", path)
+	return s.StdioEntryAt(bindingID, s.bridge, path)
+}
+
+// StdioEntryAt is StdioEntry with the bridge's argv prefix and the socket
+// path as the agent sees them: inside a container they are the mount points,
+// not the host's paths.
+func (s *Server) StdioEntryAt(bindingID string, bridgeCmd []string, socket string) acp.McpServer {
+	args := append(append([]string(nil), bridgeCmd[1:]...), "--socket", socket)
 	return acp.McpServer{Stdio: &acp.McpServerStdio{
 		Name:    "zooid",
-		Command: s.bridge[0],
+		Command: bridgeCmd[0],
 		Args:    args,
 		Env:     []acp.EnvVariable{{Name: bridge.BindingEnv, Value: bindingID}},
 	}}

@@ -1,0 +1,105 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/zooid-dev/zooid/zooid/acpagent"
+	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/container"
+)
+
+// dockerCLIEnv names the daemon's variables the docker CLI itself may need
+// (where the engine is, its config and TLS material). They reach the CLI on
+// the host, never the container.
+var dockerCLIEnv = []string{"PATH", "HOME", "DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CONTEXT", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "XDG_RUNTIME_DIR"}
+
+// startDocker prepares the docker runtime when an agent uses it, and removes
+// the containers a killed predecessor with this state dir left behind.
+func (d *Daemon) startDocker(ctx context.Context) error {
+	if !slices.ContainsFunc(d.opts.Config.Agents, func(a config.Agent) bool { return a.Runtime == config.RuntimeDocker }) {
+		return nil
+	}
+	var cliEnv []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if slices.Contains(dockerCLIEnv, name) && !carriesSecret(kv, d.secrets()) {
+			cliEnv = append(cliEnv, kv)
+		}
+	}
+	d.docker = &container.Docker{
+		Daemon: container.Identity(d.opts.Config.StateDir),
+		EnvDir: filepath.Join(d.opts.Config.StateDir, "containers"),
+		CLIEnv: cliEnv,
+		Log:    d.log.With("component", "docker"),
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := d.docker.RemoveOrphans(rctx); err != nil {
+		return fmt.Errorf("docker runtime: %w", err)
+	}
+	return nil
+}
+
+// containerEnv is a container's whole environment: the daemon variables the
+// agent's inherit_env names, then acp.env, then container.env. The host's
+// allowlist (PATH, HOME, ...) does not apply: the image has its own.
+func containerEnv(secrets []string, a config.Agent) []string {
+	env := buildEnv(nil, secrets, a.ACP)
+	for _, name := range a.ACP.InheritEnv {
+		if v, ok := os.LookupEnv(name); ok && !carriesSecret(name+"="+v, secrets) {
+			if _, override := a.ACP.Env[name]; !override {
+				env = append(env, name+"="+v)
+			}
+		}
+	}
+	keys := make([]string, 0, len(a.Container.Env))
+	for k := range a.Container.Env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if kv := k + "=" + a.Container.Env[k]; !carriesSecret(kv, secrets) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// containerSpec is the docker run command that starts rt's agent in a
+// container of its own, and the container to remove when it ends.
+func (d *Daemon) containerSpec(rt *agentRuntime) (acpagent.Spec, *container.Started, error) {
+	command, args := rt.cfg.ACP.Resolve()
+	sockDir, ok := d.mcp.SocketDir(rt.cfg.Name)
+	if !ok {
+		return acpagent.Spec{}, nil, fmt.Errorf("agent %s has no socket directory", rt.cfg.Name)
+	}
+	started, err := d.docker.Prepare(container.Run{
+		Agent:     rt.cfg.Name,
+		Settings:  rt.cfg.Container,
+		Command:   command,
+		Args:      args,
+		Env:       containerEnv(d.secrets(), rt.cfg),
+		SocketDir: sockDir,
+		WorkDir:   rt.workDir,
+	})
+	if err != nil {
+		return acpagent.Spec{}, nil, err
+	}
+	return acpagent.Spec{Command: started.Command, Args: started.Args, Env: d.docker.CLIEnv, Dir: d.opts.Config.StateDir}, started, nil
+}
+
+// removeContainer removes an agent's container once its docker CLI is gone:
+// a docker run killed by signal leaves its container running.
+func (d *Daemon) removeContainer(c *container.Started) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := d.docker.Remove(ctx, c); err != nil {
+		d.log.Error("removing agent container", "container", c.Name, "err", err)
+	}
+}
