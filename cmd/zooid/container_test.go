@@ -153,7 +153,7 @@ func TestDockerRuntime(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = ctl.Close() })
 	runDir := filepath.Join(dir, "run")
-	socketB := filepath.Join(runDir, "agent-b", "mcp.sock")
+	socketB := filepath.Join(runDir, "agent-b", "zooid.sock")
 
 	push, pushFile := boundPort(t)
 	cfgPath := filepath.Join(dir, "zooid.yaml")
@@ -233,7 +233,7 @@ agents:
 		fakeagent.CallTool("zooid_send_message", map[string]any{"room": "#general", "text": "posted from inside a container"}),
 		fakeagent.ReadFile("/proc/self/mountinfo"),
 		fakeagent.ReadFile("/proc/self/environ"),
-		fakeagent.Dial(config.ContainerSocketDir + "/mcp.sock"),
+		fakeagent.Dial(config.ContainerSocketDir + "/zooid.sock"),
 		fakeagent.Dial(socketB),
 		fakeagent.Say("done in the container"),
 	})
@@ -268,8 +268,8 @@ agents:
 	if len(sessions) != 1 || sessions[0].Cwd != "/work" || len(sessions[0].McpServers) != 1 || sessions[0].McpServers[0].Stdio == nil {
 		t.Fatalf("agent-a's sessions: %+v, want one with cwd /work and the zooid bridge", sessions)
 	}
-	if e := sessions[0].McpServers[0].Stdio; e.Command != config.ContainerBridge || !slices.Equal(e.Args, []string{"mcp", "--socket", config.ContainerSocketDir + "/mcp.sock"}) {
-		t.Errorf("agent-a's bridge entry is %s %v, want %s mcp --socket %s/mcp.sock", e.Command, e.Args, config.ContainerBridge, config.ContainerSocketDir)
+	if e := sessions[0].McpServers[0].Stdio; e.Command != config.ContainerBridge || !slices.Equal(e.Args, []string{"mcp", "--socket", config.ContainerSocketDir + "/zooid.sock"}) {
+		t.Errorf("agent-a's bridge entry is %s %v, want %s mcp --socket %s/zooid.sock", e.Command, e.Args, config.ContainerBridge, config.ContainerSocketDir)
 	}
 
 	probes, err := ctl.WaitProbes(ctx, "agent-a", 4)

@@ -83,6 +83,14 @@ agents:
     acp: { preset: pi }
     matrix: { user_id: '@a', rooms: ['#r'] }
 `, []string{`zooid.yaml:8: agents.a.runtime: the pi preset does not run in a container yet (its extension is installed on the host): use runtime local`}},
+		{"an http agent in a container", okTransport + `  hooks: { type: http, port: 3000 }
+agents:
+  a:
+    runtime: docker
+    container: { image: agent:1 }
+    acp: { command: /agent }
+    http: {}
+`, []string{`zooid.yaml:9: agents.a.runtime: runtime docker is for matrix agents for now: an http agent runs locally`}},
 		{"unknown container key", okTransport + `agents:
   a:
     runtime: docker
@@ -147,15 +155,18 @@ agents:
 // TestLoadRefusesADynamicBridge: the bridge runs inside the container, where
 // the host's dynamic loader and libraries are not; check says so.
 func TestLoadRefusesADynamicBridge(t *testing.T) {
-	if _, err := exec.LookPath("docker"); err != nil {
-		t.Fatalf("this test needs the docker command on PATH (docker/engine.sh start installs it): %v", err)
-	}
-	t.Setenv("AS", testAS)
-	t.Setenv("HS", testHS)
 	dynamic, err := exec.LookPath("sh")
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Load wants a docker command on PATH; this one only has to exist.
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "docker"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	t.Setenv("AS", testAS)
+	t.Setenv("HS", testHS)
 	if StaticExecutable(dynamic) == nil {
 		t.Fatalf("%s is static on this machine; the test needs a dynamically linked program", dynamic)
 	}
@@ -182,5 +193,27 @@ func TestLoadRefusesADynamicBridge(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), path+":8: agents.a.container.bridge: "+tc.want) {
 			t.Errorf("Load with bridge %s: %v, want an error containing %q", tc.bridge, err, tc.want)
 		}
+	}
+}
+
+// TestLoadNeedsTheDockerCommand: a docker agent with no docker CLI to start
+// it is refused by check, not found out at the first mention.
+func TestLoadNeedsTheDockerCommand(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("AS", testAS)
+	t.Setenv("HS", testHS)
+	path := filepath.Join(t.TempDir(), "zooid.yaml")
+	if err := os.WriteFile(path, []byte(okTransport+`agents:
+  a:
+    runtime: docker
+    container: { image: agent:1, bridge: /nonexistent/zooid }
+    acp: { command: /agent }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	if err == nil || !strings.Contains(err.Error(), path+`:8: agents.a.runtime: runtime docker needs the docker command on PATH: exec: "docker": executable file not found in $PATH`) {
+		t.Fatalf("Load without docker on PATH: %v", err)
 	}
 }

@@ -84,6 +84,9 @@ type Run struct {
 	SocketDir string
 	// WorkDir is the host directory mounted at Settings.Workdir.
 	WorkDir string
+	// UID and GID run the container's processes: the agent's user: when it
+	// has one, else the daemon's.
+	UID, GID int
 }
 
 // Started is a container being started: Command and Args run the docker CLI
@@ -97,7 +100,7 @@ type Started struct {
 
 // Prepare writes the container's env file and returns the docker run command
 // line. The container is named zooid-<daemon>-<agent>-<random>, labelled
-// with the daemon and the agent, runs as the daemon's uid and gid with no
+// with the daemon and the agent, runs as r.UID and r.GID with no
 // capabilities and no privilege gain, keeps no log (its stdout is the ACP
 // stream), and sees the host only through the three mounts.
 func (d *Docker) Prepare(r Run) (*Started, error) {
@@ -130,7 +133,7 @@ func (d *Docker) Prepare(r Run) (*Started, error) {
 		"--label", LabelDaemon + "=" + d.Daemon,
 		"--label", LabelAgent + "=" + r.Agent,
 		"--network", s.Network,
-		"--user", strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid()),
+		"--user", strconv.Itoa(r.UID) + ":" + strconv.Itoa(r.GID),
 		"--cap-drop", "ALL",
 		"--security-opt", "no-new-privileges",
 		"--log-driver", "none",

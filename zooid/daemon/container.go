@@ -79,7 +79,15 @@ func (d *Daemon) containerSpec(rt *agentRuntime) (acpagent.Spec, *container.Star
 	if !ok {
 		return acpagent.Spec{}, nil, fmt.Errorf("agent %s has no socket directory", rt.cfg.Name)
 	}
+	// The container runs as the agent's user: when it has one (its socket
+	// directory is that user's), else as the daemon's.
+	uid, gid := os.Getuid(), os.Getgid()
+	if u := rt.cfg.User; u != nil {
+		uid, gid = int(u.UID), int(u.GID)
+	}
 	started, err := d.docker.Prepare(container.Run{
+		UID:       uid,
+		GID:       gid,
 		Agent:     rt.cfg.Name,
 		Settings:  rt.cfg.Container,
 		Command:   command,

@@ -315,7 +315,7 @@ func (d *Daemon) openAgent(ctx, live context.Context, rt *agentRuntime, s *sessi
 	// Exactly the configured user: the peer check then accepts only
 	// processes of that uid.
 	if u := rt.cfg.User; u != nil && proc.UID() != u.UID {
-		conn.Close()
+		d.closeAgent(st)
 		return nil, fmt.Errorf("binding %s's tools: its process runs as uid %d, not as %s", rt.cfg.Name, proc.UID(), u)
 	}
 	caller := d.callerFor(rt, s.key)
