@@ -247,7 +247,7 @@ agents:
 	if r := results[0]; r.IsError || r.Err != "" {
 		t.Fatalf("zooid_send_message from inside the container failed: %+v (MCP errors: %+v)", r, ctl.MCPErrors("agent-a"))
 	}
-	eventually(t, "agent-a's tool post and its reply", func() bool {
+	waitFor(t, "agent-a's tool post and its reply", func() bool {
 		page := hs.do("GET", "/_matrix/client/v3/rooms/"+url.PathEscape(roomID)+"/messages?dir=b&limit=50", token, "")
 		chunk, _ := page["chunk"].([]any)
 		var tool, said bool
@@ -388,7 +388,7 @@ agents:
 	// The session ends (/clear in its thread): its container goes with it.
 	hs.do("PUT", "/_matrix/client/v3/rooms/"+url.PathEscape(roomID)+"/send/dev.zooid.session_reset/t2", token,
 		fmt.Sprintf(`{"m.relates_to":{"rel_type":"m.thread","event_id":%q}}`, first))
-	eventually(t, "agent-a's container to be removed after /clear", func() bool { return len(containersOf(t, daemonID)) == 0 })
+	waitFor(t, "agent-a's container to be removed after /clear", func() bool { return len(containersOf(t, daemonID)) == 0 })
 
 	// A new session starts a new container; the daemon is SIGKILLed and its
 	// agent (which ignores the end of its input) keeps the container up.
@@ -409,5 +409,20 @@ agents:
 		t.Fatalf("containers after the daemon was killed: %v, want the orphan still there (the fault did not happen)", orphans)
 	}
 	zooidProcessWith(t, io.Discard, []*os.File{pushFile}, "run", "--config", cfgPath)
-	eventually(t, "the restarted daemon to remove the orphan "+orphans[0], func() bool { return len(containersOf(t, daemonID)) == 0 })
+	waitFor(t, "the restarted daemon to remove the orphan "+orphans[0], func() bool { return len(containersOf(t, daemonID)) == 0 })
+}
+
+// waitFor is eventually with room for a loaded machine: each docker command
+// the daemon runs (inspect, rm) can take seconds there.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out after 2m waiting for %s", what)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
