@@ -19,7 +19,8 @@ import (
 // base URL, ZOOID_TEST_SERVER_NAME (default localhost) names the server, and the appservice
 // tests need ZOOID_TEST_AS_TOKEN, ZOOID_TEST_HS_TOKEN, ZOOID_TEST_AS_PUSH_ADDR (where the
 // homeserver pushes; the suite listens there), ZOOID_TEST_AS_USER_PREFIX and optionally
-// ZOOID_TEST_AS_SENDER_LOCALPART (default zooidbot); without them those tests are skipped.
+// ZOOID_TEST_AS_SENDER_LOCALPART (default zooidbot) and ZOOID_TEST_AS_ID (the registration's id,
+// default zooid, which the ping test pings); without them those tests are skipped.
 // ZOOID_TEST_AS_ALIAS_PREFIX names the registration's non-exclusive alias namespace
 // (#PREFIX.*:server) for the alias namespace tests.
 func TestConformance(t *testing.T) {
@@ -92,7 +93,11 @@ func urlTarget(t *testing.T, baseURL string) Target {
 		if sender == "" {
 			sender = "zooidbot"
 		}
-		target.AppService = &AppService{ID: "zooid", ASToken: asToken, HSToken: hsToken, SenderLocalpart: sender, UserPrefix: prefix,
+		asID := first("ZOOID_TEST_AS_ID")
+		if asID == "" {
+			asID = "zooid"
+		}
+		target.AppService = &AppService{ID: asID, ASToken: asToken, HSToken: hsToken, SenderLocalpart: sender, UserPrefix: prefix,
 			AliasPrefix: os.Getenv("ZOOID_TEST_AS_ALIAS_PREFIX"), PushAddr: pushAddr}
 	} else {
 		t.Logf("no appservice for %s: the AppService tests will be skipped", baseURL)
