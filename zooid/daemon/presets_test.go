@@ -81,7 +81,17 @@ func TestPresetAdapters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(root, "node_modules", ".bin")
+	// opencode is its native binary's package, which declares no bin.
+	bins := []string{filepath.Join(root, "node_modules", ".bin"), filepath.Join(root, "node_modules", "opencode-linux-x64-baseline", "bin")}
+	found := func(command string) error {
+		var err error
+		for _, b := range bins {
+			if _, err = os.Stat(filepath.Join(b, command)); err == nil {
+				return nil
+			}
+		}
+		return err
+	}
 	for _, pc := range presetCases {
 		name := pc.name
 		if name == "" {
@@ -90,7 +100,7 @@ func TestPresetAdapters(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			command, _ := config.ACP{Preset: pc.preset}.Resolve()
-			if _, err := os.Stat(filepath.Join(bin, command)); err != nil {
+			if err := found(command); err != nil {
 				t.Fatalf("the %s preset's adapter is not installed (%v): run scripts/setup.sh (npm ci in %s)", pc.preset, err, adaptersDir)
 			}
 			listed := &recordWatch{msg: "tools listed", agent: pc.preset, seen: make(chan struct{})}
@@ -101,7 +111,7 @@ func TestPresetAdapters(t *testing.T) {
 
 			home, work := t.TempDir(), t.TempDir()
 			cfg := config.ACP{Preset: pc.preset, Env: map[string]string{
-				"PATH": bin + string(os.PathListSeparator) + os.Getenv("PATH"),
+				"PATH": strings.Join(append(bins, os.Getenv("PATH")), string(os.PathListSeparator)),
 				"HOME": home,
 			}}
 			for k, v := range pc.env {
