@@ -56,6 +56,20 @@ agents:
     http: {}
 `, "transports.hooks.token: is required because 0.0.0.0:0 is not a loopback address"},
 		{"short token", strings.Replace(mx, "${CR_AS}", "short", 1) + agent, "transports.matrix.as_token: is 5 characters long"},
+		{"token in a container's env", mx + `agents:
+  a:
+    runtime: docker
+    container: { image: agent:1, bridge: /bin/sh, env: { T: "${CR_AS}" } }
+    acp: { command: /agent }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, "agents.a.container.env.T: the value carries the token of transports.matrix.as_token"},
+		{"a dynamically linked bridge for a container", mx + `agents:
+  a:
+    runtime: docker
+    container: { image: agent:1, bridge: /bin/sh }
+    acp: { command: /agent }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, "agents.a.container.bridge: /bin/sh is dynamically linked"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "zooid.yaml")
