@@ -44,6 +44,7 @@ func definitions(w *world) []stepDef {
 	all = append(all, taskSteps(w)...)
 	all = append(all, scenarioSteps(w)...)
 	all = append(all, processSteps(w)...)
+	all = append(all, limitSteps(w)...)
 	all = append(all, httpSteps(w)...)
 	all = append(all, traceSteps(w)...)
 	all = append(all, replaySteps(w)...)

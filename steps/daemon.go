@@ -26,9 +26,11 @@ func (w *world) config(exe string) *config.Config {
 				Listen: w.lease.listen, ID: reg.ID, SenderLocalpart: reg.SenderLocalpart,
 			},
 		}},
-		StateDir:    filepath.Join(w.dir, "state"),
-		RunDir:      filepath.Join(w.dir, "run"),
-		IdleTimeout: w.idleTimeout,
+		StateDir:         filepath.Join(w.dir, "state"),
+		RunDir:           filepath.Join(w.dir, "run"),
+		IdleTimeout:      w.idleTimeout,
+		MaxProcesses:     w.maxProcs,
+		QueueNoticeAfter: w.queueNotice,
 	}
 	if w.traceDir != "" {
 		cfg.Trace = &config.Trace{Dir: w.traceDir}
@@ -50,9 +52,11 @@ func (w *world) config(exe string) *config.Config {
 			acpCfg = a.pi.acp()
 		}
 		cfg.Agents = append(cfg.Agents, config.Agent{
-			Name: a.name,
-			ACP:  acpCfg,
-			Dir:  filepath.Join(w.dir, "agents", a.name),
+			Name:               a.name,
+			ACP:                acpCfg,
+			Dir:                filepath.Join(w.dir, "agents", a.name),
+			MaxProcesses:       a.maxProcs,
+			SessionsPerProcess: a.perProc,
 			Matrix: &config.AgentMatrix{
 				Transport: "matrix", UserID: n.agent(a.name), DisplayName: a.name,
 				Rooms: rooms, Trigger: a.trigger,

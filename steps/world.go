@@ -56,6 +56,9 @@ type world struct {
 	idleTimeout time.Duration // zooid.yaml idle_timeout; zero: the daemon's default
 	traceDir    string        // zooid.yaml trace.dir; empty: tracing off
 	turnTimeout time.Duration // the daemon's turn timeout; zero: the run's
+	maxProcs    int           // zooid.yaml max_processes; zero: the default
+	queueNotice time.Duration // zooid.yaml queue_notice_after; zero: the default
+	batch       []*post       // the threads the last "mentions … in N new threads" step started
 	http        *httpAnswer   // the last answer of an HTTP-bound agent
 
 	timing *scenarioTiming // where the scenario's time goes; nil unless Options.Timings
@@ -75,6 +78,9 @@ type agentDecl struct {
 	trigger string
 	http    bool     // bound to the HTTP transport instead of Matrix
 	pi      *piAgent // runs real pi (steps_pi.go); nil for the scripted agent
+	// maxProcs and perProc are its max_processes and sessions_per_process;
+	// zero: the defaults.
+	maxProcs, perProc int
 }
 
 // room is a room as steps name it, and what the harness put in it.

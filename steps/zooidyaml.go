@@ -65,6 +65,12 @@ func zooidYAML(cfg *config.Config, v secretVars) string {
 	if cfg.TurnTimeout > 0 {
 		line(0, "turn_timeout", cfg.TurnTimeout.String())
 	}
+	if cfg.MaxProcesses > 0 {
+		line(0, "max_processes", fmt.Sprint(cfg.MaxProcesses))
+	}
+	if cfg.QueueNoticeAfter > 0 {
+		line(0, "queue_notice_after", cfg.QueueNoticeAfter.String())
+	}
 	if tr := cfg.Trace; tr != nil {
 		b.WriteString("trace:\n")
 		line(1, "dir", q(tr.Dir))
@@ -120,6 +126,12 @@ func zooidYAML(cfg *config.Config, v secretVars) string {
 		}
 		line(2, "dir", q(a.Dir))
 		line(2, "permission", a.Permission)
+		if a.MaxProcesses > 0 {
+			line(2, "max_processes", fmt.Sprint(a.MaxProcesses))
+		}
+		if a.SessionsPerProcess > 0 {
+			line(2, "sessions_per_process", fmt.Sprint(a.SessionsPerProcess))
+		}
 		if m := a.Matrix; m != nil {
 			b.WriteString("    matrix:\n")
 			line(3, "transport", m.Transport)

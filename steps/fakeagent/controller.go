@@ -59,6 +59,9 @@ type Controller struct {
 	unscripted  string // prompts containing it leave the script alone
 	released    map[string]bool
 	responder   func(agent string, p Prompt) (Turn, bool)
+	peaks       map[string]int // most live processes per agent (procs.go)
+	peakAll     int
+	liveErr     error
 	closeOnce   sync.Once
 }
 
@@ -116,6 +119,7 @@ func StartController(dir string) (*Controller, error) {
 		mcpErrors:   map[string][]MCPError{},
 		reaches:     map[string][]ReachResult{},
 		probes:      map[string][]Probe{},
+		peaks:       map[string]int{},
 	}
 	c.wg.Add(1)
 	go c.accept()
@@ -204,7 +208,10 @@ func (c *Controller) handle(proc *hello, m message, reply *message) error {
 	now := time.Now()
 	switch m.Op {
 	case "hello":
-		return json.Unmarshal(m.Data, proc)
+		if err := json.Unmarshal(m.Data, proc); err != nil {
+			return err
+		}
+		c.countLive()
 	case "session":
 		var s SessionInfo
 		if err := json.Unmarshal(m.Data, &s); err != nil {

@@ -61,6 +61,13 @@ type Config struct {
 	Trace *Trace
 	// User is the top-level user: every agent's default (see Agent.User).
 	User *unixuser.User
+	// MaxProcesses caps live agent processes across all agents
+	// (max_processes, default DefaultMaxProcesses).
+	MaxProcesses int
+	// QueueNoticeAfter is how long a turn waits for an agent process before
+	// the thread is told it is queued (queue_notice_after, default
+	// DefaultQueueNoticeAfter).
+	QueueNoticeAfter time.Duration
 }
 
 // AgentUsers says whether any agent runs as a user of its own.
@@ -136,6 +143,13 @@ type Agent struct {
 	// Container is set exactly when Runtime is RuntimeDocker, with its
 	// defaults filled (Bridge by Load).
 	Container *Container
+	// MaxProcesses caps this agent's live processes (max_processes, default
+	// DefaultAgentMaxProcesses); beyond it the least recently used idle one
+	// is stopped, and when none is idle turns wait in arrival order.
+	MaxProcesses int
+	// SessionsPerProcess is how many threads' ACP sessions one process of
+	// this agent hosts over its life (sessions_per_process, default 1).
+	SessionsPerProcess int
 }
 
 // ACP says how to start the agent process.

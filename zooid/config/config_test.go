@@ -139,6 +139,20 @@ agents:
     acp: { preset: pi }
     matrix: { user_id: '@a', rooms: ['#r'] }
 `, []string{`zooid.yaml:7: turn_timeout: must be a duration such as 30m or 90s, got "soon"`}},
+		{"bad process caps", okTransport + `max_processes: 0
+queue_notice_after: 5ms
+agents:
+  a:
+    acp: { preset: pi }
+    max_processes: lots
+    sessions_per_process: 2000
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{
+			`zooid.yaml:7: max_processes: must be a whole number from 1 to 1024, got "0"`,
+			`zooid.yaml:8: queue_notice_after: must be at least 1s, got 5ms`,
+			`zooid.yaml:12: agents.a.max_processes: must be a whole number from 1 to 1024, got "lots"`,
+			`zooid.yaml:13: agents.a.sessions_per_process: must be a whole number from 1 to 1024, got "2000"`,
+		}},
 		{"trace without dir", okTransport + `trace: { max_file_size: 1MiB }
 agents:
   a:
@@ -511,6 +525,28 @@ agents:
 			}
 			if c.IdleTimeout != 2*time.Hour {
 				t.Errorf("idle timeout %s, want 2h", c.IdleTimeout)
+			}
+		}},
+		{"process caps", okTransport + `max_processes: 6
+queue_notice_after: 2m
+agents:
+  a:
+    acp: { preset: pi }
+    max_processes: 2
+    sessions_per_process: 10
+    matrix: { user_id: '@a', rooms: ['#r'] }
+  b:
+    acp: { preset: pi }
+    matrix: { user_id: '@b', rooms: ['#r'] }
+`, func(t *testing.T, c *Config) {
+			if c.MaxProcesses != 6 || c.QueueNoticeAfter != 2*time.Minute {
+				t.Errorf("daemon caps %d, %s; want 6, 2m", c.MaxProcesses, c.QueueNoticeAfter)
+			}
+			if a := c.Agents[0]; a.MaxProcesses != 2 || a.SessionsPerProcess != 10 {
+				t.Errorf("agent a caps %d, %d; want 2, 10", a.MaxProcesses, a.SessionsPerProcess)
+			}
+			if b := c.Agents[1]; b.MaxProcesses != DefaultAgentMaxProcesses || b.SessionsPerProcess != 1 {
+				t.Errorf("agent b caps %d, %d; want the defaults %d, 1", b.MaxProcesses, b.SessionsPerProcess, DefaultAgentMaxProcesses)
 			}
 		}},
 		{"trace", okTransport + `trace:

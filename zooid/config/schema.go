@@ -34,7 +34,7 @@ func (p *parser) parse(data []byte) *Config {
 		return nil
 	}
 	root := doc.Content[0]
-	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout", "trace", "user", "runtime", "container")
+	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout", "trace", "user", "runtime", "container", "max_processes", "queue_notice_after")
 	cfg := &Config{File: p.file}
 
 	if f, ok := top["transports"]; ok {
@@ -83,6 +83,7 @@ func (p *parser) parse(data []byte) *Config {
 	cfg.TurnTimeout = p.duration(top, "turn_timeout")
 	cfg.IdleTimeout = p.duration(top, "idle_timeout")
 	cfg.Trace = p.trace(top)
+	p.limits(top, cfg)
 	cfg.RunDir = p.defaultRunDir()
 	if v, ok := p.str(top["run_dir"], "run_dir"); ok && v != "" {
 		cfg.RunDir = p.abs(v)
@@ -273,7 +274,7 @@ func (p *parser) httpTransport(e field, path string) *HTTPTransport {
 	return h
 }
 
-var agentKeys = []string{"acp", "dir", "matrix", "http", "permission", "user", "runtime", "container"}
+var agentKeys = []string{"acp", "dir", "matrix", "http", "permission", "user", "runtime", "container", "max_processes", "sessions_per_process"}
 
 func (p *parser) agent(e field, cfg *Config, userIDs map[id.UserID]string) (Agent, bool) {
 	name := e.key.Value
@@ -307,6 +308,7 @@ func (p *parser) agent(e field, cfg *Config, userIDs map[id.UserID]string) (Agen
 		}
 		a.Permission = v
 	}
+	p.agentLimits(f, path, &a)
 
 	mf, hasMatrix := f["matrix"]
 	hf, hasHTTP := f["http"]

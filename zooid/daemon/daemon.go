@@ -60,6 +60,10 @@ type Options struct {
 	// turn; the thread's next message starts a fresh one. Zero means the
 	// config's idle_timeout, else DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// QueueNoticeAfter is how long a turn waits for an agent process before
+	// its thread is told it is queued; zero means the config's
+	// queue_notice_after, else config.DefaultQueueNoticeAfter.
+	QueueNoticeAfter time.Duration
 	// PushListener, when set, is the Matrix transport's appservice push
 	// listener, already bound at the config's listen address (a socket handed
 	// down by a supervisor or a test harness); the daemon serves on it and
@@ -86,6 +90,8 @@ type Daemon struct {
 	// docker starts and removes agent containers; nil when no agent has
 	// runtime docker.
 	docker *container.Docker
+	// pool bounds live agent processes (max_processes per agent and in all).
+	pool *procPool
 
 	tasks *tasks.Manager
 	// turns journals event-woken turns until they end (nil without Matrix).
@@ -143,6 +149,12 @@ func New(opts Options) (*Daemon, error) {
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
 	}
+	if opts.QueueNoticeAfter <= 0 {
+		opts.QueueNoticeAfter = opts.Config.QueueNoticeAfter
+	}
+	if opts.QueueNoticeAfter <= 0 {
+		opts.QueueNoticeAfter = config.DefaultQueueNoticeAfter
+	}
 	d := &Daemon{
 		opts:   opts,
 		log:    opts.Logger,
@@ -152,7 +164,9 @@ func New(opts Options) (*Daemon, error) {
 		replayed: make(chan struct{}),
 		trace:    trace.Off,
 	}
+	d.pool = newProcPool(orDefault(opts.Config.MaxProcesses, config.DefaultMaxProcesses))
 	for _, a := range opts.Config.Agents {
+		d.pool.addAgent(a.Name, orDefault(a.MaxProcesses, config.DefaultAgentMaxProcesses), a.SessionsPerProcess)
 		rt := &agentRuntime{cfg: a}
 		if a.Matrix != nil {
 			rt.userID = a.Matrix.UserID
@@ -315,6 +329,14 @@ func (d *Daemon) callerFor(rt *agentRuntime, key sessionKey) tools.Caller {
 		Kind:       d.kindFor(key),
 		SessionKey: key.String(),
 	}
+}
+
+// orDefault is n, or def when n is unset (a Config built without Load).
+func orDefault(n, def int) int {
+	if n > 0 {
+		return n
+	}
+	return def
 }
 
 func (d *Daemon) replayDone() { d.replayOnce.Do(func() { close(d.replayed) }) }

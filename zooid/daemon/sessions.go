@@ -34,6 +34,9 @@ type turnRequest struct {
 	// taken, if set, runs when the turn leaves the queue to run: what queued
 	// it (a task result) counts it as delivered only then.
 	taken func()
+	// seq is the turn's arrival number, across all sessions: a turn waiting
+	// for an agent process is served in this order.
+	seq uint64
 }
 
 // eventTurn is a turn woken by a Matrix event from sender: its id is the event's.
@@ -61,6 +64,7 @@ type sessions struct {
 	idle      func(s *session)
 
 	mu     sync.Mutex
+	seq    uint64 // the last turn's arrival number
 	byKey  map[sessionKey]*session
 	wg     sync.WaitGroup
 	ctx    context.Context
@@ -97,6 +101,7 @@ type session struct {
 	wake    chan struct{}
 	stopped chan struct{} // closed to end the loop after the current turn
 	stop    sync.Once
+	ctx     context.Context // the session's lifetime
 	cancel  context.CancelFunc
 
 	state  any // the runner's per-session state (process, ACP session, binding)
@@ -113,11 +118,13 @@ func (m *sessions) enqueue(key sessionKey, req turnRequest) {
 	s, ok := m.byKey[key]
 	if !ok {
 		ctx, cancel := context.WithCancel(m.ctx)
-		s = &session{key: key, wake: make(chan struct{}, 1), stopped: make(chan struct{}), cancel: cancel}
+		s = &session{key: key, wake: make(chan struct{}, 1), stopped: make(chan struct{}), ctx: ctx, cancel: cancel}
 		m.byKey[key] = s
 		m.wg.Add(1)
 		go m.loop(ctx, s)
 	}
+	m.seq++
+	req.seq = m.seq
 	s.mu.Lock()
 	s.queue = append(s.queue, req)
 	s.mu.Unlock()

@@ -17,7 +17,6 @@ import (
 	"github.com/zooid-dev/zooid/internal/faultpoint"
 	"github.com/zooid-dev/zooid/zooid/acpagent"
 	"github.com/zooid-dev/zooid/zooid/config"
-	"github.com/zooid-dev/zooid/zooid/container"
 	"github.com/zooid-dev/zooid/zooid/mcpserver"
 	"github.com/zooid-dev/zooid/zooid/tools"
 	"github.com/zooid-dev/zooid/zooid/trace"
@@ -27,12 +26,12 @@ import (
 // agentSession is a session's live agent: its process, ACP session and the
 // Zooid MCP binding it was given. It belongs to the session's turn loop.
 type agentSession struct {
+	proc    *proc // the process it runs on, shared when sessions_per_process > 1
+	live    context.Context
 	conn    *acpagent.Conn
 	acp     *acpagent.Session
 	binding string
 	kind    tools.SessionKind
-	// container is the agent's container (runtime docker), removed with it.
-	container *container.Started
 
 	// post is the running turn's poster: permission requests arrive on the
 	// ACP connection's goroutine and their notices belong to the current turn.
@@ -69,23 +68,37 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 
 	st, _ := s.state.(*agentSession)
 	if st != nil {
-		select {
-		case <-st.conn.Done():
+		switch {
+		case !d.pool.use(st.proc):
+			// Its process was stopped to make room for another thread: the
+			// thread goes on in a fresh one, as after an idle stop.
+			d.log.Info("agent process was stopped for another thread; starting afresh", "agent", rt.cfg.Name, "room", s.key.room, "thread", s.key.thread)
+			d.retire(s, st)
+			st = nil
+		case st.proc.dead():
 			// The process died between turns: start afresh rather than fail the turn.
+			d.pool.done(st.proc)
 			d.trace.Record(traceAgent(s.key, trace.AgentCrashed, st.conn.Err()))
-			d.closeAgent(st)
-			st, s.state = nil, nil
-		default:
+			d.kill(s, st)
+			st = nil
 		}
 	}
 	fresh := st == nil
 	if st == nil {
+		// A thread without a live process waits its turn for one (the caps);
+		// a long wait is said in the thread, once.
+		g, err := d.pool.acquire(ctx, rt.cfg.Name, req.seq, d.opts.QueueNoticeAfter, func(r waitReason) {
+			d.log.Info("turn queued for an agent process", "agent", rt.cfg.Name, "room", s.key.room, "thread", s.key.thread, "agent_cap", r.agentCap, "max", r.max)
+			post.notice(ctx, queuedNotice(rt.cfg.Name, r))
+		})
+		if err != nil {
+			return // the session was cleared or the daemon is stopping
+		}
 		// An agent that never finishes starting (waiting on a login, a TTY)
 		// must not hold the thread forever.
 		openCtx, cancel := context.WithTimeout(ctx, d.opts.StartTimeout)
-		var err error
 		began := time.Now()
-		st, err = d.openAgent(openCtx, ctx, rt, s)
+		st, err = d.openAgent(openCtx, ctx, rt, s, g)
 		cancel()
 		// How long start-up takes is what a turn_timeout must leave room for.
 		d.log.Debug("agent opened", "agent", rt.cfg.Name, "took", time.Since(began), "err", err)
@@ -108,6 +121,7 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 		catchUp := s.opened > 1 || req.trigger != s.key.thread
 		req.text = d.header(ctx, rt, s.key, req.from, catchUp).String() + "\n\n" + req.text
 	}
+	defer d.pool.done(st.proc)
 	st.setPoster(post)
 	defer st.setPoster(nil)
 	// A session's role can change under it (its thread became a task thread after
@@ -160,17 +174,17 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 		d.log.Warn("agent crashed mid-turn", "agent", rt.cfg.Name, "err", err)
 		d.trace.Record(traceAgent(s.key, trace.AgentCrashed, st.conn.Err()))
 		post.failure(ctx, "agent_crashed", fmt.Sprintf("%s stopped unexpectedly (%v). The next message starts a fresh session.", rt.cfg.Name, st.conn.Err()))
-		d.retire(s, st)
+		d.kill(s, st)
 	case errors.Is(turnCtx.Err(), context.DeadlineExceeded):
 		d.log.Warn("agent turn timed out", "agent", rt.cfg.Name, "timeout", d.opts.TurnTimeout)
 		d.trace.Record(traceAgent(s.key, trace.AgentTimedOut, err))
 		post.failure(ctx, "agent_timeout", fmt.Sprintf("%s did not finish its turn within %s and was stopped. The next message starts a fresh session.", rt.cfg.Name, d.opts.TurnTimeout))
-		d.retire(s, st)
+		d.kill(s, st)
 	default:
 		d.log.Warn("agent turn failed", "agent", rt.cfg.Name, "err", err)
 		d.trace.Record(traceAgent(s.key, trace.AgentFailed, err))
 		post.failure(ctx, "agent_error", fmt.Sprintf("%s failed: %v. The next message starts a fresh session.", rt.cfg.Name, err))
-		d.retire(s, st)
+		d.kill(s, st)
 	}
 }
 
@@ -250,16 +264,107 @@ func (d *Daemon) idleSession(s *session) {
 	}
 }
 
-// retire ends the agent of a session that can no longer be trusted with the
-// thread; the session stays, and its next turn starts a fresh agent.
+// retire lets a session's agent go: the session stays, and its next turn
+// starts a fresh agent. Its process stops with its last session.
 func (d *Daemon) retire(s *session, st *agentSession) {
-	d.closeAgent(st)
+	st.proc.forget(st.acp.ID())
+	d.mcp.Unbind(st.binding)
+	if d.pool.detach(st.proc, st.binding) {
+		d.stopProc(st.proc)
+	}
 	s.state = nil
 }
 
-// openAgent starts the agent process and its ACP session, with Zooid MCP
-// injected. ctx bounds start-up; live is the session's lifetime, for notices.
-func (d *Daemon) openAgent(ctx, live context.Context, rt *agentRuntime, s *session) (*agentSession, error) {
+// kill retires a session whose agent can no longer be trusted (hung, failing)
+// and stops its process now, whichever other threads it serves: they find it
+// gone at their next turn and start afresh, told to catch up.
+func (d *Daemon) kill(s *session, st *agentSession) {
+	stop := d.pool.evict(st.proc)
+	d.retire(s, st)
+	if stop {
+		d.stopProc(st.proc)
+	}
+}
+
+// stopProc stops a process its caller was told to stop and gives back its place.
+func (d *Daemon) stopProc(p *proc) {
+	d.closeProc(p)
+	d.pool.gone(p)
+}
+
+// closeProc unbinds every session of p and ends its process.
+func (d *Daemon) closeProc(p *proc) {
+	for _, b := range d.pool.takeBindings(p) {
+		d.mcp.Unbind(b)
+	}
+	if p.conn != nil {
+		if err := p.conn.Close(); err != nil {
+			d.log.Debug("closing agent process", "agent", p.agent, "err", err)
+		}
+	}
+	if p.container != nil {
+		d.removeContainer(p.container)
+	}
+}
+
+// queuedNotice is what a thread is told when its turn waits long for an agent
+// process: which cap holds it, and that it will be answered in turn.
+func queuedNotice(agent string, r waitReason) string {
+	if r.agentCap {
+		return fmt.Sprintf("%s is busy in other threads (max_processes: %d). This message is queued and will be answered in turn.", agent, r.max)
+	}
+	return fmt.Sprintf("%s is waiting for an agent process: all %d this daemon runs are busy (max_processes: %d). This message is queued and will be answered in turn.", agent, r.max, r.max)
+}
+
+// openAgent gives a session an agent: on a fresh grant it first stops the
+// evicted process (if any) and starts a new one; then it opens an ACP
+// session with Zooid MCP injected. ctx bounds start-up; live is the session's
+// lifetime, for notices. On failure the grant's place is given back.
+func (d *Daemon) openAgent(ctx, live context.Context, rt *agentRuntime, s *session, g procGrant) (*agentSession, error) {
+	if g.fresh {
+		if g.victim != nil {
+			d.log.Info("stopping the least recently used idle agent process to make room", "agent", g.victim.agent, "for", rt.cfg.Name)
+			d.closeProc(g.victim)
+		}
+		conn, err := d.startProcess(ctx, rt, g.p)
+		if err != nil {
+			d.pool.failed(g.p, err)
+			return nil, err
+		}
+		d.pool.started(g.p, conn)
+	}
+	p := g.p
+	select {
+	case <-p.up:
+	case <-ctx.Done():
+		d.pool.done(p)
+		if d.pool.detach(p, "") {
+			d.stopProc(p)
+		}
+		return nil, fmt.Errorf("waiting for %s's process to start: %w", rt.cfg.Name, ctx.Err())
+	}
+	if p.startErr != nil {
+		d.pool.done(p)
+		d.pool.detach(p, "")
+		return nil, p.startErr
+	}
+	st, err := d.openSession(ctx, rt, s, p)
+	if err != nil {
+		d.pool.done(p)
+		if d.pool.detach(p, "") {
+			d.stopProc(p)
+		}
+		return nil, err
+	}
+	d.pool.bind(p, st.binding)
+	return st, nil
+}
+
+// startProcess starts one agent process (in its own container with runtime
+// docker) and records on p where its sessions run and whom their bindings
+// serve; its permission notices go to the turn running in the session that
+// asked.
+func (d *Daemon) startProcess(ctx context.Context, rt *agentRuntime, p *proc) (*acpagent.Conn, error) {
 	command, args := rt.cfg.ACP.Resolve()
 	spec := acpagent.Spec{
 		Command:    command,
@@ -268,67 +373,73 @@ func (d *Daemon) openAgent(ctx, live context.Context, rt *agentRuntime, s *sessi
 		Dir:        rt.workDir,
 		Credential: credential(rt.cfg),
 	}
-	st := &agentSession{}
 	opts := acpagent.Options{
 		Logger: d.log.With("agent", rt.cfg.Name),
 		OnPermission: func(req acp.RequestPermissionRequest, granted bool) {
-			if p := st.poster(); p != nil && !granted {
-				p.notice(live, fmt.Sprintf("%s asked for permission to run %q; denied by policy.", rt.cfg.Name, toolTitle(req)))
+			st := p.session(req.SessionId)
+			if st == nil || granted {
+				return
+			}
+			if post := st.poster(); post != nil {
+				post.notice(st.live, fmt.Sprintf("%s asked for permission to run %q; denied by policy.", rt.cfg.Name, toolTitle(req)))
 			}
 		},
 	}
 	if rt.cfg.Permission == "allow" {
 		opts.Permission = allowOnce
 	}
-	cwd := rt.workDir
+	p.cwd = rt.workDir
 	if rt.cfg.Runtime == config.RuntimeDocker {
 		var err error
-		if spec, st.container, err = d.containerSpec(rt); err != nil {
+		if spec, p.container, err = d.containerSpec(rt); err != nil {
 			return nil, err
 		}
-		cwd = rt.cfg.Container.Workdir
+		p.cwd = rt.cfg.Container.Workdir
 	}
 	conn, err := acpagent.Start(ctx, spec, opts)
 	if err != nil {
-		if st.container != nil {
-			d.removeContainer(st.container)
+		if p.container != nil {
+			d.removeContainer(p.container)
 		}
 		return nil, fmt.Errorf("starting %s: %w", command, err)
 	}
-	st.conn = conn
 	// The binding serves only this agent process and its descendants (the
 	// bridge it starts), whoever else learns the id. In a container the
 	// agent is the container's first process, not the docker CLI the daemon
 	// started: the binding is tied to that process.
-	agentPid := conn.Pid()
-	if st.container != nil {
-		if agentPid, err = d.docker.InitPid(ctx, st.container); err != nil {
-			d.closeAgent(st)
+	p.agentPid = conn.Pid()
+	if p.container != nil {
+		if p.agentPid, err = d.docker.InitPid(ctx, p.container); err != nil {
+			_ = conn.Close()
+			d.removeContainer(p.container)
 			return nil, fmt.Errorf("finding %s's process in its container: %w", rt.cfg.Name, err)
 		}
 	}
-	proc, err := mcpserver.ProcessOf(agentPid)
+	return conn, nil
+}
+
+// openSession opens the session's ACP session on p's process.
+func (d *Daemon) openSession(ctx context.Context, rt *agentRuntime, s *session, p *proc) (*agentSession, error) {
+	conn := p.conn
+	owner, err := mcpserver.ProcessOf(p.agentPid)
 	if err != nil {
-		d.closeAgent(st)
 		return nil, fmt.Errorf("binding %s's tools to its process: %w", rt.cfg.Name, err)
 	}
 	// Exactly the configured user: the peer check then accepts only
-	// processes of that uid.
-	if u := rt.cfg.User; u != nil && proc.UID() != u.UID {
-		d.closeAgent(st)
-		return nil, fmt.Errorf("binding %s's tools: its process runs as uid %d, not as %s", rt.cfg.Name, proc.UID(), u)
+	// processes of that uid. (On failure openAgent stops the process.)
+	if u := rt.cfg.User; u != nil && owner.UID() != u.UID {
+		return nil, fmt.Errorf("binding %s's tools: its process runs as uid %d, not as %s", rt.cfg.Name, owner.UID(), u)
 	}
 	caller := d.callerFor(rt, s.key)
-	binding := d.mcp.Bind(caller, proc)
+	binding := d.mcp.Bind(caller, owner)
 	entry := d.mcp.StdioEntry(binding)
-	if st.container != nil {
+	if p.container != nil {
 		// Paths as the container sees them.
 		entry = d.mcp.StdioEntryAt(binding, []string{config.ContainerBridge, "mcp"}, config.ContainerSocketDir+"/"+mcpserver.SocketName)
 	}
-	sess, err := conn.NewSession(ctx, cwd, []acp.McpServer{entry})
+	sess, err := conn.NewSession(ctx, p.cwd, []acp.McpServer{entry})
 	if err != nil {
 		d.mcp.Unbind(binding)
-		d.closeAgent(st)
 		return nil, fmt.Errorf("opening ACP session: %w", err)
 	}
 	// The pi extension names its session by this id (pi-acp's ACP session id
@@ -337,32 +448,15 @@ func (d *Daemon) openAgent(ctx, live context.Context, rt *agentRuntime, s *sessi
 	if rt.piDir != "" {
 		d.mcp.BindACPSession(binding, string(sess.ID()))
 	}
-	st.conn, st.acp, st.binding, st.kind = conn, sess, binding, caller.Kind
+	st := &agentSession{proc: p, conn: conn, acp: sess, binding: binding, kind: caller.Kind, live: s.ctx}
+	p.remember(sess.ID(), st)
 	return st, nil
 }
 
-// endSession runs when a session's loop ends: its agent process goes with it.
+// endSession runs when a session's loop ends: its agent goes with it.
 func (d *Daemon) endSession(s *session) {
 	if st, ok := s.state.(*agentSession); ok {
-		d.closeAgent(st)
-		s.state = nil
-	}
-}
-
-func (d *Daemon) closeAgent(st *agentSession) {
-	if st == nil {
-		return
-	}
-	if st.binding != "" {
-		d.mcp.Unbind(st.binding)
-	}
-	if st.conn != nil {
-		if err := st.conn.Close(); err != nil {
-			d.log.Debug("closing agent process", "err", err)
-		}
-	}
-	if st.container != nil {
-		d.removeContainer(st.container)
+		d.retire(s, st)
 	}
 }
 
