@@ -92,3 +92,33 @@ Feature: One busy room cannot exhaust the host
     When ori mentions agent-a in 12 new threads of "#ops"
     Then each of those threads gets exactly one "ok" from agent-a
     And agent-a's live processes peaked at 2
+
+  Scenario: a crash stops a shared process, and every thread on it starts afresh
+    Given agent-a hosts up to 10 sessions per process
+    And agent-a will reply "svc-a is up"
+    And agent-a will reply "svc-b is up"
+    And agent-a will crash
+    When ori says in "#ops": "@agent-a how is svc-a?"
+    Then the thread of "how is svc-a?" gets "svc-a is up" from agent-a
+    When mia says in "#ops": "@agent-a how is svc-b?"
+    Then the thread of "how is svc-b?" gets "svc-b is up" from agent-a
+    And agent-a answered the threads of "how is svc-a?" and "how is svc-b?" in one process
+    When ori replies in the thread of "how is svc-a?": "@agent-a restart it"
+    Then agent-a posts an error "agent_crashed" in the thread
+    When mia replies in the thread of "how is svc-b?": "@agent-a and svc-b now?"
+    Then agent-a is prompted with "and svc-b now?" in a new session
+
+  Scenario: HTTP sessions count against the agent's cap and wait their turn
+    Given agent "hook" is bound to HTTP
+    And hook runs at most 2 processes
+    And hook will take a turn that:
+      | waits until | released |
+      | says        | ok       |
+    And hook will take a turn that:
+      | waits until | released |
+      | says        | ok       |
+    When hook is asked over HTTP 8 times at once: "how is the build?"
+    And hook has been prompted 2 times
+    And hook's turn is released
+    Then every HTTP answer streams "ok" and ends with end_turn
+    And hook's live processes peaked at 2

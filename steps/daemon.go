@@ -79,8 +79,9 @@ func (w *world) httpAgentConfig(cfg *config.Config, exe string, a *agentDecl) co
 		Name: a.name,
 		ACP: config.ACP{Command: exe, Args: w.ctl.Args(a.name),
 			Env: map[string]string{fakeagent.ExecEnv: "fake-agent"}},
-		Dir:  filepath.Join(w.dir, "agents", a.name),
-		HTTP: &config.AgentHTTP{Transport: "hooks"},
+		Dir:          filepath.Join(w.dir, "agents", a.name),
+		MaxProcesses: a.maxProcs,
+		HTTP:         &config.AgentHTTP{Transport: "hooks"},
 	}
 }
 

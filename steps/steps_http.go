@@ -4,9 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // httpToken is the bearer token of the scenario's HTTP transport.
@@ -23,6 +27,14 @@ func httpSteps(w *world) []stepDef {
 			example: `hook is asked over HTTP: "how is the build?"`,
 			doc:     "POSTs the prompt with the transport's bearer token and reads the event stream to its end.",
 			fn:      w.stepAskHTTP},
+		{area: "humans", pattern: `^([a-z0-9-]+) is asked over HTTP (\d+) times at once: "([^"]*)"$`,
+			example: `hook is asked over HTTP 10 times at once: "how is the build?"`,
+			doc:     "Sends that many POSTs at the same time, in the background; \"every HTTP answer streams …\" waits for them all.",
+			fn:      w.stepAskHTTPAtOnce},
+		{area: "posts", pattern: `^every HTTP answer streams "([^"]*)" and ends with (end_turn|cancelled|max_tokens|refusal)$`,
+			example: `every HTTP answer streams "ok" and ends with end_turn`,
+			doc:     "Waits for every answer of the last \"asked over HTTP N times at once\" step and checks each as the single-answer step does.",
+			fn:      w.stepEveryHTTPAnswer},
 		{area: "posts", pattern: `^the HTTP answer streams "([^"]*)" and ends with (end_turn|cancelled|max_tokens|refusal)$`,
 			example: `the HTTP answer streams "build is green" and ends with end_turn`,
 			doc:     "The last HTTP answer's chunk events join to the text, and its done event carries the stop reason.",
@@ -61,27 +73,83 @@ type httpEvent struct {
 }
 
 func (w *world) stepAskHTTP(ctx context.Context, agent, prompt string) error {
-	if err := w.start(ctx); err != nil {
+	url, err := w.httpSessionURL(ctx, agent)
+	if err != nil {
 		return err
 	}
-	if a, err := w.agent(agent); err != nil {
+	ans, err := askHTTP(ctx, url, agent, prompt)
+	if err != nil {
 		return err
+	}
+	w.http = ans
+	return nil
+}
+
+// stepAskHTTPAtOnce sends n requests at the same time in the background; the
+// step "every HTTP answer streams …" waits for them. The scenario's close
+// cancels and waits for requests still out.
+func (w *world) stepAskHTTPAtOnce(ctx context.Context, agent, count, prompt string) error {
+	url, err := w.httpSessionURL(ctx, agent)
+	if err != nil {
+		return err
+	}
+	n, _ := strconv.Atoi(count)
+	rctx, cancel := context.WithCancel(context.Background())
+	answers := make([]*httpAnswer, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { answers[i], errs[i] = askHTTP(rctx, url, agent, prompt) })
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	w.closers = append(w.closers, func() error { cancel(); <-done; return nil })
+	w.httpWait = func(ctx context.Context) ([]*httpAnswer, error) {
+		// Answers served one process at a time take long in all.
+		t := time.NewTimer(time.Duration(n) * w.run.wait)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			return nil, fmt.Errorf("%d requests to %s not all answered within %s", n, agent, time.Duration(n)*w.run.wait)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return answers, errors.Join(errs...)
+	}
+	return nil
+}
+
+func (w *world) httpSessionURL(ctx context.Context, agent string) (string, error) {
+	if err := w.start(ctx); err != nil {
+		return "", err
+	}
+	if a, err := w.agent(agent); err != nil {
+		return "", err
 	} else if !a.http {
-		return fmt.Errorf("%s is bound to Matrix; declare it with: agent %q is bound to HTTP", agent, agent)
+		return "", fmt.Errorf("%s is bound to Matrix; declare it with: agent %q is bound to HTTP", agent, agent)
 	}
 	urls := w.d.HTTPURLs()
 	if len(urls) != 1 {
-		return fmt.Errorf("the daemon serves %d HTTP transports, want 1", len(urls))
+		return "", fmt.Errorf("the daemon serves %d HTTP transports, want 1", len(urls))
 	}
+	return urls[0] + "/agents/" + agent + "/sessions", nil
+}
+
+// askHTTP posts one prompt and reads its event stream to the end.
+func askHTTP(ctx context.Context, url, agent, prompt string) (*httpAnswer, error) {
 	body, _ := json.Marshal(map[string]string{"prompt": prompt})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, urls[0]+"/agents/"+agent+"/sessions", strings.NewReader(string(body)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(string(body)))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+httpToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("asking %s over HTTP: %w", agent, err)
+		return nil, fmt.Errorf("asking %s over HTTP: %w", agent, err)
 	}
 	defer resp.Body.Close()
 	ans := &httpAnswer{status: resp.StatusCode}
@@ -95,23 +163,41 @@ func (w *world) stepAskHTTP(ctx context.Context, agent, prompt string) error {
 		case strings.HasPrefix(line, "data: "):
 			var data map[string]any
 			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &data); err != nil {
-				return fmt.Errorf("event %q carries bad JSON: %w", name, err)
+				return nil, fmt.Errorf("event %q carries bad JSON: %w", name, err)
 			}
 			ans.events = append(ans.events, httpEvent{name, data})
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("reading %s's event stream: %w", agent, err)
+		return nil, fmt.Errorf("reading %s's event stream: %w", agent, err)
 	}
-	w.http = ans
-	return nil
+	return ans, nil
 }
 
 func (w *world) stepHTTPAnswer(text, stop string) error {
-	a := w.http
-	if a == nil {
+	if w.http == nil {
 		return fmt.Errorf("nobody was asked over HTTP yet")
 	}
+	return checkHTTPAnswer(w.http, text, stop)
+}
+
+func (w *world) stepEveryHTTPAnswer(ctx context.Context, text, stop string) error {
+	if w.httpWait == nil {
+		return fmt.Errorf("no step asked over HTTP several times at once")
+	}
+	all, err := w.httpWait(ctx)
+	if err != nil {
+		return err
+	}
+	for i, a := range all {
+		if err := checkHTTPAnswer(a, text, stop); err != nil {
+			return fmt.Errorf("answer %d of %d: %w", i+1, len(all), err)
+		}
+	}
+	return nil
+}
+
+func checkHTTPAnswer(a *httpAnswer, text, stop string) error {
 	if a.status != http.StatusOK {
 		return fmt.Errorf("the HTTP answer had status %d: %v", a.status, a.events)
 	}

@@ -56,6 +56,10 @@ func limitSteps(w *world) []stepDef {
 			example: `agent-a's process in the thread of "audit svc-b" has stopped`,
 			doc:     "The process that got the thread's first prompt: waits until it has exited, or checks it is alive now.",
 			fn:      w.stepThreadProcess},
+		{area: "prompts", pattern: `^([a-z0-9-]+) answered the threads of "([^"]+)" and "([^"]+)" in one process$`,
+			example: `agent-a answered the threads of "audit svc-a" and "audit svc-b" in one process`,
+			doc:     "The threads' first prompts reached the same agent process (two ACP sessions on it).",
+			fn:      w.stepOneProcess},
 		{area: "posts", pattern: `^the thread of "([^"]+)" gets "([^"]*)" from ([a-z0-9-]+)$`,
 			example: `the thread of "audit svc-c" gets "ok" from agent-b`,
 			doc:     "Waits until the agent's m.notice with that body is in the thread, without a barrier (which would queue behind held turns); count it later with a posts step.",
@@ -220,6 +224,21 @@ func (w *world) threadPid(agent, rootText string) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no session %s of %s", p.SessionID, agent)
+}
+
+func (w *world) stepOneProcess(agent, first, second string) error {
+	a, err := w.threadPid(agent, first)
+	if err != nil {
+		return err
+	}
+	b, err := w.threadPid(agent, second)
+	if err != nil {
+		return err
+	}
+	if a != b {
+		return fmt.Errorf("%s answered %q in process %d and %q in process %d", agent, first, a, second, b)
+	}
+	return nil
 }
 
 func (w *world) stepThreadProcess(ctx context.Context, agent, rootText, state string) error {

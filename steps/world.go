@@ -60,6 +60,8 @@ type world struct {
 	queueNotice time.Duration // zooid.yaml queue_notice_after; zero: the default
 	batch       []*post       // the threads the last "mentions … in N new threads" step started
 	http        *httpAnswer   // the last answer of an HTTP-bound agent
+	// httpWait waits for the answers of the last "asked over HTTP N times at once".
+	httpWait func(context.Context) ([]*httpAnswer, error)
 
 	timing *scenarioTiming // where the scenario's time goes; nil unless Options.Timings
 }

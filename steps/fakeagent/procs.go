@@ -2,6 +2,7 @@ package fakeagent
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +15,16 @@ import (
 // child an agent forks (its MCP bridge, between fork and exec) shows the
 // agent's argv for a moment and is not counted.
 func liveAgents(sock string) (map[string]int, error) {
+	pids, err := livePids(sock)
+	out := map[string]int{}
+	for agent, ps := range pids {
+		out[agent] = len(ps)
+	}
+	return out, err
+}
+
+// livePids lists the pids of the live fake agents against sock, per agent.
+func livePids(sock string) (map[string][]string, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err
@@ -41,13 +52,54 @@ func liveAgents(sock string) (map[string]int, error) {
 		}
 		found[e.Name()] = match{agent, ppidOf(string(stat))}
 	}
-	out := map[string]int{}
-	for _, m := range found {
+	out := map[string][]string{}
+	for pid, m := range found {
 		if _, forked := found[m.ppid]; !forked {
-			out[m.agent]++
+			out[m.agent] = append(out[m.agent], pid)
 		}
 	}
 	return out, nil
+}
+
+// LiveProcesses counts the fake agents of agent alive now and the sum of
+// their resident memory (VmRSS), read from /proc.
+func (c *Controller) LiveProcesses(agent string) (n int, rssKiB int64, err error) {
+	pids, err := livePids(c.sock)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, pid := range pids[agent] {
+		kib, err := ResidentKiB(pid)
+		if err != nil {
+			continue // exited since the scan
+		}
+		n++
+		rssKiB += kib
+	}
+	return n, rssKiB, nil
+}
+
+// ResidentKiB reads a process's VmRSS from /proc/PID/status.
+func ResidentKiB(pid string) (int64, error) {
+	return statusKiB(pid, "VmRSS:")
+}
+
+// PeakResidentKiB reads a process's VmHWM (its peak resident memory).
+func PeakResidentKiB(pid string) (int64, error) {
+	return statusKiB(pid, "VmHWM:")
+}
+
+func statusKiB(pid, field string) (int64, error) {
+	raw, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		}
+	}
+	return 0, errors.New("no " + field + " in /proc/" + pid + "/status")
 }
 
 // ppidOf reads the parent pid out of /proc/PID/stat ("pid (comm) state ppid …";

@@ -166,7 +166,11 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d.pool = newProcPool(orDefault(opts.Config.MaxProcesses, config.DefaultMaxProcesses))
 	for _, a := range opts.Config.Agents {
-		d.pool.addAgent(a.Name, orDefault(a.MaxProcesses, config.DefaultAgentMaxProcesses), a.SessionsPerProcess)
+		perProc := a.SessionsPerProcess
+		if a.HTTP != nil {
+			perProc = 1 // an HTTP session owns its process and ends it
+		}
+		d.pool.addAgent(a.Name, orDefault(a.MaxProcesses, config.DefaultAgentMaxProcesses), perProc)
 		rt := &agentRuntime{cfg: a}
 		if a.Matrix != nil {
 			rt.userID = a.Matrix.UserID

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/zooid-dev/zooid/zooid/acpagent"
@@ -39,6 +40,7 @@ func (d *Daemon) startHTTP() error {
 			Agents:      agents,
 			TurnTimeout: d.opts.TurnTimeout,
 			Logger:      d.log.With("component", "http", "transport", t.Name),
+			Acquire:     d.httpPlace,
 		})
 		if err != nil {
 			return fmt.Errorf("starting http transport %s: %w", t.Name, err)
@@ -46,6 +48,27 @@ func (d *Daemon) startHTTP() error {
 		d.http = append(d.http, srv)
 	}
 	return nil
+}
+
+// httpPlace holds a place in the process pool for one HTTP session: its
+// process counts against the caps for its whole life, like a busy thread's,
+// and may take the place of another agent's idle process at the daemon's cap.
+func (d *Daemon) httpPlace(ctx context.Context, agent string) (func(), error) {
+	g, err := d.pool.acquire(ctx, agent, d.sessions.arrive(), 0, nil)
+	if err != nil {
+		return nil, err
+	}
+	if g.victim != nil {
+		d.log.Info("stopping the least recently used idle agent process to make room", "agent", g.victim.agent, "for", agent)
+		d.closeProc(g.victim)
+	}
+	d.pool.started(g.p, nil)
+	return func() {
+		d.pool.done(g.p)
+		if d.pool.detach(g.p, "") {
+			d.pool.gone(g.p)
+		}
+	}, nil
 }
 
 // HTTPURLs lists the base URLs of the HTTP transports the daemon serves.

@@ -123,8 +123,7 @@ func (m *sessions) enqueue(key sessionKey, req turnRequest) {
 		m.wg.Add(1)
 		go m.loop(ctx, s)
 	}
-	m.seq++
-	req.seq = m.seq
+	req.seq = m.arriveLocked()
 	s.mu.Lock()
 	s.queue = append(s.queue, req)
 	s.mu.Unlock()
@@ -132,6 +131,19 @@ func (m *sessions) enqueue(key sessionKey, req turnRequest) {
 	case s.wake <- struct{}{}:
 	default:
 	}
+}
+
+// arrive numbers an arrival that waits for an agent process outside any
+// session (an HTTP request), in the same order as turns.
+func (m *sessions) arrive() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.arriveLocked()
+}
+
+func (m *sessions) arriveLocked() uint64 {
+	m.seq++
+	return m.seq
 }
 
 // pending says whether turns are queued behind the running one.

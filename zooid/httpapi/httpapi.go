@@ -49,6 +49,10 @@ type Options struct {
 	Timeouts Timeouts
 	// Logger receives logs; nil discards them.
 	Logger *slog.Logger
+	// Acquire, if set, is asked for a place before a request starts its
+	// agent process (the daemon's process caps); it may wait, and fails only
+	// when ctx ends. release runs once the process has exited.
+	Acquire func(ctx context.Context, agent string) (release func(), err error)
 }
 
 // Timeouts bound what a client may hold open. The turn itself is bounded by
@@ -199,6 +203,17 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 
+	// A wait for a place is bounded by the client's patience, not the turn
+	// timeout: the turn has not started yet.
+	if s.opts.Acquire != nil {
+		release, err := s.opts.Acquire(r.Context(), agent.Name)
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, "agent_busy", fmt.Sprintf("no process of %s became free before the request ended: %v", agent.Name, err))
+			return
+		}
+		// Deferred before the process's Close, so it runs after it.
+		defer release()
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.TurnTimeout)
 	defer cancel()
 	conn, err := acpagent.Start(ctx, agent.Spec, acpagent.Options{Logger: s.log.With("agent", agent.Name)})
