@@ -10,9 +10,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/zooid-dev/zooid/fakehs"
 	"github.com/zooid-dev/zooid/internal/faultpoint"
+	"github.com/zooid-dev/zooid/steps/fakeagent"
+	"github.com/zooid-dev/zooid/zooid/daemon"
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // faultSteps program the fake homeserver's misbehaviour beyond a plain error
@@ -39,6 +43,14 @@ func faultSteps(w *world) []stepDef {
 			example: `the daemon dies at "task.result_posted" and is started again`,
 			doc:     "Waits until the daemon process has killed itself at that armed point (its log says so), then starts a new daemon on the same state dir, waiting until it is ready.",
 			fn:      w.stepDiesAtFaultPoint},
+		{area: "script", pattern: `^([a-z0-9-]+) will flood the thread with (\d+) bytes of prose$`,
+			example: `agent-a will flood the thread with 2000000 bytes of prose`,
+			doc:     "Queues a turn that streams a long text of that many bytes (made as the long reply's prose is) in chunks of about 32 KiB, and ends.",
+			fn:      w.stepWillFlood},
+		{area: "posts", pattern: `^([a-z0-9-]+)'s flood arrives in the thread cut to what one turn may post, with a notice$`,
+			example: `agent-a's flood arrives in the thread cut to what one turn may post, with a notice`,
+			doc:     "After a barrier, the agent's notices in the current thread are exactly the flood's first daemon.MaxTurnProse bytes (cut on a rune) as zevent.SplitBody parts, then one notice saying how many bytes were not posted.",
+			fn:      w.stepFloodArrives},
 		{area: "setup", pattern: `^every request the homeserver refused was asked again (\d+) ms or more later$`,
 			example: `every request the homeserver refused was asked again 300 ms or more later`,
 			doc:     "Waits until every request a programmed fault applied to has been asked again (the same method and path), and checks each retry came at least that long after the refusal, by the fake homeserver's clock.",
@@ -148,4 +160,80 @@ func (w *world) stepDiesAtFaultPoint(ctx context.Context, point string) error {
 		return fmt.Errorf("finding this executable: %w", err)
 	}
 	return w.spawnDaemon(ctx, exe)
+}
+
+func (w *world) stepWillFlood(agent, n string) error {
+	k, err := strconv.Atoi(n)
+	if err != nil {
+		return fmt.Errorf("%q bytes: %w", n, err)
+	}
+	if w.prose == nil {
+		w.prose = map[string]string{}
+	}
+	text := longProse(k)
+	w.prose[agent] = text
+	var chunks []string
+	for i := 0; i < len(text); {
+		end := min(i+32<<10, len(text))
+		for end < len(text) && !utf8.RuneStart(text[end]) {
+			end--
+		}
+		chunks = append(chunks, text[i:end])
+		i = end
+	}
+	return w.queue(agent, fakeagent.Turn{fakeagent.SayInChunks(chunks...), fakeagent.Stop("end_turn")})
+}
+
+func (w *world) stepFloodArrives(ctx context.Context, agent string) error {
+	text, ok := w.prose[agent]
+	if !ok {
+		return fmt.Errorf("%s was not given a flood", agent)
+	}
+	if len(text) <= daemon.MaxTurnProse {
+		return fmt.Errorf("a flood of %d bytes fits in the %d a turn may post: make it longer", len(text), daemon.MaxTurnProse)
+	}
+	if w.thread == nil {
+		return errors.New("there is no current thread yet")
+	}
+	n := daemon.MaxTurnProse
+	for n > 0 && !utf8.RuneStart(text[n]) {
+		n--
+	}
+	want := zevent.SplitBody(strings.TrimSpace(text[:n]), zevent.MaxBodyBytes)
+	want = append(want, fmt.Sprintf("⚠ %s said more than one turn may post (%d bytes); the rest, %d bytes, was not posted.", agent, daemon.MaxTurnProse, len(text)-n))
+	r, root := w.thread.room, w.thread.root
+	var got []string
+	look := func() (bool, string, error) {
+		msgs, err := w.readRoom(ctx, r, 3)
+		if err != nil {
+			return false, "", err
+		}
+		mine, seen := w.fromAgent(msgs, agent)
+		got = got[:0]
+		for _, m := range mine {
+			if m.thread == root && m.msgtype == "m.notice" {
+				got = append(got, m.body)
+			}
+		}
+		return len(got) >= len(want), seen, nil
+	}
+	if err := w.eventually(ctx, fmt.Sprintf("%s posts %d notices in the thread", agent, len(want)), look); err != nil {
+		return err
+	}
+	if err := w.barrier(ctx, agent); err != nil {
+		return err
+	}
+	if _, _, err := look(); err != nil {
+		return err
+	}
+	slices.Reverse(got) // readRoom is newest first
+	if len(got) != len(want) {
+		return fmt.Errorf("%s posted %d notices in the thread, want %d (%d parts of the first %d bytes, then the notice)", agent, len(got), len(want), len(want)-1, n)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			return fmt.Errorf("notice %d of %d (%d bytes, %.60q) is not the expected %d bytes (%.60q)", i+1, len(want), len(got[i]), got[i], len(want[i]), want[i])
+		}
+	}
+	return nil
 }

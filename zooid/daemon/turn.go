@@ -136,11 +136,12 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 	defer cancel()
 	began := time.Now()
 	var buf strings.Builder
+	budget := newProseBudget()
 	d.trace.Record(tracePrompt(s.key, req, fresh))
 	stop, err := st.acp.Prompt(turnCtx, req.text, func(u acpagent.Update) {
 		switch {
 		case u.Text != "":
-			buf.WriteString(u.Text)
+			buf.WriteString(budget.take(u.Text))
 		case u.ToolCall != nil || u.ToolCallUpdate != nil || u.Raw.Plan != nil:
 			// The agent turns to work: what it said so far is a whole message.
 			// Other updates (thoughts, usage, commands) don't split prose.
@@ -157,6 +158,10 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 		faultpoint.Reach(faultpoint.TurnClosingJournaled)
 	}
 	post.prose(ctx, buf.String())
+	if n := budget.notice(rt.cfg.Name); n != "" {
+		d.log.Warn("agent output over the turn's limit dropped", "agent", rt.cfg.Name, "limit", MaxTurnProse, "dropped", budget.dropped)
+		post.notice(ctx, n)
+	}
 	faultpoint.Reach(faultpoint.TurnReplyPosted)
 	post.stop, post.err = stop, err
 	if err != nil && ctx.Err() != nil {
