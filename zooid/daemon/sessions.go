@@ -183,10 +183,14 @@ func (m *sessions) loop(ctx context.Context, s *session) {
 }
 
 // wait blocks until the session has work (true) or must end (false); a
-// session with a live agent that waits longer than idleAfter lets it go.
+// session with a live agent that waits longer than idleAfter lets it go, and
+// one without an agent that waits that long ends: a thread that speaks again
+// opens a fresh session (its agent is told to catch up, as after an idle
+// stop), so a daemon that saw ten thousand threads does not keep ten thousand
+// loops waiting.
 func (m *sessions) wait(ctx context.Context, s *session) bool {
 	var idle <-chan time.Time
-	if m.idleAfter > 0 && s.state != nil {
+	if m.idleAfter > 0 {
 		t := time.NewTimer(m.idleAfter)
 		defer t.Stop()
 		idle = t.C
@@ -194,11 +198,33 @@ func (m *sessions) wait(ctx context.Context, s *session) bool {
 	select {
 	case <-s.wake:
 	case <-idle:
-		m.idle(s)
+		if s.state != nil {
+			m.idle(s)
+			return true
+		}
+		return !m.forget(s)
 	case <-s.stopped:
 		return false
 	case <-ctx.Done():
 		return false
+	}
+	return true
+}
+
+// forget removes an idle session without an agent, unless a turn arrived for
+// it meanwhile; it says whether the session is gone. enqueue appends under
+// m.mu, so a turn is either seen here or goes to a new session.
+func (m *sessions) forget(s *session) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s.mu.Lock()
+	queued := len(s.queue) > 0
+	s.mu.Unlock()
+	if queued {
+		return false
+	}
+	if m.byKey[s.key] == s {
+		delete(m.byKey, s.key)
 	}
 	return true
 }
