@@ -414,7 +414,7 @@ func (a *agent) run(ctx context.Context, s *session, turn Turn) (acp.StopReason,
 				return "", err
 			}
 		}
-		if act.CallTool != "" {
+		for i := 0; act.CallTool != "" && i < max(1, act.Repeat); i++ {
 			if err := a.callTool(ctx, s, act.CallTool, act.Args); err != nil {
 				return "", err
 			}
@@ -536,7 +536,9 @@ func (a *agent) callTool(ctx context.Context, s *session, name string, args map[
 	req.Params.Name = name
 	req.Params.Arguments = args
 	cctx, cancel := context.WithTimeout(ctx, mcpTimeout)
+	t0 := time.Now()
 	out, err := target.client.CallTool(cctx, req)
+	res.Elapsed = time.Since(t0)
 	cancel()
 	status := acp.ToolCallStatusCompleted
 	switch {

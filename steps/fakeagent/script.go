@@ -31,6 +31,9 @@ type Action struct {
 	// CallTool calls this MCP tool with Args on the session's MCP servers.
 	CallTool string         `json:"call_tool,omitempty"`
 	Args     map[string]any `json:"args,omitempty"`
+	// Repeat makes CallTool run this many times in a row (zero: once), each
+	// reported; benchmarks use it to time calls without a turn per call.
+	Repeat int `json:"repeat,omitempty"`
 	// Stop ends the turn now with this stop reason.
 	Stop acp.StopReason `json:"stop,omitempty"`
 	// Crash makes the process exit with status 3 mid-turn.
@@ -146,6 +149,9 @@ type ToolResult struct {
 	// (-32602), which MCP answers for a tool the server does not offer; a
 	// broken bridge or transport fails otherwise.
 	InvalidParams bool `json:"invalid_params,omitempty"`
+	// Elapsed is how long the MCP call took as the agent saw it: the request
+	// written to its bridge's stdin until the answer was read back.
+	Elapsed time.Duration `json:"elapsed"`
 }
 
 // Cancel is one session/cancel the agent received.
