@@ -22,33 +22,15 @@ func BenchmarkScenarioSetupBusyRoom(b *testing.B) {
 	benchSetup(b, 2000)
 }
 
-func benchSetup(b *testing.B, messages int) {
-	r := &runner{backend: fakeBackend{}, log: slog.New(slog.DiscardHandler), wait: 10 * time.Second, turnTimeout: 3 * time.Second}
-	ctx := context.Background()
-	for b.Loop() {
-		w := newWorld(r)
-		if err := w.stepUsers(ctx, `"ori" and "mia"`); err != nil {
-			b.Fatal(err)
-		}
-		if err := w.stepAgents(ctx, `"agent-a" and "agent-b"`, `"#ops"`, ""); err != nil {
-			b.Fatal(err)
-		}
-		if err := w.stepAgents(ctx, `"agent-c"`, `"#ops"`, "any"); err != nil {
-			b.Fatal(err)
-		}
-		if messages > 0 {
-			if err := w.stepBusyRoom(ctx, "#ops", "2000", "40", "ori, mia, agent-a and agent-b"); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := w.start(ctx); err != nil {
-			b.Fatal(err)
-		}
-		if err := w.close(); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func benchSetup(b *testing.B, messages int) { BenchScenarioSetup(b, messages) }
+
+// BenchmarkToolCall is one MCP tool call end to end through the agent's
+// bridge, the daemon and fakehs (see BenchToolCall).
+func BenchmarkToolCall(b *testing.B) { BenchToolCall(b) }
+
+// BenchmarkIdleSessions: 20 agents × 5 sessions, idle (see BenchIdleSessions;
+// `zooid bench` runs 200 × 5).
+func BenchmarkIdleSessions(b *testing.B) { BenchIdleSessions(b, 20, 5) }
 
 // BenchmarkTurn measures one conversational turn end to end — a human reply
 // in a thread pushed to the daemon, the agent prompted over ACP, its reply
@@ -104,4 +86,22 @@ func benchTurn(b *testing.B, traced bool) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// Issue 15.4: sessions that went idle hold no file descriptor (their agent
+// processes were let go), and once the daemon closes every goroutine and file
+// it opened for them is gone.
+func TestIdleSessionsReturnToBaseline(t *testing.T) {
+	st, err := MeasureIdleSessions(context.Background(), 6, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.FDsPerSession > 0.5 {
+		t.Errorf("an idle session holds %.2f file descriptors, want none (its agent process stopped)", st.FDsPerSession)
+	}
+	if st.GoroutinesLeft > 0 || st.FDsLeft > 0 {
+		t.Errorf("after the daemon closed: %d goroutines and %d file descriptors more than before it started, want 0", st.GoroutinesLeft, st.FDsLeft)
+	}
+	t.Logf("%d sessions: %.0f bytes, %.2f goroutines, %.2f fds each while idle; left after close: %d goroutines, %d fds",
+		st.Sessions, st.HeapPerSession, st.GoroutinesPerSession, st.FDsPerSession, st.GoroutinesLeft, st.FDsLeft)
 }

@@ -1,6 +1,6 @@
 // Command zooid is the Zooid daemon and its companions: the config check, the
 // appservice registration, the MCP bridge agents start and the room recorder.
-// The test harness (sim, fakehs, fake-agent) is the separate zooid-sim binary,
+// The test harness (sim, fakehs, fake-agent, bench) is the separate zooid-sim binary,
 // which `zooid <that command>` execs (harness.go).
 package main
 

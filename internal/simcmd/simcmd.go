@@ -1,7 +1,7 @@
 // Package simcmd is the zooid-sim command: the test harness's entry points
-// (the feature runner, the fake homeserver, the scripted agent), kept out of the
+// (the feature runner, the fake homeserver, the scripted agent, the benchmarks), kept out of the
 // daemon's binary so production links none of godog, testcontainers or the
-// Docker client. `zooid sim|fakehs|fake-agent` execs zooid-sim with the same
+// Docker client. `zooid sim|fakehs|fake-agent|bench` execs zooid-sim with the same
 // arguments. It is a package rather than cmd/zooid-sim's main so the daemon's
 // end-to-end test can play both binaries from one test executable.
 package simcmd
@@ -24,6 +24,7 @@ var subcommands = map[string]subcommand{
 	"sim":        {"run the Gherkin feature suite against a homeserver", cmdSim},
 	"fakehs":     {"run the fake Matrix homeserver standalone", cmdFakehs},
 	"fake-agent": {"a scripted ACP agent driven by a test controller", cmdFakeAgent},
+	"bench":      {"measure the ratios of docs/performance.md (go test benchmarks, side by side)", cmdBench},
 	// The harness starts its agents' bridge as `<this binary> mcp`, as the daemon
 	// would start `zooid mcp`.
 	"mcp": {"the Zooid MCP stdio bridge of the harness's agents (internal)", cmdMCP},

@@ -1,0 +1,76 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/zooid-dev/zooid/fakehs"
+	"github.com/zooid-dev/zooid/steps"
+	"github.com/zooid-dev/zooid/steps/fakeagent"
+	"github.com/zooid-dev/zooid/zooid/bridge"
+)
+
+// TestMain lets the test binary stand in for zooid-sim: the daemon of the
+// steps benchmarks starts agents as `<this binary> fake-agent …` and their
+// bridge as `<this binary> mcp …`.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "fake-agent":
+			os.Exit(fakeagent.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+		case "mcp":
+			os.Exit(bridge.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+		}
+	}
+	os.Exit(m.Run())
+}
+
+func BenchmarkCPU(b *testing.B)            { BenchCPU(b) }
+func BenchmarkEchoUnixSocket(b *testing.B) { BenchEchoUnixSocket(b) }
+func BenchmarkToolCall(b *testing.B)       { steps.BenchToolCall(b) }
+
+func BenchmarkRoomInfoDirect(b *testing.B) {
+	r, err := SeedRoom(100, fakehs.Profile{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	BenchRoomInfoDirect(b, r)
+}
+
+// BenchmarkPages: the second page of each history tool in rooms of 1k, 10k
+// and 100k events; ns/op must stay flat and requests/op constant.
+func BenchmarkPages(b *testing.B) {
+	for _, size := range []int{1_000, 10_000, 100_000} {
+		r, err := SeedRoom(size, fakehs.Profile{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, tool := range Tools {
+			b.Run(fmt.Sprintf("%s/events=%d", tool.Name, size), func(b *testing.B) { BenchPage(b, r, tool) })
+		}
+		r.Close()
+	}
+}
+
+func BenchmarkScenarioSetup(b *testing.B) { steps.BenchScenarioSetup(b, 0) }
+
+func TestRegressions(t *testing.T) {
+	tab := Table{Rows: []Row{
+		{Key: "a", Value: 10, Check: true},
+		{Key: "b", Value: 4.1, Check: true},
+		{Key: "c", Value: 100}, // not checked
+		{Key: "d", Value: 1, Check: true},
+	}}
+	base := Baseline{"a": 5, "b": 2, "e": 3}
+	got := strings.Join(tab.Regressions(base, 2), "\n")
+	want := "b: 4.10, baseline 2 (more than 2×)\ne: in the baseline but not measured"
+	if got != want {
+		t.Fatalf("regressions:\n%s\nwant:\n%s", got, want)
+	}
+	if b := tab.Baseline(); len(b) != 3 || b["c"] != 0 || b["d"] != 1 {
+		t.Fatalf("baseline of the checked rows: %v", b)
+	}
+}

@@ -1,0 +1,83 @@
+package simcmd
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/zooid-dev/zooid/internal/bench"
+)
+
+// cmdBench runs internal/bench and prints its table; with --check it fails
+// when a checked ratio is more than twice its baseline.
+func cmdBench(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: zooid bench [--short] [--suite] [--synapse [--runs N]] [--agents N --sessions N] [--check BASELINE.json] [--write-baseline BASELINE.json] [--json]")
+		fs.PrintDefaults()
+	}
+	short := fs.Bool("short", false, "the CI version: seconds, rooms up to 10k events, 10 agents × 2 sessions")
+	suite := fs.Bool("suite", false, "also time the whole fake feature suite")
+	synapse := fs.Bool("synapse", false, "also time each feature file on fakehs and on Synapse (needs docker; long)")
+	runs := fs.Int("runs", 3, "with --synapse: runs of each feature file per homeserver (the median counts)")
+	agents := fs.Int("agents", 0, "agents of the idle-sessions measure (default 200, 10 with --short)")
+	sessions := fs.Int("sessions", 0, "sessions per agent of the idle-sessions measure (default 5, 2 with --short)")
+	check := fs.String("check", "", "fail when a checked value is more than --factor times its value in this baseline file")
+	factor := fs.Float64("factor", 2, "with --check: how far a checked value may grow over its baseline")
+	write := fs.String("write-baseline", "", "write the checked values of this run to this file")
+	asJSON := fs.Bool("json", false, "print the table as JSON instead of markdown")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "zooid bench: unexpected arguments: %v\n", fs.Args())
+		return 2
+	}
+	if (*agents == 0) != (*sessions == 0) {
+		fmt.Fprintln(stderr, "zooid bench: give --agents and --sessions together")
+		return 2
+	}
+	var base bench.Baseline
+	if *check != "" {
+		var err error
+		if base, err = bench.ReadBaseline(*check); err != nil {
+			fmt.Fprintf(stderr, "zooid bench: %v\n", err)
+			return 2
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	t, err := bench.Run(ctx, bench.Options{Short: *short, Suite: *suite, Synapse: *synapse, Runs: *runs,
+		Agents: *agents, Sessions: *sessions, Log: stderr})
+	t.Command = "zooid bench " + strings.Join(args, " ")
+	if *asJSON {
+		data, _ := json.MarshalIndent(t, "", "  ")
+		fmt.Fprintln(stdout, string(data))
+	} else {
+		t.Markdown(stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "zooid bench: %v\n", err)
+		return 1
+	}
+	if *write != "" {
+		if err := t.WriteBaseline(*write); err != nil {
+			fmt.Fprintf(stderr, "zooid bench: %v\n", err)
+			return 1
+		}
+	}
+	if base != nil {
+		if regs := t.Regressions(base, *factor); len(regs) > 0 {
+			fmt.Fprintf(stderr, "zooid bench: %d values regressed against %s:\n  %s\n", len(regs), *check, strings.Join(regs, "\n  "))
+			return 1
+		}
+		fmt.Fprintf(stderr, "zooid bench: every checked value is within %g× of %s\n", *factor, *check)
+	}
+	return 0
+}
