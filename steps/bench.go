@@ -164,7 +164,7 @@ type SessionStats struct {
 // before it started.
 func MeasureIdleSessions(ctx context.Context, agents, perAgent int) (SessionStats, error) {
 	st := SessionStats{Sessions: agents * perAgent}
-	g0, fd0, err := settledCounts(ctx, 0, -1)
+	g0, fd0, err := settledCounts(ctx, 0, -1, false)
 	if err != nil {
 		return st, err
 	}
@@ -218,7 +218,7 @@ func MeasureIdleSessions(ctx context.Context, agents, perAgent int) (SessionStat
 	if err := waitNoChildren(ctx, w.run.wait+time.Duration(agents)*50*time.Millisecond); err != nil {
 		return st, err
 	}
-	g2, fd2, err := settledCounts(ctx, g1, fd1)
+	g2, fd2, err := settledCounts(ctx, g1, fd1, false)
 	if err != nil {
 		return st, err
 	}
@@ -231,7 +231,7 @@ func MeasureIdleSessions(ctx context.Context, agents, perAgent int) (SessionStat
 	if err := w.close(); err != nil {
 		return st, fmt.Errorf("closing the world: %w", err)
 	}
-	g3, fd3, err := settledCounts(ctx, g0, fd0)
+	g3, fd3, err := settledCounts(ctx, g0, fd0, true)
 	st.GoroutinesLeft, st.FDsLeft = g3-g0, fd3-fd0
 	return st, err
 }
@@ -270,17 +270,18 @@ func openFDs() int {
 }
 
 // settledCounts polls the goroutine and descriptor counts until they are at
-// most the given ones (goroutines 0 or fds < 0: no target), or have not
-// changed for half a second, or 10 s passed; goroutines of closed
-// connections and stopped processes take a moment to exit.
-func settledCounts(ctx context.Context, goroutines, fds int) (int, int, error) {
+// most the given ones (goroutines 0 or fds < 0: no target), or 10 s passed;
+// unless strict, counts that have not changed for half a second also end the
+// wait. Goroutines of closed connections and stopped processes take a moment
+// to exit, longer on a loaded machine.
+func settledCounts(ctx context.Context, goroutines, fds int, strict bool) (int, int, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	g, fd := runtime.NumGoroutine(), openFDs()
 	for same := 0; ; {
 		if goroutines > 0 && g <= goroutines && (fds < 0 || fd <= fds) {
 			return g, fd, nil
 		}
-		if same >= 25 || time.Now().After(deadline) {
+		if (!strict && same >= 25) || time.Now().After(deadline) {
 			return g, fd, nil
 		}
 		select {
