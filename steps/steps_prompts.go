@@ -149,7 +149,47 @@ func (w *world) barrier(ctx context.Context, agent string) error {
 	if err != nil {
 		return err
 	}
-	return w.waitPrompted(ctx, agent, p.core)
+	if err := w.waitPrompted(ctx, agent, p.core); err != nil {
+		return err
+	}
+	w.barriers = append(w.barriers, barrierSent{agent: agent, post: p})
+	return nil
+}
+
+// barrierSent is a barrier mention the agent was prompted with.
+type barrierSent struct {
+	agent string
+	post  *post
+}
+
+// settleBarriers waits until every barrier mention sent so far has the
+// agent's answer in its thread. A barrier only waits for the prompt, so its
+// own turn may still be running when the next step starts; a kill that
+// lands in that turn records a turn the scenario never asked for (cut by
+// the kill, its answer sent from the outbox after the restart), which then
+// shows in the trace and in what a replay of it can reproduce.
+func (w *world) settleBarriers(ctx context.Context) error {
+	for len(w.barriers) > 0 {
+		b := w.barriers[0]
+		err := w.eventually(ctx, fmt.Sprintf("%s answers the barrier %q", b.agent, b.post.core), func() (bool, string, error) {
+			msgs, err := w.readRoom(ctx, b.post.room, 3)
+			if err != nil {
+				return false, "", err
+			}
+			mine, seen := w.fromAgent(msgs, b.agent)
+			for _, m := range mine {
+				if m.thread == b.post.id {
+					return true, "", nil
+				}
+			}
+			return false, seen, nil
+		})
+		if err != nil {
+			return err
+		}
+		w.barriers = w.barriers[1:]
+	}
+	return nil
 }
 
 // times parses once, twice, "3 times".

@@ -96,6 +96,11 @@ func (w *world) stepKillRestart(ctx context.Context, how string) error {
 	if p == nil {
 		return fmt.Errorf("the daemon runs in-process; declare \"the daemon runs as its own process\" before the first action")
 	}
+	// The harness's own barrier turns end before the kill: only the
+	// scenario's turns may be cut by it.
+	if err := w.settleBarriers(ctx); err != nil {
+		return err
+	}
 	sig := syscall.SIGKILL
 	if how == "stopped" {
 		sig = syscall.SIGTERM

@@ -51,6 +51,9 @@ type world struct {
 	prose        map[string]string // per agent: the long reply queued by a step
 	pushes       int
 	stepSeq      int
+	// barriers are the barrier mentions sent and not yet seen answered;
+	// a kill or stop waits for their answers (see settleBarriers).
+	barriers []barrierSent
 
 	faults      []*programmedFault
 	idleTimeout time.Duration // zooid.yaml idle_timeout; zero: the daemon's default
