@@ -15,6 +15,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/cucumber/godog"
+	"maunium.net/go/mautrix"
 
 	"github.com/zooid-dev/zooid/steps/fakeagent"
 	"github.com/zooid-dev/zooid/zooid/bridge"
@@ -172,17 +173,20 @@ func (w *world) settleBarriers(ctx context.Context) error {
 	for len(w.barriers) > 0 {
 		b := w.barriers[0]
 		err := w.eventually(ctx, fmt.Sprintf("%s answers the barrier %q", b.agent, b.post.core), func() (bool, string, error) {
-			msgs, err := w.readRoom(ctx, b.post.room, 3)
+			// The barrier's thread, not the room's newest page: a scenario
+			// may bury the answer under hundreds of other events.
+			reader := w.humans[w.humanSeq[0]]
+			resp, err := reader.cli.GetRelations(ctx, b.post.room.id, b.post.id, &mautrix.ReqGetRelations{Limit: 100})
 			if err != nil {
 				return false, "", err
 			}
-			mine, seen := w.fromAgent(msgs, b.agent)
-			for _, m := range mine {
-				if m.thread == b.post.id {
+			uid := w.names().agent(b.agent)
+			for _, e := range resp.Chunk {
+				if e.Sender == uid {
 					return true, "", nil
 				}
 			}
-			return false, seen, nil
+			return false, fmt.Sprintf("%d events in the barrier's thread, none from %s", len(resp.Chunk), uid), nil
 		})
 		if err != nil {
 			return err
