@@ -176,17 +176,24 @@ func (w *world) settleBarriers(ctx context.Context) error {
 			// The barrier's thread, not the room's newest page: a scenario
 			// may bury the answer under hundreds of other events.
 			reader := w.humans[w.humanSeq[0]]
-			resp, err := reader.cli.GetRelations(ctx, b.post.room.id, b.post.id, &mautrix.ReqGetRelations{Limit: 100})
-			if err != nil {
-				return false, "", err
-			}
 			uid := w.names().agent(b.agent)
-			for _, e := range resp.Chunk {
-				if e.Sender == uid {
-					return true, "", nil
+			n, from := 0, ""
+			for range 20 {
+				resp, err := reader.cli.GetRelations(ctx, b.post.room.id, b.post.id, &mautrix.ReqGetRelations{From: from, Limit: 100})
+				if err != nil {
+					return false, "", err
+				}
+				for _, e := range resp.Chunk {
+					if e.Sender == uid {
+						return true, "", nil
+					}
+				}
+				n += len(resp.Chunk)
+				if from = resp.NextBatch; from == "" {
+					break
 				}
 			}
-			return false, fmt.Sprintf("%d events in the barrier's thread, none from %s", len(resp.Chunk), uid), nil
+			return false, fmt.Sprintf("%d events related to the barrier, none from %s", n, uid), nil
 		})
 		if err != nil {
 			return err
