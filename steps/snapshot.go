@@ -49,11 +49,12 @@ type poolRecipe struct {
 }
 
 // poolRecipes are the busy rooms every Synapse run has ready. Pool is how
-// many scenarios of one pass can claim a copy: mcp_paging and mcp_reading
-// have 18 scenarios on this room. Changing the list rebuilds the snapshot
-// (once; then it is reused).
+// many copies there are: mcp_paging and mcp_reading have 18 scenarios on
+// this room, and each writes to it (a tool call is woken by a mention), so
+// each spends a copy. Changing the list rebuilds the snapshot (once; then
+// it is reused).
 var poolRecipes = []poolRecipe{
-	{Room: "#ops", Total: 2000, Threads: 40, Senders: []string{"ori", "mia", "agent-a", "agent-b"}, Humans: []string{"ori", "mia"}, Pool: 6},
+	{Room: "#ops", Total: 2000, Threads: 40, Senders: []string{"ori", "mia", "agent-a", "agent-b"}, Humans: []string{"ori", "mia"}, Pool: 18},
 }
 
 // snapshotVersion is part of the key: bump it when the way a snapshot is
