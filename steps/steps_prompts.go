@@ -19,6 +19,7 @@ import (
 
 	"github.com/zooid-dev/zooid/steps/fakeagent"
 	"github.com/zooid-dev/zooid/zooid/bridge"
+	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
 func promptSteps(w *world) []stepDef {
@@ -198,9 +199,40 @@ func (w *world) settleBarriers(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if err := w.settleBarrierTurn(ctx, b); err != nil {
+			return err
+		}
 		w.barriers = w.barriers[1:]
 	}
 	return nil
+}
+
+// settleBarrierTurn waits, when the daemon keeps a trace, until the trace
+// ends the barrier's turn. Its answer can be readable on the homeserver
+// before the daemon's send returns (Synapse answers the reader first), and a
+// kill in that gap leaves a recorded trace with a post but no turn end: a
+// turn cut by a kill the scenario never asked for, which replay cannot match.
+func (w *world) settleBarrierTurn(ctx context.Context, b barrierSent) error {
+	if w.traceDir == "" {
+		return nil
+	}
+	turn := string(b.post.id)
+	return w.eventually(ctx, fmt.Sprintf("the trace ends %s's barrier turn %s", b.agent, turn), func() (bool, string, error) {
+		tr, err := trace.Read(w.traceDir)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		room, ok := tr.Room(b.post.room.id)
+		if !ok {
+			return false, "no trace of the barrier's room yet", nil
+		}
+		for _, rec := range room.Records {
+			if rec.Kind == trace.KindTurnEnd && rec.TurnEnd != nil && rec.TurnEnd.Turn == turn {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("%d records, no turn end for %s", len(room.Records), turn), nil
+	})
 }
 
 // times parses once, twice, "3 times".
