@@ -9,27 +9,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zooid-dev/zooid/internal/testbin"
 	"github.com/zooid-dev/zooid/replay"
 	"github.com/zooid-dev/zooid/scenarios"
-	"github.com/zooid-dev/zooid/steps/fakeagent"
-	"github.com/zooid-dev/zooid/zooid/bridge"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
 // TestMain lets the test binary stand in for zooid: the replay's daemon
 // starts the scripted agents as `<this binary> fake-agent …` and their MCP
 // bridge as `<this binary> mcp …`.
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case "fake-agent":
-			os.Exit(fakeagent.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
-		case "mcp":
-			os.Exit(bridge.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
-		}
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // busy is a recording made by features/replay.feature on fakehs: mentions,
 // a thread with a bare reply, a task fan-out and a daemon restart.

@@ -2,30 +2,18 @@ package bench
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/zooid-dev/zooid/fakehs"
+	"github.com/zooid-dev/zooid/internal/testbin"
 	"github.com/zooid-dev/zooid/steps"
-	"github.com/zooid-dev/zooid/steps/fakeagent"
-	"github.com/zooid-dev/zooid/zooid/bridge"
 )
 
 // TestMain lets the test binary stand in for zooid-sim: the daemon of the
 // steps benchmarks starts agents as `<this binary> fake-agent …` and their
 // bridge as `<this binary> mcp …`.
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case "fake-agent":
-			os.Exit(fakeagent.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
-		case "mcp":
-			os.Exit(bridge.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
-		}
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 func BenchmarkCPU(b *testing.B)            { BenchCPU(b) }
 func BenchmarkEchoUnixSocket(b *testing.B) { BenchEchoUnixSocket(b) }

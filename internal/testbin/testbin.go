@@ -1,0 +1,29 @@
+// Package testbin lets a test binary stand in for the commands the daemon
+// starts, so a test runs them as real child processes without a build step:
+// the daemon under test starts its agents as `<test binary> fake-agent …`
+// and their MCP bridge as `<test binary> mcp …`, as it would run zooid-sim
+// and zooid. Test support: only _test.go files import it.
+package testbin
+
+import (
+	"os"
+	"testing"
+
+	"github.com/zooid-dev/zooid/steps/fakeagent"
+	"github.com/zooid-dev/zooid/zooid/bridge"
+)
+
+// Main is a TestMain: when the binary was started as `fake-agent …` or
+// `mcp …` it runs that command and exits with its code; otherwise it runs the
+// tests and exits with theirs.
+func Main(m *testing.M) {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "fake-agent":
+			os.Exit(fakeagent.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+		case "mcp":
+			os.Exit(bridge.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+		}
+	}
+	os.Exit(m.Run())
+}
