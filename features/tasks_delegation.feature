@@ -62,16 +62,27 @@ Feature: Delegating work to other agents in task threads
     And planner posts "noted: svc-c needs a firewall rule" in the thread of "get svc-a and svc-c checked"
 
   Scenario: a room holds at most five open tasks; a closed one frees its slot
-    Given coder will reply "svc-a is clean" after 2 seconds
-    And coder will reply "svc-b is clean" after 2 seconds
-    And reviewer will reply "svc-c is clean" after 2 seconds
-    And reviewer will reply "svc-d is clean" after 2 seconds
-    And tester will reply "svc-e tests pass" after 2 seconds
+    Given coder will take a turn that:
+      | waits until | released       |
+      | says        | svc-a is clean |
+    And coder will take a turn that:
+      | waits until | released       |
+      | says        | svc-b is clean |
+    And reviewer will take a turn that:
+      | waits until | released       |
+      | says        | svc-c is clean |
+    And reviewer will take a turn that:
+      | waits until | released       |
+      | says        | svc-d is clean |
+    And tester will take a turn that:
+      | waits until | released         |
+      | says        | svc-e tests pass |
     When ori says in "#ops": "@planner please get all services checked"
     And planner calls zooid_start_task_threads with {"tasks": [{"agent": "coder", "prompt": "audit svc-a"}, {"agent": "coder", "prompt": "audit svc-b"}, {"agent": "reviewer", "prompt": "review svc-c"}, {"agent": "reviewer", "prompt": "review svc-d"}, {"agent": "tester", "prompt": "test svc-e"}], "notify": "none"}
     And planner calls zooid_start_task_threads with {"tasks": [{"agent": "tester", "prompt": "test svc-f"}], "notify": "none"}
     Then task 1 is refused (at_capacity)
-    When the task "test svc-e" ends complete with "svc-e tests pass"
+    When tester's turn is released
+    And the task "test svc-e" ends complete with "svc-e tests pass"
     And planner calls zooid_start_task_threads with {"tasks": [{"agent": "tester", "prompt": "test svc-g"}], "notify": "none"}
     Then task 1 is started
     And tester is prompted with "test svc-g"
