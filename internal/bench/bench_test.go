@@ -17,7 +17,10 @@ func TestMain(m *testing.M) { testbin.Main(m) }
 
 func BenchmarkCPU(b *testing.B)            { BenchCPU(b) }
 func BenchmarkEchoUnixSocket(b *testing.B) { BenchEchoUnixSocket(b) }
+func BenchmarkEchoViaBridge(b *testing.B)  { BenchEchoViaBridge(b) }
 func BenchmarkToolCall(b *testing.B)       { steps.BenchToolCall(b) }
+
+func BenchmarkToolCallNoHomeserver(b *testing.B) { BenchToolCallNoHomeserver(b) }
 
 func BenchmarkRoomInfoDirect(b *testing.B) {
 	r, err := SeedRoom(100, fakehs.Profile{})

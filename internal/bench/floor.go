@@ -2,20 +2,30 @@ package bench
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
+	mcpclient "github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/zooid-dev/zooid/zooid/bridge"
+	"github.com/zooid-dev/zooid/zooid/mcpserver"
+	"github.com/zooid-dev/zooid/zooid/tools"
 )
 
 // BenchEchoUnixSocket is the floor of a tool call: one JSON-RPC line written
 // to and echoed back over a unix socket by a goroutine of the same process;
-// no second process, no JSON decoding.
+// no second process, no JSON decoding. It is the repository's one bare echo:
+// the benchmarks it is the floor of live beside it, so `zooid bench` can put
+// them side by side (zooid/... tests don't import this package: it imports
+// steps, the harness, which imports zooid/... itself).
 func BenchEchoUnixSocket(b *testing.B) {
 	dir, err := os.MkdirTemp("", "zecho")
 	if err != nil {
@@ -152,6 +162,93 @@ func BenchEchoViaBridge(b *testing.B) {
 		}
 		if _, err := r.ReadBytes('\n'); err != nil {
 			fatal(b, err)
+		}
+	}
+}
+
+// staticRooms answers zooid_get_room_info with a fixed record and nothing
+// else: the tool-call path with no homeserver behind it. (The embedded
+// interface is nil; it is named apart from its Rooms method.)
+type staticRooms struct{ unanswered }
+
+type unanswered = tools.Rooms
+
+func (staticRooms) RoomInfo(_ context.Context, c tools.Caller) (tools.RoomInfo, error) {
+	return tools.RoomInfo{ID: c.Room, Name: "ops", Transport: c.Transport}, nil
+}
+
+// BenchToolCallNoHomeserver is a zooid_get_room_info call through everything
+// but the homeserver: mcp-go's stdio client (as the fake agent uses it) → the
+// real bridge process → the agent's socket → the daemon's MCP server and
+// handler, answered from memory. Its excess over BenchEchoViaBridge is the
+// MCP JSON-RPC layers on both sides; the tool call end to end adds the
+// homeserver requests.
+func BenchToolCallNoHomeserver(b *testing.B) {
+	exe, err := os.Executable()
+	if err != nil {
+		fatal(b, err)
+	}
+	// Unix socket paths are short (108 bytes): a short temp dir.
+	dir, err := os.MkdirTemp("", "zmcp")
+	if err != nil {
+		fatal(b, err)
+	}
+	defer os.RemoveAll(dir)
+	srv, err := mcpserver.New(mcpserver.Options{
+		RunDir:        filepath.Join(dir, "run"),
+		Rooms:         staticRooms{},
+		Logger:        slog.New(slog.DiscardHandler),
+		BridgeCommand: []string{exe, "mcp"},
+	})
+	if err != nil {
+		fatal(b, err)
+	}
+	defer func() {
+		if err := srv.Close(); err != nil {
+			fatal(b, err)
+		}
+	}()
+	if _, err := srv.ListenAgent("agent-a"); err != nil {
+		fatal(b, err)
+	}
+	// The bridge the client starts is this process's child, so it passes the
+	// server's peer check as an agent's bridge does.
+	self, err := mcpserver.ProcessOf(os.Getpid())
+	if err != nil {
+		fatal(b, err)
+	}
+	caller := tools.Caller{Agent: "agent-a", UserID: "@agent-a:localhost", Transport: "matrix",
+		Room: "!ops:localhost", Thread: "$root", SessionKey: "agent-a/$root", Kind: tools.Conversation}
+	entry := srv.StdioEntry(srv.Bind(caller, self)).Stdio
+	var env []string
+	for _, v := range entry.Env {
+		env = append(env, v.Name+"="+v.Value)
+	}
+	cl, err := mcpclient.NewStdioMCPClient(entry.Command, env, entry.Args...)
+	if err != nil {
+		fatal(b, fmt.Errorf("starting the bridge: %w", err))
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	if err := cl.Start(ctx); err != nil {
+		fatal(b, err)
+	}
+	var init mcp.InitializeRequest
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "zooid-bench", Version: "0"}
+	if _, err := cl.Initialize(ctx, init); err != nil {
+		fatal(b, fmt.Errorf("initialize: %w", err))
+	}
+	var req mcp.CallToolRequest
+	req.Params.Name = tools.GetRoomInfo
+	req.Params.Arguments = map[string]any{}
+	for b.Loop() {
+		res, err := cl.CallTool(ctx, req)
+		if err != nil {
+			fatal(b, err)
+		}
+		if res.IsError {
+			fatal(b, fmt.Errorf("%s answered an error: %v", tools.GetRoomInfo, res.Content))
 		}
 	}
 }
