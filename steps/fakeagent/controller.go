@@ -307,20 +307,29 @@ func snapshot[T any](c *Controller, from map[string][]T, agent string) []T {
 
 // waitN blocks until from[agent] has at least n entries or ctx ends.
 func waitN[T any](ctx context.Context, c *Controller, from map[string][]T, agent string, n int, what string) ([]T, error) {
+	// Only the length is looked at until it is enough: copying every report
+	// at each wake-up made a wait for n reports cost O(n²) (a benchmark's
+	// thousands of tool results).
+	clone := func() []T {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return slices.Clone(from[agent])
+	}
 	for {
 		c.mu.Lock()
-		got := slices.Clone(from[agent])
+		have := len(from[agent])
 		ch := c.changed
 		c.mu.Unlock()
-		if len(got) >= n {
-			return got, nil
+		if have >= n {
+			return clone(), nil
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
+			got := clone()
 			return got, fmt.Errorf("waiting for %d %s from agent %q (have %d): %w", n, what, agent, len(got), ctx.Err())
 		case <-c.closed:
-			return got, errors.New("controller closed")
+			return clone(), errors.New("controller closed")
 		}
 	}
 }
