@@ -7,7 +7,9 @@ Feature: The daemon killed between a post and the journal write that records it
   The daemon process arms a fault point (internal/faultpoint) and SIGKILLs itself between a
   post and the journal write that records it. A turn whose agent had finished journals its
   closing words before posting them, so the next start posts them (again, with the same txn
-  ids) instead of calling the turn interrupted.
+  ids) instead of calling the turn interrupted. A finished turn leaves the journal before its end
+  is written to the trace, so a trace that shows a turn ended (what a recording keeps and a replay
+  compares) is never followed by that turn answered again.
 
   Background:
     Given the homeserver has users "ori" and "mia"
@@ -49,3 +51,17 @@ Feature: The daemon killed between a post and the journal write that records it
     And the task "audit svc-a" ends complete with "svc-a is clean"
     And planner's thread gets a notice with the result of "audit svc-a"
     And planner is woken once with the result of "audit svc-a"
+
+  Scenario: killed just after a turn's end is traced, nothing of that turn is done again
+    Given the daemon keeps a trace
+    And the daemon runs as its own process
+    And coder will reply "svc-a is up"
+    And the daemon will be killed at its fault point "turn.end_traced"
+    When ori says in "#ops": "@coder is svc-a up?"
+    Then the daemon dies at "turn.end_traced" and is started again
+    And coder will reply "you are welcome"
+    When ori replies in the thread: "@coder thanks"
+    Then coder posts "you are welcome" in the thread
+    And the trace of "#ops" records coder posting "svc-a is up" once
+    And coder is prompted once with "is svc-a up?"
+    And coder has posted nothing containing "interrupted"

@@ -190,16 +190,52 @@ func RecordedTrace(rec *scenarios.Recording) (*trace.Trace, error) {
 
 // keep drops what a replay cannot reproduce and should not compare: state
 // events (room creation, joins), which the replay sets up before the daemon
-// runs and the recorded room may have had at other times.
+// runs and the recorded room may have had at other times; and second records
+// of one Matrix event (see once).
 func keep(recs []trace.Record) []trace.Record {
 	out := make([]trace.Record, 0, len(recs))
+	var o once
 	for _, r := range recs {
 		if r.Event != nil && isState(r.Event.Type) {
+			continue
+		}
+		if o.again(r) {
 			continue
 		}
 		out = append(out, r)
 	}
 	return out
+}
+
+// once tells a record that names a Matrix event the trace already holds a
+// record of the same kind for. Only a crash writes those: an event the daemon
+// routed but had not yet marked handled in its inbox is routed again at the
+// next start, and a post the journal had not yet recorded is sent again with
+// the same txn id (the homeserver answers with the same event, so the room
+// holds it once). The room saw one event, and a replay, whose restarts are
+// clean stops, writes one record: the second is no behaviour to compare.
+type once struct{ events, posts map[string]bool }
+
+func (o *once) again(r trace.Record) bool {
+	var seen *map[string]bool
+	var id string
+	switch {
+	case r.Event != nil:
+		seen, id = &o.events, string(r.Event.ID)
+	case r.Post != nil:
+		seen, id = &o.posts, string(r.Post.ID)
+	}
+	if id == "" {
+		return false
+	}
+	if *seen == nil {
+		*seen = map[string]bool{}
+	}
+	if (*seen)[id] {
+		return true
+	}
+	(*seen)[id] = true
+	return false
 }
 
 func isState(typ string) bool {
@@ -239,6 +275,7 @@ type runner struct {
 	// writes then (turns it cancels) the recorded daemon, killed, never
 	// wrote, and is left out of the comparison.
 	stopping bool
+	seen     once
 	restarts int
 	cut      []cutRecord
 	pushed   int
@@ -495,6 +532,12 @@ func (r *runner) stopDaemon() error {
 func (r *runner) tap(rec trace.Record) {
 	if rec.Room != r.room || (rec.Event != nil && isState(rec.Event.Type)) {
 		return
+	}
+	r.mu.Lock()
+	again := r.seen.again(rec)
+	r.mu.Unlock()
+	if again {
+		return // counted once, as keep compares it
 	}
 	r.script.Observe(rec)
 	r.mu.Lock()

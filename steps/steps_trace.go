@@ -32,9 +32,9 @@ func traceSteps(w *world) []stepDef {
 			example: `the trace of "#ops" records coder's task closed complete`,
 			doc:     "A task step of the agent's task (with the status, for closed), in the trace of the room.",
 			fn:      w.stepTraceTask},
-		{area: "trace", pattern: `^the trace of "(#[a-z0-9-]+)" records ([a-z0-9-]+) posting "([^"]*)"$`,
-			example: `the trace of "#ops" records agent-a posting "on it"`,
-			doc:     "A post by the agent whose text contains the given text, with the event id it got.",
+		{area: "trace", pattern: `^the trace of "(#[a-z0-9-]+)" records ([a-z0-9-]+) posting "([^"]*)"( once)?$`,
+			example: `the trace of "#ops" records agent-a posting "on it" once`,
+			doc:     "A post by the agent whose text contains the given text, with the event id it got. With once: exactly one such post record in the room's whole trace, counted when the first is found; put it after a step showing the daemon went past the point where a second would be written.",
 			fn:      w.stepTracePost},
 		{area: "trace", pattern: `^the trace of "(#[a-z0-9-]+)" records ([a-z0-9-]+) (crashed|timed_out|start_failed)$`,
 			example: `the trace of "#ops" records agent-a crashed`,
@@ -178,22 +178,46 @@ func (w *world) stepTraceTask(ctx context.Context, roomName, agent, step, status
 	return err
 }
 
-func (w *world) stepTracePost(ctx context.Context, roomName, agent, text string) error {
+func (w *world) stepTracePost(ctx context.Context, roomName, agent, text, once string) error {
 	user, err := w.userID(agent)
 	if err != nil {
 		return err
 	}
+	isPost := func(r trace.Record) bool {
+		return r.Post != nil && r.Post.Sender == user && strings.Contains(r.Post.Text, text)
+	}
 	_, err = w.traceRecord(ctx, roomName, fmt.Sprintf("%s's post %q in the trace", agent, text), func(r trace.Record) (bool, error) {
-		p := r.Post
-		if p == nil || p.Sender != user || !strings.Contains(p.Text, text) {
+		if !isPost(r) {
 			return false, nil
 		}
+		p := r.Post
 		if p.ID == "" || p.TxnID == "" || p.Error != "" {
 			return false, fmt.Errorf("the post is recorded with id %q, txn %q, error %q", p.ID, p.TxnID, p.Error)
 		}
 		return true, nil
 	})
-	return err
+	if err != nil || once == "" {
+		return err
+	}
+	r, err := w.room(ctx, roomName)
+	if err != nil {
+		return err
+	}
+	tr, err := trace.Read(w.traceDir)
+	if err != nil {
+		return fmt.Errorf("reading the trace: %w", err)
+	}
+	room, _ := tr.Room(r.id)
+	var seqs []string
+	for _, rec := range room.Records {
+		if isPost(rec) {
+			seqs = append(seqs, fmt.Sprintf("record %d (event %s, txn %s)", rec.Seq, rec.Post.ID, rec.Post.TxnID))
+		}
+	}
+	if len(seqs) != 1 {
+		return fmt.Errorf("the trace records %s posting %q %d times, want once: %s", agent, text, len(seqs), strings.Join(seqs, "; "))
+	}
+	return nil
 }
 
 func (w *world) stepTraceAgent(ctx context.Context, roomName, agent, what string) error {

@@ -19,7 +19,8 @@ import (
 // Env names the file that arms a point.
 const Env = "ZOOID_TEST_KILL_FILE"
 
-// The points, each between a post and the journal write that records it.
+// The points, each between two writes whose order a crash must not undo: a
+// post and the journal write that records it, or the journal and the trace.
 const (
 	// TurnClosingJournaled: a turn's closing words are journaled, not yet posted.
 	TurnClosingJournaled = "turn.closing_journaled"
@@ -29,10 +30,13 @@ const (
 	// TaskResultPosted: a task's dev.zooid.thread_result is posted, the task
 	// journal does not say so yet.
 	TaskResultPosted = "task.result_posted"
+	// TurnEndTraced: a turn's end is in the trace; the turn journal let go
+	// of the turn just before.
+	TurnEndTraced = "turn.end_traced"
 )
 
 // Points lists every point, for the harness to refuse a misspelt one.
-var Points = []string{TurnClosingJournaled, TurnReplyPosted, TaskResultPosted}
+var Points = []string{TurnClosingJournaled, TurnReplyPosted, TaskResultPosted, TurnEndTraced}
 
 var file = os.Getenv(Env)
 

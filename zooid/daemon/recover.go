@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/zooid-dev/zooid/internal/faultpoint"
 )
 
 // maxRecoveryAttempts bounds how often a start tries to answer one unfinished
@@ -43,6 +45,20 @@ func (d *Daemon) closingTurn(key sessionKey, req turnRequest, post *poster, text
 	if err := d.turns.put(r); err != nil {
 		d.log.Error("journaling a turn's closing words", "agent", key.agent, "turn", req.id, "err", err)
 	}
+}
+
+// endTurn acknowledges a turn in the journal, then traces its end. In that
+// order because the trace is what a recording keeps and a replay compares: a
+// trace that shows a turn ended must not be followed, after a crash, by that
+// turn's recovery (its closing words posted again, or an interrupted notice).
+// A daemon that is stopping keeps the record, as the session loop does: the
+// turn was cut short and the next start answers it.
+func (d *Daemon) endTurn(key sessionKey, req turnRequest, stop string, err error) {
+	if d.sessions.ctx.Err() == nil {
+		d.turnDone(key, req)
+	}
+	d.trace.Record(traceTurnEnd(key, req, stop, err))
+	faultpoint.Reach(faultpoint.TurnEndTraced)
 }
 
 // turnDone acknowledges a turn once it has ended and its posts are sent

@@ -108,7 +108,7 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 			}
 			d.log.Error("starting agent", "agent", rt.cfg.Name, "err", err)
 			d.trace.Record(traceAgent(s.key, trace.AgentStartFailed, err))
-			defer d.trace.Record(traceTurnEnd(s.key, req, "", err))
+			defer d.endTurn(s.key, req, "", err)
 			post.err = err
 			post.failure(ctx, "start_failed", fmt.Sprintf("%s could not be started: %v", rt.cfg.Name, err))
 			return
@@ -167,7 +167,7 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 	if err != nil && ctx.Err() != nil {
 		post.stop, post.err = acp.StopReasonCancelled, nil
 	}
-	defer d.trace.Record(traceTurnEnd(s.key, req, string(post.stop), post.err))
+	defer d.endTurn(s.key, req, string(post.stop), post.err)
 
 	switch {
 	case err == nil:

@@ -113,9 +113,21 @@ func (j *turnJournal) put(r turnRecord) error {
 	return nil
 }
 
-// done removes a turn that ended with its posts sent.
+// done removes a turn that ended with its posts sent. It is called twice for
+// most turns (when the turn ends, and by the session loop after it), so a
+// turn already gone costs a read, not a write and its fsync.
 func (j *turnJournal) done(key sessionKey, turnID string) error {
 	k := []byte(key.String() + "\x00" + turnID)
+	var present bool
+	if err := j.db.View(func(tx *bolt.Tx) error {
+		present = tx.Bucket(bucketTurns).Get(k) != nil
+		return nil
+	}); err != nil {
+		return fmt.Errorf("acknowledging turn %s: %w", turnID, err)
+	}
+	if !present {
+		return nil
+	}
 	if err := j.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketTurns).Delete(k) }); err != nil {
 		return fmt.Errorf("acknowledging turn %s: %w", turnID, err)
 	}
