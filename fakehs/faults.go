@@ -20,9 +20,12 @@ import (
 // with neither, to every matching request until ClearFaults.
 // Latency is added first; then Drop hijacks and closes the connection, or
 // DropResponse handles the request and closes the connection instead of
-// answering (the change is made, the client never hears of it), or Status
-// answers with Errcode (429 adds retry_after_ms from RetryAfter); with none,
-// the request proceeds after the latency.
+// answering (the change is made, the client never hears of it), or Hold
+// keeps the request open without ever answering until the client gives up
+// (or the server closes), or HoldResponse handles it first and then holds
+// (the change is made, the answer never comes), or Status answers with
+// Errcode (429 adds retry_after_ms from RetryAfter); with none, the request
+// proceeds after the latency.
 type Fault struct {
 	Method       string
 	PathPattern  string
@@ -33,6 +36,8 @@ type Fault struct {
 	RetryAfter   time.Duration
 	Drop         bool
 	DropResponse bool
+	Hold         bool
+	HoldResponse bool
 	Count        int
 	Fraction     float64
 	Seed         int64
@@ -222,6 +227,11 @@ func (s *Server) faultMiddleware(next http.Handler) http.Handler {
 			// change is made; the client only sees the connection close.
 			next.ServeHTTP(discardResponse{h: http.Header{}}, r)
 			dropConnection(w)
+		case f.Hold:
+			holdConnection(w, r)
+		case f.HoldResponse:
+			next.ServeHTTP(discardResponse{h: http.Header{}}, r)
+			holdConnection(w, r)
 		case f.Status != 0:
 			writeFault(w, f)
 		default:
@@ -258,6 +268,14 @@ func dropConnection(w http.ResponseWriter) {
 		panic(http.ErrAbortHandler)
 	}
 	_ = conn.Close()
+}
+
+// holdConnection answers nothing until the client gives up or the server
+// closes, and then closes the connection: a handler that merely returned
+// would answer 200.
+func holdConnection(w http.ResponseWriter, r *http.Request) {
+	<-r.Context().Done()
+	dropConnection(w)
 }
 
 // discardResponse is a ResponseWriter that keeps nothing.

@@ -1,6 +1,9 @@
 package fakehs
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -152,5 +155,91 @@ func TestFaultLogPairsRetries(t *testing.T) {
 	decode(t, rawGet(t, s, "", "/_matrix/client/versions"), 200, nil)
 	if log := h.Log(); len(log) != 1 || log[0].RetriedAt.IsZero() {
 		t.Fatalf("after the retry: %+v, want retried", log)
+	}
+}
+
+// A held request is never answered: the client gives up by its own deadline,
+// and with HoldResponse the change was made all the same.
+func TestFaultHoldNeverAnswers(t *testing.T) {
+	s := New(t)
+	alice := newClient(t, s, "alice")
+	room := mustCreateRoom(t, alice, &mautrix.ReqCreateRoom{Preset: "public_chat"})
+	path := "/_matrix/client/v3/rooms/" + string(room) + "/send/m.room.message/h1"
+	held := s.InjectFault(Fault{Method: "GET", PathPattern: "/_matrix/client/versions", Hold: true, Count: 1})
+	heldResp := s.InjectFault(Fault{Method: "PUT", PathPattern: "/_matrix/client/v3/rooms/*/send/*/*", HoldResponse: true, Count: 1})
+	do := func(method, p, body string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, method, s.URL()+p, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+alice.AccessToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			return fmt.Errorf("%s %s answered %d", method, p, resp.StatusCode)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%s %s: %v, want the client's deadline", method, p, err)
+		}
+		return nil
+	}
+	if err := do("GET", "/_matrix/client/versions", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := do("PUT", path, `{"msgtype":"m.text","body":"once"}`); err != nil {
+		t.Fatal(err)
+	}
+	if held.Hits() != 1 || heldResp.Hits() != 1 {
+		t.Fatalf("hits %d and %d, want 1 each", held.Hits(), heldResp.Hits())
+	}
+	decode(t, rawGet(t, s, "", "/_matrix/client/versions"), 200, nil)
+	var first, again struct {
+		EventID string `json:"event_id"`
+	}
+	decode(t, rawDo(t, s, "PUT", alice.AccessToken, path, `{"msgtype":"m.text","body":"once"}`), 200, &first)
+	decode(t, rawDo(t, s, "PUT", alice.AccessToken, "/_matrix/client/v3/rooms/"+string(room)+"/send/m.room.message/h2", `{"msgtype":"m.text","body":"twice"}`), 200, &again)
+	if first.EventID == "" || first.EventID == again.EventID {
+		t.Fatalf("the retry got %q (another txn %q)", first.EventID, again.EventID)
+	}
+	msgs, err := alice.Messages(context.Background(), room, "", "", mautrix.DirectionBackward, nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range msgs.Chunk {
+		if ev.ID.String() == first.EventID {
+			n++
+		}
+		if b, _ := ev.Content.Raw["body"].(string); b == "once" && ev.ID.String() != first.EventID {
+			t.Fatalf("a second %q event %s", b, ev.ID)
+		}
+	}
+	if n != 1 {
+		t.Fatalf("the held request's event is in the room %d times, want once", n)
+	}
+}
+
+// Closing the server ends a request it holds.
+func TestFaultHoldEndsAtClose(t *testing.T) {
+	s := New(t)
+	h := s.InjectFault(Fault{PathPattern: "/_matrix/client/versions", Hold: true})
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := http.Get(s.URL() + "/_matrix/client/versions")
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	for h.Hits() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err == nil {
+		t.Fatal("a held request was answered")
 	}
 }

@@ -8,7 +8,9 @@ Feature: A homeserver that refuses, fails or drops requests mid-turn
   retry_after_ms it asked for, a 5xx or a dropped connection after a backoff. Posts keep
   their txn id across retries, so a post whose answer was lost is not posted twice. A read
   tool that still fails after its retries returns "unavailable" to the agent, and the
-  session goes on.
+  session goes on. A homeserver that accepts a request and never answers holds a tool call
+  only until the call's deadline (tool_timeout), and one try of a post only until
+  post_timeout, after which the post is tried again with the same txn id.
 
   Background:
     Given the homeserver has users "ori" and "mia"
@@ -75,3 +77,26 @@ Feature: A homeserver that refuses, fails or drops requests mid-turn
     When the homeserver answers normally again
     And agent-a calls zooid_get_history with {"limit": 5}
     Then the call succeeds
+
+  Scenario: a read tool on a homeserver that accepts and never answers gives up at the call's deadline, and the session goes on
+    Given tool calls give up after 2 seconds
+    And agent-a is answering a mention in "#ops"
+    And the homeserver holds every GET /_matrix/client/v3/rooms/*/messages from agent-a before handling them, never answering
+    When agent-a calls zooid_get_history with {"limit": 5}
+    Then the call is refused with exactly "unavailable: the homeserver did not answer within 2s; try again"
+    And the homeserver's last fault fired once
+    When the homeserver answers normally again
+    And agent-a will reply "svc-a is up"
+    And ori replies in the thread: "and now?"
+    Then agent-a is prompted with "and now?" in the same session as "please take a look"
+    And agent-a posts "svc-a is up" in the thread
+
+  Scenario: a reply the homeserver made but never answered is tried again after the post's deadline and posted once
+    Given a post the homeserver leaves unanswered is tried again after 1 second
+    And agent-a will reply "svc-a is up"
+    And the homeserver holds the next 1 PUT /_matrix/client/v3/rooms/*/send/*/* from agent-a after handling it, never answering
+    When ori says in "#ops": "@agent-a is svc-a up?"
+    Then agent-a posts "svc-a is up" in the thread
+    And the homeserver's last fault fired once
+    And every request the homeserver refused was asked again 1000 ms or more later
+    And agent-a is prompted once with "is svc-a up?"

@@ -31,6 +31,8 @@ func (w *world) config(exe string) *config.Config {
 		IdleTimeout:      w.idleTimeout,
 		MaxProcesses:     w.maxProcs,
 		QueueNoticeAfter: w.queueNotice,
+		ToolTimeout:      w.toolTimeout,
+		PostTimeout:      w.postTimeout,
 	}
 	if w.traceDir != "" {
 		cfg.Trace = &config.Trace{Dir: w.traceDir}

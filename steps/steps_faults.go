@@ -31,6 +31,18 @@ func faultSteps(w *world) []stepDef {
 			example: `the homeserver drops the next 2 PUT /_matrix/client/v3/rooms/*/send/*/* from agent-a after handling them`,
 			doc:     "Programs dropped connections on the fake homeserver: before handling, the request is lost; after handling, its change is made and only the answer is lost (the client can't tell which); @fake-only.",
 			fn:      w.stepDrop},
+		{area: "setup", pattern: `^the homeserver holds (every|the next \d+) (GET|PUT|POST) (/\S+?)(?: from ([a-z0-9-]+))? (before|after) handling (?:it|them), never answering$`,
+			example: `the homeserver holds the next 1 PUT /_matrix/client/v3/rooms/*/send/*/* from agent-a after handling it, never answering`,
+			doc:     "Programs requests the fake homeserver accepts and never answers, until the client gives up: before handling, the request is lost; after handling, its change is made and only the answer never comes; @fake-only.",
+			fn:      w.stepHold},
+		{area: "setup", pattern: `^tool calls give up after (\d+) seconds?$`,
+			example: `tool calls give up after 2 seconds`,
+			doc:     "Sets zooid.yaml tool_timeout (at least 1s, as zooid.yaml allows): the deadline of one Zooid MCP tool call.",
+			fn:      w.stepToolTimeout},
+		{area: "setup", pattern: `^a post the homeserver leaves unanswered is tried again after (\d+) seconds?$`,
+			example: `a post the homeserver leaves unanswered is tried again after 2 seconds`,
+			doc:     "Sets zooid.yaml post_timeout (at least 1s): the deadline of one try of a post, after which it is tried again with the same txn id.",
+			fn:      w.stepPostTimeout},
 		{area: "setup", pattern: `^the homeserver answers normally again$`,
 			example: `the homeserver answers normally again`,
 			doc:     "Removes every fault programmed so far; their hits stay counted for the checks.",
@@ -70,6 +82,29 @@ func (w *world) stepRateLimit(ctx context.Context, count, method, path, who, ms 
 func (w *world) stepDrop(ctx context.Context, count, method, path, who, when string) error {
 	f := fakehs.Fault{Drop: when == "before", DropResponse: when == "after"}
 	return w.programFault(ctx, count, method, path, who, f, "dropped "+when+" handling")
+}
+
+func (w *world) stepHold(ctx context.Context, count, method, path, who, when string) error {
+	f := fakehs.Fault{Hold: when == "before", HoldResponse: when == "after"}
+	return w.programFault(ctx, count, method, path, who, f, "held "+when+" handling")
+}
+
+func (w *world) stepToolTimeout(secs string) error {
+	if err := w.beforeStart("tool_timeout"); err != nil {
+		return err
+	}
+	n, _ := strconv.Atoi(secs)
+	w.toolTimeout = time.Duration(n) * time.Second
+	return nil
+}
+
+func (w *world) stepPostTimeout(secs string) error {
+	if err := w.beforeStart("post_timeout"); err != nil {
+		return err
+	}
+	n, _ := strconv.Atoi(secs)
+	w.postTimeout = time.Duration(n) * time.Second
+	return nil
 }
 
 func (w *world) stepFaultsCleared() error {

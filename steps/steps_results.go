@@ -20,6 +20,10 @@ func resultSteps(w *world) []stepDef {
 			example: `the call is refused with "invalid_cursor"`,
 			doc:     "The last call returned a tool result (not a protocol or bridge error) with isError, whose text is \"code: message\" with exactly that code.",
 			fn:      w.stepRefusedWith},
+		{area: "results", pattern: `^the call is refused with exactly "([a-z_]+: [^"]+)"$`,
+			example: `the call is refused with exactly "unavailable: the homeserver did not answer within 2s; try again"`,
+			doc:     "The last call returned a tool result (not a protocol or bridge error) with isError and exactly that \"code: message\" text.",
+			fn:      w.stepRefusedExactly},
 		{area: "results", pattern: `^the call is refused as an unknown tool$`,
 			example: `the call is refused as an unknown tool`,
 			doc:     "The last call got the MCP answer for a tool not offered to the session: a JSON-RPC invalid-params error naming the tool (not a tool result, not a broken bridge).",
@@ -169,6 +173,17 @@ func (w *world) stepRefusedWith(code string) error {
 	}
 	if !c.res.IsError || !strings.HasPrefix(c.res.Text, code+": ") {
 		return fmt.Errorf("want a tool result with isError and text %q…, got %s", code+": ", c)
+	}
+	return nil
+}
+
+func (w *world) stepRefusedExactly(text string) error {
+	c, err := w.lastCall()
+	if err != nil {
+		return err
+	}
+	if c.res.Err != "" || !c.res.IsError || c.res.Text != text {
+		return fmt.Errorf("want a tool result with isError and text %q, got %s", text, c)
 	}
 	return nil
 }

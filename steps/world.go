@@ -61,6 +61,8 @@ type world struct {
 	turnTimeout time.Duration // the daemon's turn timeout; zero: the run's
 	maxProcs    int           // zooid.yaml max_processes; zero: the default
 	queueNotice time.Duration // zooid.yaml queue_notice_after; zero: the default
+	toolTimeout time.Duration // zooid.yaml tool_timeout; zero: the default
+	postTimeout time.Duration // zooid.yaml post_timeout; zero: the default
 	batch       []*post       // the threads the last "mentions … in N new threads" step started
 	http        *httpAnswer   // the last answer of an HTTP-bound agent
 	// httpWait waits for the answers of the last "asked over HTTP N times at once".

@@ -71,6 +71,12 @@ func zooidYAML(cfg *config.Config, v secretVars) string {
 	if cfg.QueueNoticeAfter > 0 {
 		line(0, "queue_notice_after", cfg.QueueNoticeAfter.String())
 	}
+	if cfg.ToolTimeout > 0 {
+		line(0, "tool_timeout", cfg.ToolTimeout.String())
+	}
+	if cfg.PostTimeout > 0 {
+		line(0, "post_timeout", cfg.PostTimeout.String())
+	}
 	if tr := cfg.Trace; tr != nil {
 		b.WriteString("trace:\n")
 		line(1, "dir", q(tr.Dir))

@@ -68,6 +68,14 @@ type Config struct {
 	// the thread is told it is queued (queue_notice_after, default
 	// DefaultQueueNoticeAfter).
 	QueueNoticeAfter time.Duration
+	// ToolTimeout bounds one Zooid MCP tool call (tool_timeout, default
+	// DefaultToolTimeout): a call still waiting on the homeserver then
+	// returns "unavailable" and the session goes on.
+	ToolTimeout time.Duration
+	// PostTimeout bounds one try of a post to the homeserver (post_timeout,
+	// default DefaultPostTimeout); an unanswered try is retried with the
+	// same txn id.
+	PostTimeout time.Duration
 }
 
 // AgentUsers says whether any agent runs as a user of its own.

@@ -153,6 +153,16 @@ agents:
 			`zooid.yaml:12: agents.a.max_processes: must be a whole number from 1 to 1024, got "lots"`,
 			`zooid.yaml:13: agents.a.sessions_per_process: must be a whole number from 1 to 1024, got "2000"`,
 		}},
+		{"bad timeouts", okTransport + `tool_timeout: 500ms
+post_timeout: never
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{
+			`zooid.yaml:7: tool_timeout: must be at least 1s, got 500ms`,
+			`zooid.yaml:8: post_timeout: must be a duration such as 30m or 90s, got "never"`,
+		}},
 		{"trace without dir", okTransport + `trace: { max_file_size: 1MiB }
 agents:
   a:
@@ -547,6 +557,16 @@ agents:
 			}
 			if b := c.Agents[1]; b.MaxProcesses != DefaultAgentMaxProcesses || b.SessionsPerProcess != 1 {
 				t.Errorf("agent b caps %d, %d; want the defaults %d, 1", b.MaxProcesses, b.SessionsPerProcess, DefaultAgentMaxProcesses)
+			}
+		}},
+		{"timeouts", okTransport + `tool_timeout: 45s
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, func(t *testing.T, c *Config) {
+			if c.ToolTimeout != 45*time.Second || c.PostTimeout != DefaultPostTimeout {
+				t.Errorf("tool timeout %s, post timeout %s; want 45s and the default %s", c.ToolTimeout, c.PostTimeout, DefaultPostTimeout)
 			}
 		}},
 		{"trace", okTransport + `trace:

@@ -34,7 +34,7 @@ func (p *parser) parse(data []byte) *Config {
 		return nil
 	}
 	root := doc.Content[0]
-	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout", "trace", "user", "runtime", "container", "max_processes", "queue_notice_after")
+	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout", "trace", "user", "runtime", "container", "max_processes", "queue_notice_after", "tool_timeout", "post_timeout")
 	cfg := &Config{File: p.file}
 
 	if f, ok := top["transports"]; ok {
@@ -84,6 +84,7 @@ func (p *parser) parse(data []byte) *Config {
 	cfg.IdleTimeout = p.duration(top, "idle_timeout")
 	cfg.Trace = p.trace(top)
 	p.limits(top, cfg)
+	p.timeouts(top, cfg)
 	cfg.RunDir = p.defaultRunDir()
 	if v, ok := p.str(top["run_dir"], "run_dir"); ok && v != "" {
 		cfg.RunDir = p.abs(v)

@@ -98,6 +98,7 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		BridgeCommand: d.opts.BridgeCommand,
 		Trace:         d.trace,
 		AgentUsers:    cfg.AgentUsers(),
+		CallTimeout:   cfg.ToolTimeout,
 	})
 	if err != nil {
 		return fmt.Errorf("starting mcp server: %w", err)

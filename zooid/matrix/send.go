@@ -16,8 +16,9 @@ import (
 
 // Send posts an event into room as the agent user as, with txnID as the Matrix transaction
 // id so that a retry (here or by the caller) can't post twice. A 429 waits the server's
-// retry_after_ms (bounded) and retries; 5xx and connection failures back off and retry with
-// the same txn id; any other 4xx fails at once with the Matrix errcode in the error. An
+// retry_after_ms (bounded) and retries; 5xx, connection failures and a try left unanswered
+// for Options.PostTimeout back off and retry with the same txn id; any other 4xx fails at
+// once with the Matrix errcode in the error. An
 // empty txnID gets a random one, shared by the retries of this call.
 // Hand-written rather than mautrix's retries, which read only the Retry-After header (Synapse
 // gives retry_after_ms in the body), wait up to 10 minutes and log through zerolog, not slog.
@@ -33,7 +34,13 @@ func (t *Transport) Send(ctx context.Context, as id.UserID, room id.RoomID, evTy
 	var lastErr error
 	for attempt := 1; attempt <= t.sendAttempts; attempt++ {
 		// mautrix's own retries are off: this loop owns the policy and the txn id.
-		resp, err := cli.SendMessageEvent(mautrix.WithMaxRetries(ctx, 0), room, evType, content, mautrix.ReqSendEvent{TransactionID: txnID})
+		// Each try has a deadline of its own: a homeserver that accepted the
+		// request and never answers would otherwise hold it for the client's
+		// whole timeout (mautrix: 3 minutes), and the retry with the same txn
+		// id is what gets the answer once it is back.
+		tctx, cancel := context.WithTimeout(mautrix.WithMaxRetries(ctx, 0), t.sendTryLimit)
+		resp, err := cli.SendMessageEvent(tctx, room, evType, content, mautrix.ReqSendEvent{TransactionID: txnID})
+		cancel()
 		if err == nil {
 			return resp.EventID, nil
 		}

@@ -60,6 +60,10 @@ type Options struct {
 	Logger   *slog.Logger
 	// Trace records every post (trace.KindPost); nil records nothing.
 	Trace trace.Recorder
+	// PostTimeout bounds one try of Send: a try the homeserver leaves
+	// unanswered that long is given up and tried again with the same txn
+	// id. Zero means config.DefaultPostTimeout.
+	PostTimeout time.Duration
 }
 
 // OptionsFromConfig gives the options for mt, a matrix transport of cfg, which
@@ -81,6 +85,8 @@ func OptionsFromConfig(cfg *config.Config, mt *config.MatrixTransport) Options {
 		ID:         mt.ID,
 		Listen:     mt.Listen,
 		StateDir:   filepath.Join(cfg.StateDir, "matrix"),
+
+		PostTimeout: cfg.PostTimeout,
 	}
 	for _, a := range cfg.Agents {
 		if a.Matrix == nil || (a.Matrix.Transport != "" && a.Matrix.Transport != name) {
@@ -130,6 +136,7 @@ type Transport struct {
 
 	// retry tuning; tests shorten them.
 	sendAttempts  int
+	sendTryLimit  time.Duration // one try of Send, unanswered, is given up after this
 	backoffBase   time.Duration
 	maxRetryAfter time.Duration
 	syncTimeout   time.Duration
@@ -163,6 +170,7 @@ func New(opts Options) (*Transport, error) {
 		ready:         make(chan struct{}),
 		closed:        make(chan struct{}),
 		sendAttempts:  5,
+		sendTryLimit:  cmp.Or(opts.PostTimeout, config.DefaultPostTimeout),
 		backoffBase:   250 * time.Millisecond,
 		maxRetryAfter: 30 * time.Second,
 		syncTimeout:   30 * time.Second,

@@ -682,6 +682,39 @@ func TestSendRetriesWithSameTxn(t *testing.T) {
 	}
 }
 
+// A homeserver that makes the post and never answers holds one try only for
+// the try's deadline; the retry, with the same txn id, gets the event the held
+// try made, so it is posted once.
+func TestSendGivesUpAnUnansweredTry(t *testing.T) {
+	e := newEnv(t, true)
+	tr := start(t, e.opts, newRecorder().handle, func(tr *Transport) { tr.sendTryLimit = 300 * time.Millisecond })
+	general, _ := tr.RoomID("#general:localhost")
+	held := e.hs.InjectFault(fakehs.Fault{Method: http.MethodPut, PathPattern: "/_matrix/client/v3/rooms/*/send/m.room.message/*", HoldResponse: true, Count: 1})
+	start := time.Now()
+	eid, err := tr.Send(context.Background(), userA, general, event.EventMessage, &event.MessageEventContent{MsgType: event.MsgNotice, Body: "held"}, "txn-held")
+	if err != nil {
+		t.Fatalf("send through a held try: %v", err)
+	}
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Fatalf("the send returned after %v, before the held try's deadline", took)
+	}
+	if n := held.Hits(); n != 1 {
+		t.Fatalf("the hold fired %d times, want 1", n)
+	}
+	n := 0
+	for _, ev := range e.hs.Events(general) {
+		if ev.Type == event.EventMessage && ev.Content.AsMessage().Body == "held" {
+			n++
+			if ev.ID != eid {
+				t.Fatalf("the room has %s, the send returned %s", ev.ID, eid)
+			}
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d events posted, want 1", n)
+	}
+}
+
 func TestNewRejectsBadOptions(t *testing.T) {
 	cases := []struct {
 		name string
@@ -781,7 +814,7 @@ agents:
 	tr, _ := cfg.Transport("matrix")
 	got := OptionsFromConfig(cfg, tr.Matrix)
 	want := Options{Homeserver: "http://127.0.0.1:8008", ServerName: "example.org", ASToken: "as-0123456789abcdef", HSToken: "hs-0123456789abcdef",
-		ID: "zooid", Listen: "127.0.0.1:9000", StateDir: "/var/lib/zooid/matrix",
+		ID: "zooid", Listen: "127.0.0.1:9000", StateDir: "/var/lib/zooid/matrix", PostTimeout: config.DefaultPostTimeout,
 		Agents: []Agent{{Name: "a", UserID: "@a:example.org", DisplayName: "A", Rooms: []config.RoomRef{"#r:example.org", "!x:example.org"}}}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)

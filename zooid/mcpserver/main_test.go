@@ -55,7 +55,7 @@ func envOf(e *acp.McpServerStdio) []string {
 }
 
 // newServer starts an MCP server whose bridge is this test binary.
-func newServer(t testing.TB, rooms tools.Rooms, tasks tools.Tasks) *mcpserver.Server {
+func newServer(t testing.TB, rooms tools.Rooms, tasks tools.Tasks, tune ...func(*mcpserver.Options)) *mcpserver.Server {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -67,13 +67,17 @@ func newServer(t testing.TB, rooms tools.Rooms, tasks tools.Tasks) *mcpserver.Se
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	srv, err := mcpserver.New(mcpserver.Options{
+	opts := mcpserver.Options{
 		RunDir:        filepath.Join(dir, "run"),
 		Rooms:         rooms,
 		Tasks:         tasks,
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BridgeCommand: []string{exe, "mcp"},
-	})
+	}
+	for _, f := range tune {
+		f(&opts)
+	}
+	srv, err := mcpserver.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -34,6 +35,10 @@ import (
 	"github.com/zooid-dev/zooid/zooid/tools"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
+
+// DefaultCallTimeout bounds a tool call when Options.CallTimeout is zero; it
+// is zooid.yaml's default tool_timeout.
+const DefaultCallTimeout = 30 * time.Second
 
 // Options configure a Server.
 type Options struct {
@@ -56,6 +61,10 @@ type Options struct {
 	// Trace records every tool call with its arguments and result; nil
 	// records nothing.
 	Trace trace.Recorder
+	// CallTimeout bounds one tool call: a call still waiting on the
+	// homeserver then returns "unavailable" (see handler). Zero means
+	// DefaultCallTimeout.
+	CallTimeout time.Duration
 	// AgentUsers says some agents run as users of their own: a run dir the
 	// server creates is then 0711 (rundir.PrepareSearchable), so each reaches
 	// its own socket directory (ListenAgentAs).
@@ -116,6 +125,9 @@ func New(opts Options) (*Server, error) {
 		version = "dev"
 	}
 	opts.Trace = trace.Or(opts.Trace)
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
 	s := &Server{
 		madeDir:     made,
 		opts:        opts,

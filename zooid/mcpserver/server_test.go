@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -317,5 +318,56 @@ func TestAnswerArrivesAfterStdinCloses(t *testing.T) {
 	}
 	if err := b.cmd.Wait(); err != nil {
 		t.Fatalf("bridge exit: %v", err)
+	}
+}
+
+// heldRooms never hears back from its homeserver: every call waits for its
+// context, as a read or a send does on a homeserver that accepted the request
+// and never answers.
+type heldRooms struct {
+	echoRooms
+	held chan struct{} // one token per call that reached the backend
+}
+
+func (h *heldRooms) History(ctx context.Context, _ tools.Caller, _ int, _ string) (tools.MessagePage, error) {
+	h.held <- struct{}{}
+	<-ctx.Done()
+	return tools.MessagePage{}, fmt.Errorf("reading history: %w", ctx.Err())
+}
+
+func (h *heldRooms) Send(ctx context.Context, _ tools.Caller, _ string, _ id.EventID, _ string) (tools.SendResult, error) {
+	h.held <- struct{}{}
+	<-ctx.Done()
+	return tools.SendResult{}, fmt.Errorf("sending: %w", ctx.Err())
+}
+
+// A call the backend never answers ends at the call's deadline with the
+// retryable "unavailable", saying how long it waited; a send says it may have
+// landed. The connection goes on serving.
+func TestCallDeadline(t *testing.T) {
+	rooms := &heldRooms{held: make(chan struct{}, 2)}
+	srv := newServer(t, rooms, nil, func(o *mcpserver.Options) { o.CallTimeout = 300 * time.Millisecond })
+	if _, err := srv.ListenAgent("agent-a"); err != nil {
+		t.Fatal(err)
+	}
+	cl := connect(t, srv, srv.Bind(conversation("agent-a"), self(t)))
+	start := time.Now()
+	text, isErr := callTool(t, cl, tools.GetHistory, map[string]any{"limit": 5})
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Fatalf("the call ended after %v, before its deadline", took)
+	}
+	if want := "unavailable: the homeserver did not answer within 300ms; try again"; !isErr || text != want {
+		t.Fatalf("held read: isError=%v %q, want %q", isErr, text, want)
+	}
+	text, isErr = callTool(t, cl, tools.SendMessage, map[string]any{"room": "!room:test", "text": "hello"})
+	if want := "unavailable: the homeserver did not answer within 300ms; the message may have been posted: read the thread before sending it again"; !isErr || text != want {
+		t.Fatalf("held send: isError=%v %q, want %q", isErr, text, want)
+	}
+	if len(rooms.held) != 2 {
+		t.Fatalf("%d calls reached the backend, want 2", len(rooms.held))
+	}
+	text, isErr = callTool(t, cl, tools.GetRoomInfo, map[string]any{})
+	if isErr {
+		t.Fatalf("a call after the deadlines: %s", text)
 	}
 }

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -49,7 +50,12 @@ func (s *Server) handler(name string) server.ToolHandlerFunc {
 			args = raw
 		}
 		start := time.Now()
+		ctx, cancel := context.WithTimeoutCause(ctx, s.opts.CallTimeout, errCallTimeout)
+		defer cancel()
 		res, terr, cause := tools.Call(ctx, tools.Backends{Rooms: s.opts.Rooms, Tasks: s.opts.Tasks}, caller, name, args)
+		if terr != nil && terr.Code == tools.CodeUnavailable && context.Cause(ctx) == errCallTimeout {
+			terr = s.timedOut(name, caller)
+		}
 		if terr != nil {
 			lvl := slog.LevelDebug
 			if cause != nil {
@@ -73,6 +79,23 @@ func (s *Server) handler(name string) server.ToolHandlerFunc {
 		}
 		return mcp.NewToolResultStructured(structured, string(text)), nil
 	}
+}
+
+// errCallTimeout is the cause of a tool call's own deadline, told apart from
+// the caller hanging up.
+var errCallTimeout = errors.New("tool call deadline")
+
+// timedOut is the error of a call cut at its deadline: the retryable
+// "unavailable" a failing homeserver gets, saying how long was waited. A call
+// that writes may have landed although no answer came, so it says to look
+// before trying again. zooid_start_task_threads is never cut (its root posts
+// outlive the call: a "try again" after they landed would start the tasks
+// twice); each of its posts is bounded per try instead.
+func (s *Server) timedOut(name string, c tools.Caller) *tools.Error {
+	if t, ok := tools.Lookup(c.Kind, name); ok && !t.ReadOnly {
+		return tools.Errorf(tools.CodeUnavailable, "the homeserver did not answer within %s; the message may have been posted: read the thread before sending it again", s.opts.CallTimeout)
+	}
+	return tools.Errorf(tools.CodeUnavailable, "the homeserver did not answer within %s; try again", s.opts.CallTimeout)
 }
 
 func errOr(a error, b error) error {
