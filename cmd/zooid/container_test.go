@@ -7,8 +7,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,14 +155,7 @@ func TestDockerRuntime(t *testing.T) {
 
 	push, pushFile := boundPort(t)
 	cfgPath := filepath.Join(dir, "zooid.yaml")
-	writeFile(t, cfgPath, fmt.Sprintf(`transports:
-  matrix:
-    homeserver: ${E2E_HS_URL}
-    server_name: localhost
-    as_token: ${E2E_AS_TOKEN}
-    hs_token: ${E2E_HS_TOKEN}
-    listen: %s
-run_dir: %s
+	writeFile(t, cfgPath, matrixYAML(push)+fmt.Sprintf(`run_dir: %s
 agents:
   agent-a:
     runtime: docker
@@ -175,31 +166,10 @@ agents:
   agent-b:
     acp: { command: /bin/false }
     matrix: { user_id: '@agent-b', rooms: ['#general'] }
-`, push, runDir, image, bridge, workA))
-	asToken, hsToken := "e2e-as-token-0123456789", "e2e-hs-token-0123456789"
+`, runDir, image, bridge, workA))
 	operatorToken := "syt_b3JpZ2luYWw_human_token"
-	t.Setenv("E2E_HS_URL", "http://127.0.0.1:1")
-	t.Setenv("E2E_AS_TOKEN", asToken)
-	t.Setenv("E2E_HS_TOKEN", hsToken)
 	t.Setenv("OPERATOR_ACCESS_TOKEN", operatorToken)
-	tokens := []string{asToken, hsToken, operatorToken}
-
-	var reg bytes.Buffer
-	if code := cmdRegistration([]string{"--config", cfgPath}, &reg, os.Stderr); code != 0 {
-		t.Fatalf("zooid registration exited %d", code)
-	}
-	regPath := filepath.Join(dir, "registration.yaml")
-	writeFile(t, regPath, reg.String())
-	urls := &lineWriter{lines: make(chan string, 4)}
-	zooidProcess(t, urls, "fakehs", "--addr", "127.0.0.1:0", "--server-name", "localhost", "--appservice", regPath)
-	var hsURL string
-	select {
-	case hsURL = <-urls.lines:
-	case <-time.After(15 * time.Second):
-		t.Fatal("zooid fakehs printed no URL")
-	}
-	hsURL = strings.TrimSpace(hsURL)
-	t.Setenv("E2E_HS_URL", hsURL)
+	tokens := []string{e2eASToken, e2eHSToken, operatorToken}
 
 	daemonID := container.Identity(filepath.Join(dir, ".zooid"))
 	t.Cleanup(func() {
@@ -208,26 +178,7 @@ agents:
 			_ = exec.Command("docker", append([]string{"rm", "--force"}, names...)...).Run()
 		}
 	})
-	daemon := zooidProcessWith(t, io.Discard, []*os.File{pushFile}, "run", "--config", cfgPath)
-
-	hs := &curl{t: t, base: hsURL}
-	reply := hs.do("POST", "/_matrix/client/v3/register", "", `{"username":"ori","password":"pw","auth":{"type":"m.login.dummy"}}`)
-	token := reply["access_token"].(string)
-	var roomID string
-	eventually(t, "the daemon to create #general", func() bool {
-		r, status := hs.try("GET", "/_matrix/client/v3/directory/room/"+url.PathEscape("#general:localhost"), token, "")
-		if status != http.StatusOK {
-			return false
-		}
-		roomID, _ = r["room_id"].(string)
-		return roomID != ""
-	})
-	hs.do("POST", "/_matrix/client/v3/join/"+url.PathEscape(roomID), token, `{}`)
-	mention := func(txn, body string) string {
-		sent := hs.do("PUT", "/_matrix/client/v3/rooms/"+url.PathEscape(roomID)+"/send/m.room.message/"+txn, token,
-			fmt.Sprintf(`{"msgtype":"m.text","body":"@agent-a %s","m.mentions":{"user_ids":["@agent-a:localhost"]}}`, body))
-		return sent["event_id"].(string)
-	}
+	s := startStack(t, "", cfgPath, pushFile)
 
 	ctl.Queue("agent-a", fakeagent.Turn{
 		fakeagent.CallTool("zooid_send_message", map[string]any{"room": "#general", "text": "posted from inside a container"}),
@@ -237,7 +188,7 @@ agents:
 		fakeagent.Dial(socketB),
 		fakeagent.Say("done in the container"),
 	})
-	first := mention("t1", "look around")
+	first := s.mention("agent-a", "t1", "look around")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	results, err := ctl.WaitToolResults(ctx, "agent-a", 1)
@@ -248,11 +199,8 @@ agents:
 		t.Fatalf("zooid_send_message from inside the container failed: %+v (MCP errors: %+v)", r, ctl.MCPErrors("agent-a"))
 	}
 	waitFor(t, "agent-a's tool post and its reply", func() bool {
-		page := hs.do("GET", "/_matrix/client/v3/rooms/"+url.PathEscape(roomID)+"/messages?dir=b&limit=50", token, "")
-		chunk, _ := page["chunk"].([]any)
 		var tool, said bool
-		for _, raw := range chunk {
-			ev := raw.(map[string]any)
+		for _, ev := range s.recent() {
 			content, _ := ev["content"].(map[string]any)
 			if ev["sender"] != "@agent-a:localhost" {
 				continue
@@ -386,29 +334,28 @@ agents:
 	}
 
 	// The session ends (/clear in its thread): its container goes with it.
-	hs.do("PUT", "/_matrix/client/v3/rooms/"+url.PathEscape(roomID)+"/send/dev.zooid.session_reset/t2", token,
-		fmt.Sprintf(`{"m.relates_to":{"rel_type":"m.thread","event_id":%q}}`, first))
+	s.send("dev.zooid.session_reset", "t2", fmt.Sprintf(`{"m.relates_to":{"rel_type":"m.thread","event_id":%q}}`, first))
 	waitFor(t, "agent-a's container to be removed after /clear", func() bool { return len(containersOf(t, daemonID)) == 0 })
 
 	// A new session starts a new container; the daemon is SIGKILLed and its
 	// agent (which ignores the end of its input) keeps the container up.
 	ctl.Queue("agent-a", fakeagent.Turn{fakeagent.Say("second session")})
-	mention("t3", "again")
+	s.mention("agent-a", "t3", "again")
 	if _, err := ctl.WaitPrompts(ctx, "agent-a", 2); err != nil {
 		t.Fatal(err)
 	}
 	if names := containersOf(t, daemonID); len(names) != 1 {
 		t.Fatalf("containers of this daemon during the second session: %v, want one", names)
 	}
-	if err := syscall.Kill(daemon.Process.Pid, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(s.daemon.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_ = daemon.Wait()
+	_ = s.daemon.Wait()
 	orphans := containersOf(t, daemonID)
 	if len(orphans) != 1 {
 		t.Fatalf("containers after the daemon was killed: %v, want the orphan still there (the fault did not happen)", orphans)
 	}
-	zooidProcessWith(t, io.Discard, []*os.File{pushFile}, "run", "--config", cfgPath)
+	s.run(t)
 	waitFor(t, "the restarted daemon to remove the orphan "+orphans[0], func() bool { return len(containersOf(t, daemonID)) == 0 })
 }
 
@@ -416,13 +363,5 @@ agents:
 // the daemon runs (inspect, rm) can take seconds there.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out after 2m waiting for %s", what)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	poll(t, 2*time.Minute, 100*time.Millisecond, what, cond)
 }

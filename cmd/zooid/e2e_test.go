@@ -94,6 +94,136 @@ func zooidProcessAt(t *testing.T, exe string, stdout io.Writer, files []*os.File
 	return cmd
 }
 
+// The appservice tokens an end-to-end test's zooid.yaml names as
+// ${E2E_AS_TOKEN} and ${E2E_HS_TOKEN} (e2eEnv sets them).
+const (
+	e2eASToken = "e2e-as-token-0123456789"
+	e2eHSToken = "e2e-hs-token-0123456789"
+)
+
+// matrixYAML opens an end-to-end zooid.yaml: its transports.matrix names the
+// homeserver and tokens startStack provides, and listens on the push port.
+func matrixYAML(push string) string {
+	return `transports:
+  matrix:
+    homeserver: ${E2E_HS_URL}
+    server_name: localhost
+    as_token: ${E2E_AS_TOKEN}
+    hs_token: ${E2E_HS_TOKEN}
+    listen: ` + push + "\n"
+}
+
+// e2eEnv sets the variables an end-to-end zooid.yaml names, E2E_HS_URL to
+// a placeholder until fakehs says where it is.
+func e2eEnv(t *testing.T) {
+	t.Setenv("E2E_HS_URL", "http://127.0.0.1:1")
+	t.Setenv("E2E_AS_TOKEN", e2eASToken)
+	t.Setenv("E2E_HS_TOKEN", e2eHSToken)
+}
+
+// stack is the standalone fake homeserver and the daemon as separate
+// processes, as an operator runs them, with ori joined to #general.
+type stack struct {
+	exe, cfg string    // the zooid binary the processes run, and its config
+	push     *os.File  // the daemon's push port, bound by the test
+	runArgs  []string  // after `run --config cfg`
+	hs       *curl     // the homeserver, as ori calls it by hand
+	token    string    // ori's access token
+	room     string    // #general's room id
+	daemon   *exec.Cmd // the latest `zooid run`
+}
+
+// startStack starts what an end-to-end test needs, in the order an operator
+// would: the registration `zooid registration --config cfg` prints (written
+// beside cfg), `zooid fakehs` serving it on a port of its choosing, then
+// `zooid run --config cfg runArgs...` with push handed over as a
+// socket-activated descriptor; then ori registers, waits for the daemon to
+// create #general and joins it. exe is the zooid binary to run ("" for this
+// test binary). cfg names the homeserver ${E2E_HS_URL} and the tokens
+// ${E2E_AS_TOKEN} and ${E2E_HS_TOKEN}; E2E_HS_URL points at fakehs once it
+// says where it is. Every process is stopped when the test ends.
+func startStack(t *testing.T, exe, cfg string, push *os.File, runArgs ...string) *stack {
+	t.Helper()
+	if exe == "" {
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		exe = self
+	}
+	e2eEnv(t)
+	// The registration is made by the same binary that runs: zooid judges the
+	// config, agents' users included, against its own executable.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	regCmd := exec.CommandContext(ctx, exe, "registration", "--config", cfg)
+	regCmd.Env = append(os.Environ(), execEnv+"=1")
+	var stderr bytes.Buffer
+	regCmd.Stderr = &stderr
+	reg, err := regCmd.Output()
+	if err != nil {
+		t.Fatalf("zooid registration: %v: %s", err, stderr.String())
+	}
+	regPath := filepath.Join(filepath.Dir(cfg), "registration.yaml")
+	writeFile(t, regPath, string(reg))
+	urls := &lineWriter{lines: make(chan string, 4)}
+	zooidProcessAt(t, exe, urls, nil, "fakehs", "--addr", "127.0.0.1:0", "--server-name", "localhost", "--appservice", regPath)
+	var hsURL string
+	select {
+	case hsURL = <-urls.lines:
+	case <-time.After(15 * time.Second):
+		t.Fatal("zooid fakehs printed no URL")
+	}
+	hsURL = strings.TrimSpace(hsURL)
+	t.Setenv("E2E_HS_URL", hsURL)
+
+	s := &stack{exe: exe, cfg: cfg, push: push, runArgs: runArgs, hs: &curl{t: t, base: hsURL}}
+	s.run(t)
+	reply := s.hs.do("POST", "/_matrix/client/v3/register", "", `{"username":"ori","password":"pw","auth":{"type":"m.login.dummy"}}`)
+	s.token = reply["access_token"].(string)
+	eventually(t, "the daemon to create #general", func() bool {
+		r, status := s.hs.try("GET", "/_matrix/client/v3/directory/room/"+url.PathEscape("#general:localhost"), s.token, "")
+		if status != http.StatusOK {
+			return false
+		}
+		s.room, _ = r["room_id"].(string)
+		return s.room != ""
+	})
+	s.hs.do("POST", "/_matrix/client/v3/join/"+url.PathEscape(s.room), s.token, `{}`)
+	return s
+}
+
+// run starts a daemon (another one after a kill) on the stack's config, state
+// and push port.
+func (s *stack) run(t *testing.T) {
+	t.Helper()
+	s.daemon = zooidProcessAt(t, s.exe, io.Discard, []*os.File{s.push}, append([]string{"run", "--config", s.cfg}, s.runArgs...)...)
+}
+
+// send posts an event of type typ with the raw JSON content into #general
+// as ori, with txn as its transaction id, and returns its event id.
+func (s *stack) send(typ, txn, content string) string {
+	sent := s.hs.do("PUT", "/_matrix/client/v3/rooms/"+url.PathEscape(s.room)+"/send/"+typ+"/"+txn, s.token, content)
+	return sent["event_id"].(string)
+}
+
+// mention posts "@agent text" in #general as ori, mentioning the agent.
+func (s *stack) mention(agent, txn, text string) string {
+	return s.send("m.room.message", txn,
+		fmt.Sprintf(`{"msgtype":"m.text","body":"@%s %s","m.mentions":{"user_ids":["@%s:localhost"]}}`, agent, text, agent))
+}
+
+// recent is #general's newest 50 events, newest first, as ori reads them.
+func (s *stack) recent() []map[string]any {
+	page := s.hs.do("GET", "/_matrix/client/v3/rooms/"+url.PathEscape(s.room)+"/messages?dir=b&limit=50", s.token, "")
+	chunk, _ := page["chunk"].([]any)
+	evs := make([]map[string]any, 0, len(chunk))
+	for _, raw := range chunk {
+		evs = append(evs, raw.(map[string]any))
+	}
+	return evs
+}
+
 // TestRunAnswersAMentionPostedOverHTTP is the operator's smoke test: the
 // standalone fake homeserver and the daemon as separate processes, a scripted
 // agent, and a human's mention posted with plain HTTP requests as curl would.
@@ -109,14 +239,7 @@ func TestRunAnswersAMentionPostedOverHTTP(t *testing.T) {
 	cfgPath := filepath.Join(dir, "zooid.yaml")
 	self, _ := os.Executable()
 	args, _ := json.Marshal(ctl.Args("agent-a"))
-	writeFile(t, cfgPath, fmt.Sprintf(`transports:
-  matrix:
-    homeserver: ${E2E_HS_URL}
-    server_name: localhost
-    as_token: ${E2E_AS_TOKEN}
-    hs_token: ${E2E_HS_TOKEN}
-    listen: %s
-agents:
+	writeFile(t, cfgPath, matrixYAML(push)+fmt.Sprintf(`agents:
   agent-a:
     # The agent and its bridge are this test binary too; the daemon passes
     # agents only an allowlisted environment, so the switch is named here.
@@ -125,59 +248,19 @@ agents:
       user_id: '@agent-a'
       display_name: Agent A
       rooms: ['#general']
-`, push, self, args, execEnv))
-	t.Setenv("E2E_HS_URL", "http://127.0.0.1:1") // until fakehs says where it is
-	t.Setenv("E2E_AS_TOKEN", "e2e-as-token-0123456789")
-	t.Setenv("E2E_HS_TOKEN", "e2e-hs-token-0123456789")
+`, self, args, execEnv))
 	// A human's token in the operator's shell, and an unlisted variable: the daemon
 	// process inherits both, its agent must get neither.
 	t.Setenv("OPERATOR_ACCESS_TOKEN", "syt_b3JpZ2luYWw_human_token")
 	t.Setenv("E2E_UNLISTED", "daemon-only")
 
-	// The registration comes from the config, as an operator would make it.
-	var reg bytes.Buffer
-	if code := cmdRegistration([]string{"--config", cfgPath}, &reg, os.Stderr); code != 0 {
-		t.Fatalf("zooid registration exited %d", code)
-	}
-	regPath := filepath.Join(dir, "registration.yaml")
-	writeFile(t, regPath, reg.String())
-
-	urls := &lineWriter{lines: make(chan string, 4)}
-	zooidProcess(t, urls, "fakehs", "--addr", "127.0.0.1:0", "--server-name", "localhost", "--appservice", regPath)
-	var hsURL string
-	select {
-	case hsURL = <-urls.lines:
-	case <-time.After(15 * time.Second):
-		t.Fatal("zooid fakehs printed no URL")
-	}
-	hsURL = strings.TrimSpace(hsURL)
-	t.Setenv("E2E_HS_URL", hsURL)
-
-	zooidProcessWith(t, io.Discard, []*os.File{pushFile}, "run", "--config", cfgPath, "--log-level", "debug")
-
-	// ori registers, waits for the daemon to have created #general, joins and mentions.
-	hs := &curl{t: t, base: hsURL}
-	reply := hs.do("POST", "/_matrix/client/v3/register", "", `{"username":"ori","password":"pw","auth":{"type":"m.login.dummy"}}`)
-	token := reply["access_token"].(string)
-	var roomID string
-	eventually(t, "the daemon to create #general", func() bool {
-		r, status := hs.try("GET", "/_matrix/client/v3/directory/room/"+url.PathEscape("#general:localhost"), token, "")
-		if status != http.StatusOK {
-			return false
-		}
-		roomID, _ = r["room_id"].(string)
-		return roomID != ""
-	})
-	hs.do("POST", "/_matrix/client/v3/join/"+url.PathEscape(roomID), token, `{}`)
-	sent := hs.do("PUT", "/_matrix/client/v3/rooms/"+url.PathEscape(roomID)+"/send/m.room.message/t1", token,
-		`{"msgtype":"m.text","body":"@agent-a is svc-a healthy?","m.mentions":{"user_ids":["@agent-a:localhost"]}}`)
-	mention := sent["event_id"].(string)
+	// The registration comes from the config, as an operator would make it;
+	// ori joins the #general the daemon creates and mentions agent-a.
+	s := startStack(t, "", cfgPath, pushFile, "--log-level", "debug")
+	mention := s.mention("agent-a", "t1", "is svc-a healthy?")
 
 	eventually(t, "agent-a's reply in the mention's thread", func() bool {
-		page := hs.do("GET", "/_matrix/client/v3/rooms/"+url.PathEscape(roomID)+"/messages?dir=b&limit=50", token, "")
-		chunk, _ := page["chunk"].([]any)
-		for _, raw := range chunk {
-			ev := raw.(map[string]any)
+		for _, ev := range s.recent() {
 			content, _ := ev["content"].(map[string]any)
 			rel, _ := content["m.relates_to"].(map[string]any)
 			if ev["sender"] == "@agent-a:localhost" && content["msgtype"] == "m.notice" &&
@@ -250,15 +333,23 @@ func (c *curl) do(method, path, token, body string) map[string]any {
 	return out
 }
 
+// eventually waits up to 20 s for cond, asking every 50 ms.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	poll(t, 20*time.Second, 50*time.Millisecond, what, cond)
+}
+
+// poll asks cond every interval until it holds, and fails the test when it
+// has not within timeout.
+func poll(t *testing.T, timeout, interval time.Duration, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	for !cond() {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-time.After(50 * time.Millisecond):
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		case <-time.After(interval):
 		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -221,14 +220,7 @@ func TestAgentsRunAsTheirOwnUsers(t *testing.T) {
       rooms: ['#general']
 `, name, u.Name, w.exe, args, execEnv, name)
 	}
-	writeFile(t, w.cfg, fmt.Sprintf(`transports:
-  matrix:
-    homeserver: ${E2E_HS_URL}
-    server_name: localhost
-    as_token: ${E2E_AS_TOKEN}
-    hs_token: ${E2E_HS_TOKEN}
-    listen: %s
-  http:
+	writeFile(t, w.cfg, matrixYAML(push)+fmt.Sprintf(`  http:
     port: %d
 run_dir: %s
 agents:
@@ -236,47 +228,14 @@ agents:
     user: %s
     acp: { command: %q, args: [fake-agent, --control, %q, --agent, agent-c], env: { %s: "1" } }
     http: {}
-`, push, httpPort, w.run, agent("agent-a", userA), agent("agent-b", userB), userB.Name, w.exe, ctl.Socket(), execEnv))
-	t.Setenv("E2E_HS_URL", "http://127.0.0.1:1")
-	t.Setenv("E2E_AS_TOKEN", "e2e-as-token-0123456789")
-	t.Setenv("E2E_HS_TOKEN", "e2e-hs-token-0123456789")
-
+`, httpPort, w.run, agent("agent-a", userA), agent("agent-b", userB), userB.Name, w.exe, ctl.Socket(), execEnv))
+	e2eEnv(t)
 	if code, out := w.runAs(t, nil, nil, "check", "--config", w.cfg); code != 0 {
 		t.Fatalf("zooid check refused the world's config (exit %d):\n%s", code, out)
 	}
-	code, reg, stderr := w.runAs3(t, nil, nil, "registration", "--config", w.cfg)
-	if code != 0 {
-		t.Fatalf("zooid registration exited %d: %s", code, stderr)
-	}
-	regPath := filepath.Join(w.base, "registration.yaml")
-	writeFile(t, regPath, reg)
-	urls := &lineWriter{lines: make(chan string, 4)}
-	zooidProcessAt(t, w.exe, urls, nil, "fakehs", "--addr", "127.0.0.1:0", "--server-name", "localhost", "--appservice", regPath)
-	var hsURL string
-	select {
-	case hsURL = <-urls.lines:
-	case <-time.After(15 * time.Second):
-		t.Fatal("zooid fakehs printed no URL")
-	}
-	hsURL = strings.TrimSpace(hsURL)
-	t.Setenv("E2E_HS_URL", hsURL)
-	zooidProcessAt(t, w.exe, io.Discard, []*os.File{pushFile}, "run", "--config", w.cfg, "--log-level", "debug")
-
-	hs := &curl{t: t, base: hsURL}
-	token := hs.do("POST", "/_matrix/client/v3/register", "", `{"username":"ori","password":"pw","auth":{"type":"m.login.dummy"}}`)["access_token"].(string)
-	var roomID string
-	eventually(t, "the daemon to create #general", func() bool {
-		r, status := hs.try("GET", "/_matrix/client/v3/directory/room/"+url.PathEscape("#general:localhost"), token, "")
-		if status != http.StatusOK {
-			return false
-		}
-		roomID, _ = r["room_id"].(string)
-		return roomID != ""
-	})
-	hs.do("POST", "/_matrix/client/v3/join/"+url.PathEscape(roomID), token, `{}`)
+	s := startStack(t, w.exe, w.cfg, pushFile, "--log-level", "debug")
 	for i, name := range []string{"agent-a", "agent-b"} {
-		hs.do("PUT", fmt.Sprintf("/_matrix/client/v3/rooms/%s/send/m.room.message/u%d", url.PathEscape(roomID), i), token,
-			fmt.Sprintf(`{"msgtype":"m.text","body":"@%s look around","m.mentions":{"user_ids":["@%s:localhost"]}}`, name, name))
+		s.mention(name, fmt.Sprintf("u%d", i), "look around")
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
