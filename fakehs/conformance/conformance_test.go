@@ -112,8 +112,7 @@ func TestSendWaitsForVisibility(t *testing.T) {
 	hs := fakehs.New(t, fakehs.WithProfile(fakehs.Profile{VisibilityDelay: 300 * time.Millisecond}))
 	for _, wait := range []time.Duration{0, 5 * time.Second} {
 		s := &suite{target: Target{Name: "delayed", BaseURL: hs.URL(), ServerName: hs.ServerName(), VisibilityWait: wait}, runID: randomID(4), http: &http.Client{}}
-		alice := s.registerUser(t, "alice")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "alice")
 		time.Sleep(300 * time.Millisecond) // the room's own events
 		evt := s.sendText(t, alice, room, "hello")
 		got := alice.Do(t, "GET", CS("v3", "rooms", string(room), "event", string(evt)), nil).StatusCode

@@ -38,9 +38,7 @@ func (s *suite) testErrors(t *testing.T) {
 
 	t.Run("TypingOnlyForYourself", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "typer")
-		bob := s.registerUser(t, "typed")
-		room := s.publicRoomWith(t, alice, bob)
+		alice, bob, room := s.aliceAndBob(t, "typer", "typed")
 		body := map[string]any{"typing": true, "timeout": 3000}
 		alice.MustDo(t, "PUT", CS("v3", "rooms", string(room), "typing", string(alice.UserID)), body)
 		// Synapse: typing as someone else is 400 (not 403) M_FORBIDDEN.
@@ -74,8 +72,7 @@ func (s *suite) testErrors(t *testing.T) {
 
 	t.Run("MalformedJSON", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "badjson")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "badjson")
 		// Synapse answers unparseable bodies with M_NOT_JSON and a non-object with M_BAD_JSON.
 		ExpectStatus(t, alice.Do(t, "PUT", CS("v3", "rooms", string(room), "send", "m.room.message", "conf-"+randomID(6)), []byte(`{"msgtype":`)),
 			http.StatusBadRequest, "M_NOT_JSON")
@@ -91,8 +88,7 @@ func (s *suite) testErrors(t *testing.T) {
 
 	t.Run("ForgedPaginationTokensRejected", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "forge")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "forge")
 		root := s.sendText(t, alice, room, s.label(t, 1)[0])
 		s.sendThreadReply(t, alice, room, root, "reply")
 		// Synapse rejects unparseable tokens with 400 and M_UNKNOWN or M_INVALID_PARAM depending

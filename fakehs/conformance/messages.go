@@ -42,8 +42,7 @@ func (s *suite) testMessages(t *testing.T) {
 
 	t.Run("BackwardPaginationNoGapsWhileMessagesArrive", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "pageb")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "pageb")
 		want := s.label(t, 7)
 		s.sendTexts(t, alice, room, want)
 		var got []*event.Event
@@ -65,8 +64,7 @@ func (s *suite) testMessages(t *testing.T) {
 
 	t.Run("ForwardPaginationNoGapsWhileMessagesArrive", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "pagef")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "pagef")
 		labels := s.label(t, 8)
 		s.sendTexts(t, alice, room, labels[:5])
 		var got []*event.Event
@@ -95,8 +93,7 @@ func (s *suite) testMessages(t *testing.T) {
 
 	t.Run("LimitIsHonoured", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "limit")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "limit")
 		want := s.label(t, 5)
 		s.sendTexts(t, alice, room, want)
 		resp := page(t, alice, room, "", mautrix.DirectionBackward, onlyMessages, 2)
@@ -113,8 +110,7 @@ func (s *suite) testMessages(t *testing.T) {
 
 	t.Run("FilteredPagesAreFull", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "fullpage")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "fullpage")
 		noise := event.Type{Type: "dev.zooid.conformance.noise", Class: event.MessageEventType}
 		want := s.label(t, 4)
 		for _, b := range want {
@@ -146,8 +142,7 @@ func (s *suite) testMessages(t *testing.T) {
 
 	t.Run("EndTokenAtBothEndsOfTheRoom", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "ends")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "ends")
 		s.sendText(t, alice, room, s.label(t, 1)[0])
 		get := func(dir, from string) *Response {
 			opts := []ReqOpt{WithQuery("dir", dir), WithQuery("limit", "100")}
@@ -182,8 +177,7 @@ func (s *suite) testMessages(t *testing.T) {
 
 	t.Run("DefaultDirectionIsForwardsFromTheStart", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "nodir")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "nodir")
 		l := s.label(t, 3)
 		s.sendTexts(t, alice, room, l)
 		// The spec makes dir required; Synapse defaults it to forwards, from the room's start
@@ -219,9 +213,7 @@ func (s *suite) testMessages(t *testing.T) {
 
 	t.Run("DepartedUserReadsUpToTheLeave", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "stayer")
-		bob := s.registerUser(t, "leaver")
-		room := s.publicRoomWith(t, alice, bob)
+		alice, bob, room := s.aliceAndBob(t, "stayer", "leaver")
 		l := s.label(t, 3)
 		s.sendText(t, bob, room, l[0])
 		before := s.sendText(t, alice, room, l[1])
@@ -262,9 +254,7 @@ func (s *suite) testMessages(t *testing.T) {
 
 	t.Run("FiltersTypesNotTypesSenders", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "filta")
-		bob := s.registerUser(t, "filtb")
-		room := s.publicRoomWith(t, alice, bob)
+		alice, bob, room := s.aliceAndBob(t, "filta", "filtb")
 		l, custom := s.sendMixedTypesAndSenders(t, alice, bob, room)
 
 		types := page(t, alice, room, "", mautrix.DirectionForward, &mautrix.FilterPart{Types: []event.Type{custom}}, 50)
@@ -287,9 +277,7 @@ func (s *suite) testMessages(t *testing.T) {
 
 	t.Run("TxnIDIsIdempotent", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "txn")
-		bob := s.registerUser(t, "txnb")
-		room := s.publicRoomWith(t, alice, bob)
+		alice, bob, room := s.aliceAndBob(t, "txn", "txnb")
 		body := s.label(t, 1)[0]
 		txn := "conf-txn-" + s.runID
 		content := map[string]any{"msgtype": "m.text", "body": body}
@@ -350,8 +338,7 @@ func (s *suite) testMessages(t *testing.T) {
 
 	t.Run("EventLookupIsScopedToTheRoom", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "evlookup")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "evlookup")
 		other := s.createRoom(t, alice, nil)
 		l := s.label(t, 2)
 		evID := s.sendText(t, alice, room, l[0])
@@ -373,9 +360,7 @@ func (s *suite) testMessages(t *testing.T) {
 
 	t.Run("EditAndRedactionBundles", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "editor")
-		bob := s.registerUser(t, "othereditor")
-		room := s.publicRoomWith(t, alice, bob)
+		alice, bob, room := s.aliceAndBob(t, "editor", "othereditor")
 		l := s.label(t, 2)
 		edit := func(c *Client, orig id.EventID, body string) id.EventID {
 			return s.send(t, c, room, event.EventMessage, map[string]any{
@@ -425,8 +410,7 @@ func (s *suite) testMessages(t *testing.T) {
 
 	t.Run("SyncTokenStartsMessagesPagination", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "synctok")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "synctok")
 		l := s.label(t, 3)
 		s.sendTexts(t, alice, room, l)
 		// The spec lets a /sync next_batch start /messages; the daemon resumes history there.
@@ -438,8 +422,7 @@ func (s *suite) testMessages(t *testing.T) {
 
 	t.Run("MessagesRawShape", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "shape")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "shape")
 		body := s.label(t, 1)[0]
 		evID := s.sendText(t, alice, room, body)
 		filter, _ := json.Marshal(map[string]any{"types": []string{"m.room.message"}})

@@ -31,6 +31,22 @@ func summaryIs(sum gjson.Result, n int, latest id.EventID) (bool, string) {
 	return ok, fmt.Sprintf("summary %s, want count %d and latest %s", sum.Raw, n, latest)
 }
 
+// mustRedact redacts evt in room as c with a fresh txn id and fails unless the homeserver
+// answers 200.
+func (s *suite) mustRedact(t testing.TB, c *Client, room id.RoomID, evt id.EventID) {
+	t.Helper()
+	MustStatus(t, s.redact(t, c, room, evt, "conf-"+randomID(6)), http.StatusOK, "")
+}
+
+// awaitSummary waits until GET /event shows root's bundled thread summary counting n replies
+// with latest as its latest event.
+func awaitSummary(t testing.TB, c *Client, room id.RoomID, root id.EventID, n int, latest id.EventID, what string) {
+	t.Helper()
+	eventually(t, 10*time.Second, what, func() (bool, string) {
+		return summaryIs(threadSummary(t, c, room, root), n, latest)
+	})
+}
+
 // testRedactions pins what a redaction does to threads, as Synapse does it: a redacted event
 // loses its relation, so a redacted reply leaves its thread everywhere the thread is shown.
 func (s *suite) testRedactions(t *testing.T) {
@@ -38,24 +54,18 @@ func (s *suite) testRedactions(t *testing.T) {
 
 	t.Run("RedactedReplyLeavesItsThread", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "redthr")
-		bob := s.registerUser(t, "redthrb")
-		room := s.publicRoomWith(t, alice, bob)
+		alice, bob, room := s.aliceAndBob(t, "redthr", "redthrb")
 		l := s.label(t, 1)
 		root := s.sendText(t, alice, room, l[0])
 		r1 := s.sendThreadReply(t, bob, room, root, "one")
 		r2 := s.sendThreadReply(t, alice, room, root, "two")
 		r3 := s.sendThreadReply(t, alice, room, root, "three")
-		eventually(t, 10*time.Second, "the summary to count three replies", func() (bool, string) {
-			return summaryIs(threadSummary(t, alice, room, root), 3, r3)
-		})
+		awaitSummary(t, alice, room, root, 3, r3, "the summary to count three replies")
 
 		// Synapse drops the redacted reply from /relations (no content-less stand-in), counts
 		// one reply fewer and makes the reply before it the latest, on the root and in /threads.
-		MustStatus(t, s.redact(t, alice, room, r3, "conf-"+randomID(6)), http.StatusOK, "")
-		eventually(t, 10*time.Second, "the summary to fall back to the second reply", func() (bool, string) {
-			return summaryIs(threadSummary(t, bob, room, root), 2, r2)
-		})
+		s.mustRedact(t, alice, room, r3)
+		awaitSummary(t, bob, room, root, 2, r2, "the summary to fall back to the second reply")
 		rels := relationsPages(t, bob, room, root, mautrix.DirectionForward, 10)
 		MustEqualStrings(t, "thread replies after redacting the latest", eventIDs(rels), []string{string(r1), string(r2)})
 		_, roots := threadsPages(t, bob, room, 10)
@@ -67,16 +77,14 @@ func (s *suite) testRedactions(t *testing.T) {
 		}
 
 		// A reply in the middle goes the same way; the latest stays.
-		MustStatus(t, s.redact(t, bob, room, r1, "conf-"+randomID(6)), http.StatusOK, "")
-		eventually(t, 10*time.Second, "the summary to count one reply", func() (bool, string) {
-			return summaryIs(threadSummary(t, alice, room, root), 1, r2)
-		})
+		s.mustRedact(t, bob, room, r1)
+		awaitSummary(t, alice, room, root, 1, r2, "the summary to count one reply")
 		rels = relationsPages(t, alice, room, root, mautrix.DirectionBackward, 10)
 		MustEqualStrings(t, "thread replies after redacting the first", eventIDs(rels), []string{string(r2)})
 
 		// With its last reply redacted the root is a plain message again: no summary, and it
 		// leaves /threads.
-		MustStatus(t, s.redact(t, alice, room, r2, "conf-"+randomID(6)), http.StatusOK, "")
+		s.mustRedact(t, alice, room, r2)
 		eventually(t, 10*time.Second, "the summary to go", func() (bool, string) {
 			sum := threadSummary(t, alice, room, root)
 			return !sum.Exists(), "summary " + sum.Raw
@@ -91,8 +99,7 @@ func (s *suite) testRedactions(t *testing.T) {
 
 	t.Run("RedactedLatestReplyMovesTheThreadBack", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "redorder")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "redorder")
 		l := s.label(t, 2)
 		a := s.sendText(t, alice, room, l[0])
 		b := s.sendText(t, alice, room, l[1])
@@ -100,24 +107,17 @@ func (s *suite) testRedactions(t *testing.T) {
 		s.sendThreadReply(t, alice, room, b, "b1")
 		a2 := s.sendThreadReply(t, alice, room, a, "a2")
 		want := []string{string(a), string(b)}
-		eventually(t, 10*time.Second, "thread a to lead /threads", func() (bool, string) {
-			ids, _ := threadsPages(t, alice, room, 10)
-			return slices.Equal(ids, want), fmt.Sprintf("got %q, want %q", ids, want)
-		})
+		awaitThreads(t, alice, room, 10, "thread a to lead /threads", want)
 		// Synapse orders /threads by the latest reply left: redacting a's newest reply puts
 		// it behind b again.
-		MustStatus(t, s.redact(t, alice, room, a2, "conf-"+randomID(6)), http.StatusOK, "")
+		s.mustRedact(t, alice, room, a2)
 		want = []string{string(b), string(a)}
-		eventually(t, 10*time.Second, "thread b to lead /threads", func() (bool, string) {
-			ids, _ := threadsPages(t, alice, room, 10)
-			return slices.Equal(ids, want), fmt.Sprintf("got %q, want %q", ids, want)
-		})
+		awaitThreads(t, alice, room, 10, "thread b to lead /threads", want)
 	})
 
 	t.Run("RedactingAnUnknownEvent", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "redunknown")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "redunknown")
 		other := s.createRoom(t, alice, nil)
 		l := s.label(t, 2)
 		before := s.sendText(t, alice, room, l[0])

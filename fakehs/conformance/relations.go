@@ -24,8 +24,7 @@ func (s *suite) testRelations(t *testing.T) {
 
 	t.Run("ReferenceBundledNextToThread", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "refbundle")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "refbundle")
 		root := s.sendText(t, alice, room, s.label(t, 1)[0])
 		ref1 := s.send(t, alice, room, event.EventMessage, relatesTo("m.reference", root, "ref one"))
 		reply := s.sendThreadReply(t, alice, room, root, "in the thread")
@@ -53,8 +52,7 @@ func (s *suite) testRelations(t *testing.T) {
 
 	t.Run("RecurseFollowsRelationsOfRelations", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "recurse")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "recurse")
 		root := s.sendText(t, alice, room, s.label(t, 1)[0])
 		ref := s.send(t, alice, room, event.EventMessage, relatesTo("m.reference", root, "ref"))
 		reply := s.sendThreadReply(t, alice, room, root, "reply")

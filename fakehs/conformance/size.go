@@ -15,8 +15,7 @@ const maxPDUSize = 65536
 
 func (s *suite) testEventSize(t *testing.T) {
 	t.Parallel()
-	alice := s.registerUser(t, "size")
-	room := s.createRoom(t, alice, nil)
+	alice, room := s.aliceAlone(t, "size")
 	sendBody := func(n int) *Response {
 		return alice.Do(t, "PUT", CS("v3", "rooms", string(room), "send", "m.room.message", "conf-"+randomID(6)),
 			map[string]any{"msgtype": "m.text", "body": strings.Repeat("x", n)})

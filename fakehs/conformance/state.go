@@ -13,8 +13,7 @@ func (s *suite) testState(t *testing.T) {
 
 	t.Run("ReplacedStateCarriesPrevContent", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "prevcontent")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "prevcontent")
 		topic := CS("v3", "rooms", string(room), "state", "m.room.topic")
 		first := alice.MustDo(t, "PUT", topic, map[string]any{"topic": "one"}).Get("event_id").String()
 		second := alice.MustDo(t, "PUT", topic, map[string]any{"topic": "two"}).Get("event_id").String()

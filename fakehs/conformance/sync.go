@@ -28,9 +28,7 @@ func (s *suite) testSync(t *testing.T) {
 
 	t.Run("InitialThenLongPollWakesThenSince", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "sync")
-		bob := s.registerUser(t, "syncb")
-		room := s.publicRoomWith(t, alice, bob)
+		alice, bob, room := s.aliceAndBob(t, "sync", "syncb")
 		l := s.label(t, 2)
 		s.sendText(t, bob, room, l[0])
 		filter := `{"room":{"timeline":{"limit":10,"types":["m.room.message"]}}}`
@@ -94,9 +92,7 @@ func (s *suite) testSync(t *testing.T) {
 
 	t.Run("UploadedFilterThroughMautrix", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "filtsync")
-		bob := s.registerUser(t, "filtsyncb")
-		room := s.publicRoomWith(t, alice, bob)
+		alice, bob, room := s.aliceAndBob(t, "filtsync", "filtsyncb")
 		l, _ := s.sendMixedTypesAndSenders(t, alice, bob, room)
 
 		cli := alice.Mautrix(t)
@@ -128,9 +124,7 @@ func (s *suite) testSync(t *testing.T) {
 
 	t.Run("LimitedTimelineGapFilledFromPrevBatch", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "gap")
-		bob := s.registerUser(t, "gapb")
-		room := s.publicRoomWith(t, alice, bob)
+		alice, bob, room := s.aliceAndBob(t, "gap", "gapb")
 		filter := `{"room":{"timeline":{"limit":2,"types":["m.room.message"]}}}`
 		initial := alice.MustDo(t, "GET", CS("v3", "sync"), nil, WithQuery("filter", filter), WithQuery("timeout", "0"))
 		l := s.label(t, 5)
@@ -208,9 +202,7 @@ func (s *suite) testSync(t *testing.T) {
 
 	t.Run("LeftRoomHasAccountData", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "leftad")
-		bob := s.registerUser(t, "leftadb")
-		room := s.publicRoomWith(t, alice, bob)
+		_, bob, room := s.aliceAndBob(t, "leftad", "leftadb")
 		before := bob.MustDo(t, "GET", CS("v3", "sync"), nil, WithQuery("timeout", "0"))
 		bob.MustDo(t, "POST", CS("v3", "rooms", string(room), "leave"), map[string]any{})
 		var left gjson.Result

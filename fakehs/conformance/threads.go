@@ -70,6 +70,19 @@ func threadsPages(t testing.TB, c *Client, room id.RoomID, limit int) ([]string,
 	return nil, nil
 }
 
+// awaitThreads waits until a /threads walk in pages of limit lists exactly the roots want, in
+// order (Synapse updates its thread list when a reply is persisted), and returns the raw roots.
+func awaitThreads(t testing.TB, c *Client, room id.RoomID, limit int, what string, want []string) []gjson.Result {
+	t.Helper()
+	var roots []gjson.Result
+	eventually(t, 10*time.Second, what, func() (bool, string) {
+		var ids []string
+		ids, roots = threadsPages(t, c, room, limit)
+		return slices.Equal(ids, want), fmt.Sprintf("got %q, want %q", ids, want)
+	})
+	return roots
+}
+
 // threadReplyBody is the raw content of a thread reply to parent, as sendThreadReply sends it.
 func threadReplyBody(body string, parent string) map[string]any {
 	return map[string]any{
@@ -87,8 +100,7 @@ func (s *suite) testThreads(t *testing.T) {
 
 	t.Run("ThreadCannotStartFromARelation", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "nested")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "nested")
 		l := s.label(t, 1)
 		root := s.sendText(t, alice, room, l[0])
 		reply := s.sendThreadReply(t, alice, room, root, "reply")
@@ -103,18 +115,14 @@ func (s *suite) testThreads(t *testing.T) {
 			res := alice.Do(t, "PUT", CS("v3", "rooms", string(room), "send", "m.room.message", "conf-"+randomID(6)), threadReplyBody("nested", string(parent)))
 			ExpectStatus(t, res, http.StatusBadRequest, "M_UNKNOWN")
 		}
-		eventually(t, 10*time.Second, "the thread list to hold only the root", func() (bool, string) {
-			ids, _ := threadsPages(t, alice, room, 10)
-			return slices.Equal(ids, []string{string(root)}), fmt.Sprintf("thread roots %q, want only %s", ids, root)
-		})
+		awaitThreads(t, alice, room, 10, "the thread list to hold only the root", []string{string(root)})
 		rels := relationsPages(t, alice, room, root, mautrix.DirectionForward, 10)
 		MustEqualStrings(t, "replies in the thread", eventIDs(rels), []string{string(reply)})
 	})
 
 	t.Run("RelationToUnknownEventRefused", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "relunknown")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "relunknown")
 		other := s.createRoom(t, alice, nil)
 		foreign := s.sendText(t, alice, other, s.label(t, 1)[0])
 		send := func(content map[string]any) *Response {
@@ -134,9 +142,7 @@ func (s *suite) testThreads(t *testing.T) {
 
 	t.Run("RelationsBothDirectionsPaged", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "rel")
-		bob := s.registerUser(t, "relb")
-		room := s.publicRoomWith(t, alice, bob)
+		alice, bob, room := s.aliceAndBob(t, "rel", "relb")
 		l := s.label(t, 7)
 		root := s.sendText(t, alice, room, l[0])
 		other := s.sendText(t, alice, room, l[6]) // a second root whose reply must not leak in
@@ -195,8 +201,7 @@ func (s *suite) testThreads(t *testing.T) {
 
 	t.Run("ThreadsListNewestActivityFirst", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "thr")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "thr")
 		l := s.label(t, 4)
 		r1 := s.sendText(t, alice, room, l[0])
 		r2 := s.sendText(t, alice, room, l[1])
@@ -208,13 +213,7 @@ func (s *suite) testThreads(t *testing.T) {
 		last := s.sendThreadReply(t, alice, room, r1, "r1-b")
 
 		want := []string{string(r1), string(r3), string(r2)}
-		var roots []gjson.Result
-		// Synapse updates its thread list when the reply is persisted; poll briefly to be safe.
-		eventually(t, 10*time.Second, "threads list newest activity first", func() (bool, string) {
-			var ids []string
-			ids, roots = threadsPages(t, alice, room, 1)
-			return slices.Equal(ids, want), fmt.Sprintf("got %q, want %q", ids, want)
-		})
+		roots := awaitThreads(t, alice, room, 1, "threads list newest activity first", want)
 		// Each root carries its bundled thread summary.
 		summary := roots[0].Get("unsigned.m\\.relations.m\\.thread")
 		MatchJSON(t, "bundled m.thread on the /threads root", summary,
@@ -223,8 +222,7 @@ func (s *suite) testThreads(t *testing.T) {
 
 	t.Run("ThreadsWalkWhileThreadsAreBumped", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "bump")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "bump")
 		l := s.label(t, 4)
 		var roots []id.EventID
 		for _, b := range l {
@@ -256,8 +254,7 @@ func (s *suite) testThreads(t *testing.T) {
 
 	t.Run("CustomEventsInThreads", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "custthr")
-		room := s.createRoom(t, alice, nil)
+		alice, room := s.aliceAlone(t, "custthr")
 		l := s.label(t, 1)
 		root := s.sendText(t, alice, room, l[0])
 		reply := s.sendThreadReply(t, alice, room, root, "reply")
@@ -271,12 +268,7 @@ func (s *suite) testThreads(t *testing.T) {
 			t.Fatalf("relations returned type %q for the reset marker", rels[1].Type.Type)
 		}
 		// Synapse counts every event in the thread and makes the custom one the latest.
-		eventually(t, 10*time.Second, "bundled aggregation with a custom event", func() (bool, string) {
-			ev := alice.MustDo(t, "GET", CS("v3", "rooms", string(room), "event", string(root)), nil)
-			sum := ev.Get("unsigned.m\\.relations.m\\.thread")
-			ok := sum.Get("count").Int() == 2 && sum.Get("latest_event.event_id").String() == string(reset)
-			return ok, sum.Raw
-		})
+		awaitSummary(t, alice, room, root, 2, reset, "bundled aggregation with a custom event")
 		// Relations filtered by event type, as the daemon reads only messages in a thread.
 		typed := alice.MustDo(t, "GET", CS("v1", "rooms", string(room), "relations", string(root), "m.thread", "m.room.message"), nil)
 		got := jsonEventIDs(typed.Get("chunk").Array())
@@ -285,9 +277,7 @@ func (s *suite) testThreads(t *testing.T) {
 
 	t.Run("BundledThreadAggregation", func(t *testing.T) {
 		t.Parallel()
-		alice := s.registerUser(t, "agg")
-		bob := s.registerUser(t, "aggb")
-		room := s.publicRoomWith(t, alice, bob)
+		alice, bob, room := s.aliceAndBob(t, "agg", "aggb")
 		l := s.label(t, 1)
 		root := s.sendText(t, alice, room, l[0])
 		s.sendThreadReply(t, bob, room, root, "one")

@@ -51,6 +51,23 @@ func Client(t testing.TB, url string, user id.UserID) *mautrix.Client {
 	return cli
 }
 
+// Server starts a fakehs with profile whose appservice registration (ASToken)
+// owns @agent-*:localhost, as the daemon's does, and pushes to an endpoint
+// that takes every transaction; both stop when the test ends.
+func Server(t testing.TB, profile fakehs.Profile) *fakehs.Server {
+	t.Helper()
+	push := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte("{}"))
+	}))
+	t.Cleanup(push.Close)
+	reg := &appservice.Registration{
+		ID: "zooid", URL: push.URL, AppToken: ASToken, ServerToken: "hs-token-for-tests", SenderLocalpart: "zooid",
+		Namespaces: appservice.Namespaces{UserIDs: appservice.NamespaceList{{Regex: "@agent-.*:" + regexp.QuoteMeta("localhost"), Exclusive: true}}},
+	}
+	return fakehs.New(t, fakehs.WithAppservice(reg), fakehs.WithProfile(profile))
+}
+
 // Msg is one history message of the busy room as the tools must show it.
 type Msg struct {
 	ID       id.EventID
@@ -78,16 +95,7 @@ type Rooms struct {
 // state, edits, dev.zooid.*). The same arguments seed the same room.
 func Seed(t testing.TB, profile fakehs.Profile, nMessages, nThreads, nPlain int) *Rooms {
 	t.Helper()
-	push := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte("{}"))
-	}))
-	t.Cleanup(push.Close)
-	reg := &appservice.Registration{
-		ID: "zooid", URL: push.URL, AppToken: ASToken, ServerToken: "hs-token-for-tests", SenderLocalpart: "zooid",
-		Namespaces: appservice.Namespaces{UserIDs: appservice.NamespaceList{{Regex: "@agent-.*:" + regexp.QuoteMeta("localhost"), Exclusive: true}}},
-	}
-	r := &Rooms{HS: fakehs.New(t, fakehs.WithAppservice(reg), fakehs.WithProfile(profile))}
+	r := &Rooms{HS: Server(t, profile)}
 
 	rng := rand.New(rand.NewSource(7))
 	base := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)

@@ -3,33 +3,24 @@ package history_test
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"regexp"
 	"testing"
 	"time"
 
 	"maunium.net/go/mautrix"
-	"maunium.net/go/mautrix/appservice"
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/fakehs"
+	"github.com/zooid-dev/zooid/internal/busyroom"
 	"github.com/zooid-dev/zooid/zooid/history"
 	"github.com/zooid-dev/zooid/zooid/tools"
 )
-
-const asToken = "as-token-for-bench"
 
 // seeded starts fakehs with a room of n messages: one in ten top-level, the
 // rest replies to the latest of 20 open threads, so every size has the same
 // density of entries per page.
 func seeded(b *testing.B, n int) (*history.History, tools.Caller) {
 	b.Helper()
-	push := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("{}")) }))
-	b.Cleanup(push.Close)
-	reg := &appservice.Registration{ID: "zooid", URL: push.URL, AppToken: asToken, ServerToken: "hs", SenderLocalpart: "zooid",
-		Namespaces: appservice.Namespaces{UserIDs: appservice.NamespaceList{{Regex: "@agent-.*:" + regexp.QuoteMeta("localhost"), Exclusive: true}}}}
-	hs := fakehs.New(b, fakehs.WithAppservice(reg))
+	hs := busyroom.Server(b, fakehs.Profile{})
 	agent := id.UserID("@agent-a:localhost")
 	human := id.UserID("@alice:localhost")
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -52,11 +43,7 @@ func seeded(b *testing.B, n int) (*history.History, tools.Caller) {
 		b.Fatal(err)
 	}
 	h := history.New(history.Options{
-		Client: func(u id.UserID) *mautrix.Client {
-			cli, _ := mautrix.NewClient(hs.URL(), u, asToken)
-			cli.SetAppServiceUserID = true
-			return cli
-		},
+		Client: func(u id.UserID) *mautrix.Client { return busyroom.Client(b, hs.URL(), u) },
 	})
 	return h, tools.Caller{Agent: "agent-a", UserID: agent, Transport: "matrix", Room: room.RoomID, Rooms: []id.RoomID{room.RoomID}}
 }

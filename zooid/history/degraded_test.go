@@ -4,17 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"regexp"
 	"testing"
 	"time"
 
 	"maunium.net/go/mautrix"
-	"maunium.net/go/mautrix/appservice"
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/fakehs"
+	"github.com/zooid-dev/zooid/internal/busyroom"
 	"github.com/zooid-dev/zooid/zooid/history"
 	"github.com/zooid-dev/zooid/zooid/tools"
 )
@@ -37,11 +34,7 @@ type room struct {
 // the profile; events get one second each from base.
 func newRoom(t *testing.T, p fakehs.Profile, events []fakehs.SeedEvent) *room {
 	t.Helper()
-	push := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("{}")) }))
-	t.Cleanup(push.Close)
-	reg := &appservice.Registration{ID: "zooid", URL: push.URL, AppToken: asToken, ServerToken: "hs", SenderLocalpart: "zooid",
-		Namespaces: appservice.Namespaces{UserIDs: appservice.NamespaceList{{Regex: "@agent-.*:" + regexp.QuoteMeta("localhost"), Exclusive: true}}}}
-	hs := fakehs.New(t, fakehs.WithAppservice(reg), fakehs.WithProfile(p))
+	hs := busyroom.Server(t, p)
 	for i := range events {
 		if events[i].Timestamp.IsZero() {
 			events[i].Timestamp = base.Add(time.Duration(i) * time.Second)
@@ -64,7 +57,7 @@ func (r *room) restarted() *history.History {
 }
 
 func asCli(hs *fakehs.Server, u id.UserID) *mautrix.Client {
-	cli, _ := mautrix.NewClient(hs.URL(), u, asToken)
+	cli, _ := mautrix.NewClient(hs.URL(), u, busyroom.ASToken)
 	cli.SetAppServiceUserID = true
 	return cli
 }
