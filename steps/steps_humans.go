@@ -175,14 +175,7 @@ func (w *world) say(ctx context.Context, who, roomName, text string, root id.Eve
 
 // sayWith is say with extra content fields, set last.
 func (w *world) sayWith(ctx context.Context, who, roomName, text string, root id.EventID, mentions bool, extra map[string]any) (*post, error) {
-	if err := w.start(ctx); err != nil {
-		return nil, err
-	}
-	h, err := w.human(who)
-	if err != nil {
-		return nil, err
-	}
-	r, err := w.room(ctx, roomName)
+	h, r, err := w.humanIn(ctx, who, roomName)
 	if err != nil {
 		return nil, err
 	}

@@ -57,30 +57,40 @@ func (m seenMsg) String() string {
 // readRoom reads the newest messages of a room through the client-server API
 // as a human member, newest first.
 func (w *world) readRoom(ctx context.Context, r *room, pages int) ([]seenMsg, error) {
-	reader := w.humans[w.humanSeq[0]]
 	var out []seenMsg
+	err := w.pageBack(ctx, r, pages, func(ev *event.Event) {
+		if ev.Type != event.EventMessage {
+			return
+		}
+		m := seenMsg{id: ev.ID, sender: ev.Sender}
+		m.msgtype, _ = ev.Content.Raw["msgtype"].(string)
+		m.body, _ = ev.Content.Raw["body"].(string)
+		m.thread = zevent.ThreadRoot(ev)
+		out = append(out, m)
+	})
+	return out, err
+}
+
+// pageBack hands each event of a room's newest pages pages of 100 to each,
+// newest first, read through the client-server API as the first human member
+// (so it holds on any homeserver); it stops early at the room's start.
+func (w *world) pageBack(ctx context.Context, r *room, pages int, each func(*event.Event)) error {
+	reader := w.humans[w.humanSeq[0]]
 	from := ""
 	for range pages {
 		resp, err := reader.cli.Messages(ctx, r.id, from, "", mautrix.DirectionBackward, nil, 100)
 		if err != nil {
-			return nil, fmt.Errorf("reading %s as %s: %w", r.name, reader.name, err)
+			return fmt.Errorf("reading %s as %s: %w", r.name, reader.name, err)
 		}
 		for _, ev := range resp.Chunk {
-			if ev.Type != event.EventMessage {
-				continue
-			}
-			m := seenMsg{id: ev.ID, sender: ev.Sender}
-			m.msgtype, _ = ev.Content.Raw["msgtype"].(string)
-			m.body, _ = ev.Content.Raw["body"].(string)
-			m.thread = zevent.ThreadRoot(ev)
-			out = append(out, m)
+			each(ev)
 		}
 		if resp.End == "" || len(resp.Chunk) == 0 {
-			break
+			return nil
 		}
 		from = resp.End
 	}
-	return out, nil
+	return nil
 }
 
 // fromAgent filters messages of agent, rendering the rest for failure messages.
@@ -239,30 +249,18 @@ func (e errorEvent) String() string {
 // readErrors reads the dev.zooid.error events among a room's newest 300
 // events, as a human member.
 func (w *world) readErrors(ctx context.Context, r *room) ([]errorEvent, error) {
-	reader := w.humans[w.humanSeq[0]]
 	var out []errorEvent
-	from := ""
-	for range 3 {
-		resp, err := reader.cli.Messages(ctx, r.id, from, "", mautrix.DirectionBackward, nil, 100)
-		if err != nil {
-			return nil, fmt.Errorf("reading %s as %s: %w", r.name, reader.name, err)
+	err := w.pageBack(ctx, r, 3, func(ev *event.Event) {
+		if ev.Type.Type != zevent.EventError.Type {
+			return
 		}
-		for _, ev := range resp.Chunk {
-			if ev.Type.Type != zevent.EventError.Type {
-				continue
-			}
-			e := errorEvent{sender: ev.Sender}
-			e.agent, _ = ev.Content.Raw["agent"].(string)
-			e.code, _ = ev.Content.Raw["code"].(string)
-			e.thread = zevent.ThreadRoot(ev)
-			out = append(out, e)
-		}
-		if resp.End == "" || len(resp.Chunk) == 0 {
-			break
-		}
-		from = resp.End
-	}
-	return out, nil
+		e := errorEvent{sender: ev.Sender}
+		e.agent, _ = ev.Content.Raw["agent"].(string)
+		e.code, _ = ev.Content.Raw["code"].(string)
+		e.thread = zevent.ThreadRoot(ev)
+		out = append(out, e)
+	})
+	return out, err
 }
 
 func (w *world) stepPostedNothing(ctx context.Context, agent, text string) error {

@@ -584,12 +584,22 @@ func (x expected) check(e map[string]any, overview bool) error {
 	return nil
 }
 
-func (w *world) stepRecordedThreads(roomName string) error {
+// okCallOnReplayed is the last tool call, which must have succeeded, and the
+// replayed room it is checked against, with its recording.
+func (w *world) okCallOnReplayed(roomName string) (*call, *room, *scenarios.Recording, error) {
 	c, err := w.okCall()
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	r, rec, err := w.replayed(roomName)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return c, r, rec, nil
+}
+
+func (w *world) stepRecordedThreads(roomName string) error {
+	c, r, rec, err := w.okCallOnReplayed(roomName)
 	if err != nil {
 		return err
 	}
@@ -631,11 +641,7 @@ func (w *world) stepRecordedThreads(roomName string) error {
 }
 
 func (w *world) stepRecordedThread(label, roomName string) error {
-	c, err := w.okCall()
-	if err != nil {
-		return err
-	}
-	r, rec, err := w.replayed(roomName)
+	c, r, rec, err := w.okCallOnReplayed(roomName)
 	if err != nil {
 		return err
 	}
@@ -684,11 +690,7 @@ func (w *world) stepRecordedThread(label, roomName string) error {
 }
 
 func (w *world) stepRecordedHistory(roomName string) error {
-	c, err := w.okCall()
-	if err != nil {
-		return err
-	}
-	r, rec, err := w.replayed(roomName)
+	c, r, rec, err := w.okCallOnReplayed(roomName)
 	if err != nil {
 		return err
 	}

@@ -228,14 +228,7 @@ func (w *world) stepDegrade(ctx context.Context, what, delayMS string) error {
 }
 
 func (w *world) stepRemoves(ctx context.Context, who, agent, roomName string) error {
-	if err := w.start(ctx); err != nil {
-		return err
-	}
-	h, err := w.human(who)
-	if err != nil {
-		return err
-	}
-	r, err := w.room(ctx, roomName)
+	h, r, err := w.humanIn(ctx, who, roomName)
 	if err != nil {
 		return err
 	}
@@ -283,14 +276,7 @@ func (w *world) stepNotAsked(ctx context.Context, method, pattern string) error 
 }
 
 func (w *world) stepReactions(ctx context.Context, who string, n int, roomName string) error {
-	if err := w.start(ctx); err != nil {
-		return err
-	}
-	h, err := w.human(who)
-	if err != nil {
-		return err
-	}
-	r, err := w.room(ctx, roomName)
+	h, r, err := w.humanIn(ctx, who, roomName)
 	if err != nil {
 		return err
 	}

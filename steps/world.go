@@ -331,6 +331,23 @@ func (w *world) human(name string) (*human, error) {
 	return h, nil
 }
 
+// humanIn starts the scenario if it has not started and looks up a human
+// and the room a step has them act in.
+func (w *world) humanIn(ctx context.Context, who, roomName string) (*human, *room, error) {
+	if err := w.start(ctx); err != nil {
+		return nil, nil, err
+	}
+	h, err := w.human(who)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := w.room(ctx, roomName)
+	if err != nil {
+		return nil, nil, err
+	}
+	return h, r, nil
+}
+
 // agent looks up an agent by name.
 func (w *world) agent(name string) (*agentDecl, error) {
 	a, ok := w.agents[name]

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
-	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
@@ -183,29 +182,20 @@ type rawMsg struct {
 // readRaw reads a room's newest events of any message type through the
 // client-server API as the first human, oldest first.
 func (w *world) readRaw(ctx context.Context, r *room) ([]rawMsg, error) {
-	reader := w.humans[w.humanSeq[0]]
 	var out []rawMsg
-	from := ""
-	for range 5 {
-		resp, err := reader.cli.Messages(ctx, r.id, from, "", mautrix.DirectionBackward, nil, 100)
-		if err != nil {
-			return nil, fmt.Errorf("reading %s as %s: %w", r.name, reader.name, err)
+	err := w.pageBack(ctx, r, 5, func(ev *event.Event) {
+		if ev.StateKey != nil {
+			return
 		}
-		for _, ev := range resp.Chunk {
-			if ev.StateKey != nil {
-				continue
-			}
-			m := rawMsg{ev: ev, content: ev.Content.Raw}
-			if m.content == nil {
-				_ = json.Unmarshal(ev.Content.VeryRaw, &m.content)
-			}
-			m.thread = zevent.ThreadRoot(ev)
-			out = append(out, m)
+		m := rawMsg{ev: ev, content: ev.Content.Raw}
+		if m.content == nil {
+			_ = json.Unmarshal(ev.Content.VeryRaw, &m.content)
 		}
-		if resp.End == "" || len(resp.Chunk) == 0 {
-			break
-		}
-		from = resp.End
+		m.thread = zevent.ThreadRoot(ev)
+		out = append(out, m)
+	})
+	if err != nil {
+		return nil, err
 	}
 	slices.Reverse(out)
 	return out, nil
