@@ -36,10 +36,15 @@ type Options struct {
 	Agents, Sessions int
 	// Suite also times the whole fake feature suite (a minute or more).
 	Suite bool
-	// Synapse also times each feature file on fakehs and on Synapse (needs
-	// docker; many minutes), Runs times each.
-	Synapse bool
-	Runs    int
+	// Synapse also measures the Synapse side (needs docker): the history
+	// pages of item 3 in rooms of SynapseSizes events sent to a Synapse in a
+	// container, and item 1, each feature file on fakehs and on Synapse, Runs
+	// times each (many minutes).
+	Synapse      bool
+	Runs         int
+	SynapseSizes []int
+	// Items limits the run to these issue 15 items (1–5); none: all.
+	Items []int
 	// Log hears progress; nil: silent.
 	Log io.Writer
 }
@@ -148,72 +153,104 @@ func Run(ctx context.Context, o Options) (Table, error) {
 			o.Agents, o.Sessions = 10, 2
 		}
 	}
-	n := func(short, full int) string {
-		if o.Short {
-			return fmt.Sprintf("%dx", short)
-		}
-		return fmt.Sprintf("%dx", full)
-	}
 	t := Table{Machine: machine()}
-	add := func(r Row) { t.Rows = append(t.Rows, r) }
-
-	// Times are the fastest of Rounds interleaved runs: on a loaded machine
-	// the minimum is the least disturbed, and interleaving puts the two sides
-	// of a ratio under the same load.
-	rounds := 3
-	best := func(name, benchtime string, f func(b *testing.B)) (float64, testing.BenchmarkResult, error) {
-		r, err := measure(name, benchtime, f)
-		return nsPerOp(r), r, err
+	want := func(item int) bool { return len(o.Items) == 0 || slices.Contains(o.Items, item) }
+	items := []struct {
+		item int
+		run  func(context.Context, Options, func(string, ...any)) ([]Row, error)
+	}{{2, toolCallRows}, {3, pageRows}, {4, sessionRows}, {5, setupRows}, {1, featureRatios}}
+	for _, s := range items {
+		if !want(s.item) || (s.item == 1 && !o.Synapse) {
+			continue
+		}
+		rows, err := s.run(ctx, o, logf)
+		t.Rows = append(t.Rows, rows...)
+		if err != nil {
+			return t, err
+		}
 	}
-	var cpuNs, echoNs, bridgeNs, callNs, directNs float64 = math.Inf(1), math.Inf(1), math.Inf(1), math.Inf(1), math.Inf(1)
+	t.Machine += "; after: " + loadavg()
+	slices.SortStableFunc(t.Rows, func(a, b Row) int { return a.Item - b.Item })
+	return t, nil
+}
+
+// rounds is how many interleaved runs each time is the fastest of: on a
+// loaded machine the minimum is the least disturbed, and interleaving puts
+// the two sides of a ratio under the same load.
+const rounds = 3
+
+// iterations is short's or full's count as a benchtime.
+func iterations(o Options, short, full int) string {
+	if o.Short {
+		return fmt.Sprintf("%dx", short)
+	}
+	return fmt.Sprintf("%dx", full)
+}
+
+// toolCallRows is item 2: one tool call end to end against the floor, and
+// the layers in between, each measured in every round.
+func toolCallRows(ctx context.Context, o Options, logf func(string, ...any)) ([]Row, error) {
 	small, err := SeedRoom(100, fakehs.Profile{})
 	if err != nil {
-		return t, err
+		return nil, err
 	}
 	defer small.Close()
+	type layer struct {
+		name        string
+		short, full int
+		f           func(b *testing.B)
+		ns, cpu     float64 // fastest wall time and least CPU of this process a call
+	}
+	inf := math.Inf(1)
+	echo := &layer{"echo", 1000, 10000, BenchEchoUnixSocket, inf, inf}
+	bridge := &layer{"bridge", 300, 3000, BenchEchoViaBridge, inf, inf}
+	canned := &layer{"canned", 300, 3000, BenchToolCallCanned, inf, inf}
+	nohs := &layer{"nohs", 300, 3000, BenchToolCallNoHomeserver, inf, inf}
+	call := &layer{"toolcall", 100, 1000, steps.BenchToolCall, inf, inf}
+	direct := &layer{"roominfo", 100, 1000, func(b *testing.B) { BenchRoomInfoDirect(b, small) }, inf, inf}
 	for i := range rounds {
-		logf("round %d of %d: cpu unit, unix-socket echo, echo through the bridge, tool call end to end (agent → bridge → daemon → fakehs), its handler alone", i+1, rounds)
-		for _, m := range []struct {
-			name, short, full string
-			f                 func(b *testing.B)
-			into              *float64
-		}{
-			{"cpu", "100x", "1000x", BenchCPU, &cpuNs},
-			{"echo", "1000x", "10000x", BenchEchoUnixSocket, &echoNs},
-			{"bridge", "300x", "3000x", BenchEchoViaBridge, &bridgeNs},
-			{"toolcall", "100x", "1000x", steps.BenchToolCall, &callNs},
-			{"roominfo", "100x", "1000x", func(b *testing.B) { BenchRoomInfoDirect(b, small) }, &directNs},
-		} {
-			bt := m.full
-			if o.Short {
-				bt = m.short
-			}
-			ns, _, err := best(m.name, bt, m.f)
+		logf("round %d of %d: unix-socket echo, echo through the bridge, MCP client to a canned server and to zooid's without a homeserver, tool call end to end (agent → bridge → daemon → fakehs), its handler alone", i+1, rounds)
+		for _, l := range []*layer{echo, bridge, canned, nohs, call, direct} {
+			r, err := measure(l.name, iterations(o, l.short, l.full), l.f)
 			if err != nil {
-				return t, err
+				return nil, err
 			}
-			*m.into = min(*m.into, ns)
+			l.ns = min(l.ns, nsPerOp(r))
+			if c, ok := r.Extra["cpu-ns/op"]; ok {
+				l.cpu = min(l.cpu, c)
+			}
 		}
 	}
+	of := func(a, b *layer) string { return fmt.Sprintf("%s ÷ %s", dur(a.ns), dur(b.ns)) }
+	ratio := call.ns / echo.ns
+	return []Row{
+		{Item: 2, Key: "toolcall/echo", What: "MCP tool call end to end ÷ bare unix-socket round trip",
+			Value: ratio, Unit: "×", From: of(call, echo), Goal: "≤ 5×", Met: met(ratio <= 5)},
+		{Item: 2, Key: "bridge/echo", What: "the bridge process: echo through `zooid mcp` ÷ bare echo",
+			Value: bridge.ns / echo.ns, Unit: "×", From: of(bridge, echo)},
+		{Item: 2, Key: "canned/echo", What: "the floor with the agent's MCP client: mcp-go through the bridge to a server answering a canned line ÷ bare echo",
+			Value: canned.ns / echo.ns, Unit: "×", From: of(canned, echo)},
+		{Item: 2, Key: "nohs/canned", What: "zooid's MCP server and handler, no homeserver behind it, in place of the canned server (the CI check: same client, same bridge)",
+			Value: nohs.ns / canned.ns, Unit: "×", From: of(nohs, canned), Check: true},
+		{Item: 2, Key: "toolcall/bridge", What: "MCP tool call end to end ÷ echo through the bridge (the CI check: both cross processes)",
+			Value: call.ns / bridge.ns, Unit: "×", From: of(call, bridge), Check: true},
+		{Item: 2, Key: "roominfo/toolcall", What: "of a tool call end to end, the handler and its two fakehs requests (zooid_get_room_info in-process)",
+			Value: 100 * direct.ns / call.ns, Unit: "%", From: of(direct, call)},
+		{Item: 2, Key: "cpu/server", What: "CPU a call in zooid's MCP server: this process's CPU a call with it, less with the canned server (both hold the same mcp-go client)",
+			Value: (nohs.cpu - canned.cpu) / 1e3, Unit: "µs", From: fmt.Sprintf("%s − %s", dur(nohs.cpu), dur(canned.cpu))},
+		{Item: 2, Key: "cpu/homeserver", What: "CPU a call in the handler and fakehs (both in one process, so this counts both sides of the two HTTP requests)",
+			Value: direct.cpu / 1e3, Unit: "µs"},
+	}, nil
+}
 
-	// 2. One tool call end to end against the floor, and its parts.
-	ratio := callNs / echoNs
-	add(Row{Item: 2, Key: "toolcall/echo", What: "MCP tool call end to end ÷ bare unix-socket round trip",
-		Value: ratio, Unit: "×", From: fmt.Sprintf("%s ÷ %s", dur(callNs), dur(echoNs)),
-		Goal: "≤ 5×", Met: met(ratio <= 5)})
-	add(Row{Item: 2, Key: "bridge/echo", What: "of which the bridge process: echo through `zooid mcp` ÷ bare echo",
-		Value: bridgeNs / echoNs, Unit: "×", From: fmt.Sprintf("%s ÷ %s", dur(bridgeNs), dur(echoNs))})
-	add(Row{Item: 2, Key: "toolcall/bridge", What: "MCP tool call end to end ÷ echo through the bridge (the CI check: both cross processes)",
-		Value: callNs / bridgeNs, Unit: "×", From: fmt.Sprintf("%s ÷ %s", dur(callNs), dur(bridgeNs)), Check: true})
-	add(Row{Item: 2, Key: "roominfo/toolcall", What: "of which the handler and fakehs (zooid_get_room_info in-process)",
-		Value: 100 * directNs / callNs, Unit: "%", From: fmt.Sprintf("%s ÷ %s", dur(directNs), dur(callNs))})
-
-	// 3. History pages in rooms of growing size, all seeded first so the
-	// sizes can be measured in turn.
+// pageRows is item 3: history pages in rooms of growing size on fakehs and,
+// with o.Synapse, on Synapse.
+func pageRows(ctx context.Context, o Options, logf func(string, ...any)) ([]Row, error) {
 	sizes := []int{1_000, 10_000, 100_000}
 	if o.Short {
 		sizes = sizes[:2]
 	}
+	// Every room is seeded first, so the sizes can be measured in turn.
 	rooms := map[int]*Room{}
 	defer func() {
 		for _, r := range rooms {
@@ -221,80 +258,141 @@ func Run(ctx context.Context, o Options) (Table, error) {
 		}
 	}()
 	for _, size := range sizes {
-		logf("seeding a room of %d events", size)
-		if rooms[size], err = SeedRoom(size, fakehs.Profile{}); err != nil {
-			return t, err
+		logf("seeding a fakehs room of %d events", size)
+		r, err := SeedRoom(size, fakehs.Profile{})
+		if err != nil {
+			return nil, err
 		}
+		rooms[size] = r
 	}
-	pageNs := map[string]map[int]float64{}
-	reqs := map[string]float64{}
-	for i := range rounds {
-		logf("round %d of %d: history pages", i+1, rounds)
-		for _, tool := range Tools {
-			if pageNs[tool.Name] == nil {
-				pageNs[tool.Name] = map[int]float64{}
-			}
-			for _, size := range sizes {
-				ns, r, err := best(tool.Name, n(10, 50), func(b *testing.B) { BenchPage(b, rooms[size], tool) })
-				if err != nil {
-					return t, err
-				}
-				if old, ok := pageNs[tool.Name][size]; !ok || ns < old {
-					pageNs[tool.Name][size] = ns
-				}
-				reqs[tool.Name] = max(reqs[tool.Name], r.Extra["requests/op"])
-			}
-		}
-	}
-	for _, tool := range Tools {
-		for _, size := range sizes[1:] {
-			ratio := pageNs[tool.Name][size] / pageNs[tool.Name][sizes[0]]
-			add(Row{Item: 3, Key: fmt.Sprintf("page/%s/%dk÷1k", tool.Name, size/1000),
-				What:  fmt.Sprintf("%s: a page of %d at %dk events ÷ at 1k", tool.Name, PageLimit, size/1000),
-				Value: ratio, Unit: "×", From: fmt.Sprintf("%s ÷ %s", dur(pageNs[tool.Name][size]), dur(pageNs[tool.Name][sizes[0]])),
-				Goal: "≤ 1.5×", Met: met(ratio <= 1.5), Check: true})
-		}
-		add(Row{Item: 3, Key: "requests/" + tool.Name, What: tool.Name + ": homeserver requests per page (most over the sizes)",
-			Value: reqs[tool.Name], Unit: "requests", Goal: "constant (TestPageRequestsBounded)", Check: true})
+	rows, err := measurePages(o, logf, "", "fakehs", rooms, sizes, iterations(o, 10, 50), true)
+	if err != nil || !o.Synapse {
+		return rows, err
 	}
 	for _, r := range rooms {
 		r.Close()
 	}
 	clear(rooms)
 
-	// 4. Idle sessions in one daemon.
+	sizes = o.SynapseSizes
+	if len(sizes) == 0 {
+		sizes = []int{1_000, 10_000}
+	}
+	logf("starting Synapse")
+	syn, err := StartSynapse(ctx)
+	if err != nil {
+		return rows, err
+	}
+	defer func() {
+		if err := syn.Close(); err != nil {
+			logf("%v", err)
+		}
+	}()
+	for _, size := range sizes {
+		logf("sending a Synapse room of %d events", size)
+		start := time.Now()
+		r, err := syn.SeedRoom(ctx, size, logf)
+		if err != nil {
+			return rows, fmt.Errorf("seeding a Synapse room of %d: %w", size, err)
+		}
+		rooms[size] = r
+		rows = append(rows, Row{Item: 3, Key: "synapse/seed/" + sizeLabel(size),
+			What:  fmt.Sprintf("Synapse: sending a room of %s events (%d at once)", sizeLabel(size), sendWorkers),
+			Value: time.Since(start).Seconds(), Unit: "s"})
+	}
+	srows, err := measurePages(o, logf, "synapse/", "Synapse", rooms, sizes, iterations(o, 5, 10), false)
+	return append(rows, srows...), err
+}
+
+// sizeLabel is 1000 as "1k", 1500 as "1500".
+func sizeLabel(n int) string {
+	if n%1000 == 0 {
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return fmt.Sprint(n)
+}
+
+// measurePages reads the second page of each tool in each room, rounds
+// times interleaved, and gives each size's ratio to the smallest and the
+// most requests a page made.
+func measurePages(o Options, logf func(string, ...any), prefix, where string, rooms map[int]*Room, sizes []int, benchtime string, check bool) ([]Row, error) {
+	pageNs := map[string]map[int]float64{}
+	reqs := map[string]float64{}
+	for i := range rounds {
+		logf("round %d of %d: history pages on %s", i+1, rounds, where)
+		for _, tool := range Tools {
+			if pageNs[tool.Name] == nil {
+				pageNs[tool.Name] = map[int]float64{}
+			}
+			for _, size := range sizes {
+				r, err := measure(tool.Name, benchtime, func(b *testing.B) { BenchPage(b, rooms[size], tool) })
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", where, err)
+				}
+				if old, ok := pageNs[tool.Name][size]; !ok || nsPerOp(r) < old {
+					pageNs[tool.Name][size] = nsPerOp(r)
+				}
+				reqs[tool.Name] = max(reqs[tool.Name], r.Extra["requests/op"])
+			}
+		}
+	}
+	var rows []Row
+	label := ""
+	if prefix != "" {
+		label = where + ": "
+	}
+	for _, tool := range Tools {
+		base := pageNs[tool.Name][sizes[0]]
+		for _, size := range sizes[1:] {
+			ratio := pageNs[tool.Name][size] / base
+			rows = append(rows, Row{Item: 3, Key: fmt.Sprintf("%spage/%s/%s÷%s", prefix, tool.Name, sizeLabel(size), sizeLabel(sizes[0])),
+				What:  fmt.Sprintf("%s%s: a page of %d at %s events ÷ at %s", label, tool.Name, PageLimit, sizeLabel(size), sizeLabel(sizes[0])),
+				Value: ratio, Unit: "×", From: fmt.Sprintf("%s ÷ %s", dur(pageNs[tool.Name][size]), dur(base)),
+				Goal: "≤ 1.5×", Met: met(ratio <= 1.5), Check: check})
+		}
+		rows = append(rows, Row{Item: 3, Key: prefix + "requests/" + tool.Name, What: label + tool.Name + ": homeserver requests per page (most over the sizes)",
+			Value: reqs[tool.Name], Unit: "requests", Goal: "constant (TestPageRequestsBounded)", Check: check})
+	}
+	return rows, nil
+}
+
+// sessionRows is item 4: idle sessions in one daemon.
+func sessionRows(ctx context.Context, o Options, logf func(string, ...any)) ([]Row, error) {
 	logf("%d agents × %d sessions", o.Agents, o.Sessions)
 	st, err := steps.MeasureIdleSessions(ctx, o.Agents, o.Sessions)
 	if err != nil {
-		return t, err
+		return nil, err
 	}
 	who := fmt.Sprintf("%d agents × %d sessions", o.Agents, o.Sessions)
-	add(Row{Item: 4, Key: "session/heap", What: "daemon heap per idle session, " + who, Value: st.HeapPerSession / 1024, Unit: "KiB",
-		Goal: "< 1024 KiB", Met: met(st.HeapPerSession < 1<<20)})
-	add(Row{Item: 4, Key: "session/goroutines", What: "goroutines per idle session", Value: st.GoroutinesPerSession, Unit: "goroutines"})
-	add(Row{Item: 4, Key: "session/fds", What: "file descriptors per idle session", Value: st.FDsPerSession, Unit: "fds"})
-	add(Row{Item: 4, Key: "session/left", What: "goroutines and fds left after the daemon closed",
-		Value: float64(st.GoroutinesLeft + st.FDsLeft), Unit: "", From: fmt.Sprintf("%d goroutines, %d fds", st.GoroutinesLeft, st.FDsLeft),
-		Goal: "0 (TestIdleSessionsReturnToBaseline)", Met: met(st.GoroutinesLeft <= 0 && st.FDsLeft <= 0)})
+	return []Row{
+		{Item: 4, Key: "session/heap", What: "daemon heap per idle session, " + who, Value: st.HeapPerSession / 1024, Unit: "KiB",
+			Goal: "< 1024 KiB", Met: met(st.HeapPerSession < 1<<20)},
+		{Item: 4, Key: "session/goroutines", What: "goroutines per idle session", Value: st.GoroutinesPerSession, Unit: "goroutines"},
+		{Item: 4, Key: "session/fds", What: "file descriptors per idle session", Value: st.FDsPerSession, Unit: "fds"},
+		{Item: 4, Key: "session/left", What: "goroutines and fds left after the daemon closed",
+			Value: float64(st.GoroutinesLeft + st.FDsLeft), Unit: "", From: fmt.Sprintf("%d goroutines, %d fds", st.GoroutinesLeft, st.FDsLeft),
+			Goal: "0 (TestIdleSessionsReturnToBaseline)", Met: met(st.GoroutinesLeft <= 0 && st.FDsLeft <= 0)},
+	}, nil
+}
 
-	// 5. A scenario's world setup, and the whole fake suite.
+// setupRows is item 5: a scenario's world setup, and the whole fake suite.
+func setupRows(ctx context.Context, o Options, logf func(string, ...any)) ([]Row, error) {
 	logf("scenario setup on fakehs")
-	setupNs := math.Inf(1)
+	setupNs, cpuNs := math.Inf(1), math.Inf(1)
 	for range rounds {
-		ns, _, err := best("setup", n(3, 10), func(b *testing.B) { steps.BenchScenarioSetup(b, 0) })
+		r, err := measure("setup", iterations(o, 3, 10), func(b *testing.B) { steps.BenchScenarioSetup(b, 0) })
 		if err != nil {
-			return t, err
+			return nil, err
 		}
-		setupNs = min(setupNs, ns)
-		cpu, _, err := best("cpu", n(100, 1000), BenchCPU)
-		if err != nil {
-			return t, err
+		setupNs = min(setupNs, nsPerOp(r))
+		if r, err = measure("cpu", iterations(o, 100, 1000), BenchCPU); err != nil {
+			return nil, err
 		}
-		cpuNs = min(cpuNs, cpu)
+		cpuNs = min(cpuNs, nsPerOp(r))
 	}
-	add(Row{Item: 5, Key: "setup/cpu", What: "a scenario's world setup on fakehs ÷ the CPU unit (SHA-256 of 256 KiB)",
+	rows := []Row{{Item: 5, Key: "setup/cpu", What: "a scenario's world setup on fakehs ÷ the CPU unit (SHA-256 of 256 KiB)",
 		Value: setupNs / cpuNs, Unit: "×", From: fmt.Sprintf("%s ÷ %s", dur(setupNs), dur(cpuNs)),
-		Goal: "setup < 20 ms", Met: met(setupNs < 20e6)})
+		Goal: "setup < 20 ms", Met: met(setupNs < 20e6)}}
 	if o.Suite {
 		logf("the whole fake feature suite")
 		start := time.Now()
@@ -304,19 +402,10 @@ func Run(ctx context.Context, o Options) (Table, error) {
 		if status != 0 {
 			logf("the fake suite failed:\n%s", tail(out.String(), 4000))
 		}
-		add(Row{Item: 5, Key: "suite/fake", What: fmt.Sprintf("the whole fake feature suite, concurrency 4, on %d CPUs", cpus()),
+		rows = append(rows, Row{Item: 5, Key: "suite/fake", What: fmt.Sprintf("the whole fake feature suite, concurrency 4, on %d CPUs", cpus()),
 			Value: el.Seconds(), Unit: "s", Goal: "passes", Met: met(status == 0)})
 	}
-	if o.Synapse {
-		rows, err := featureRatios(ctx, o, logf)
-		t.Rows = append(t.Rows, rows...)
-		if err != nil {
-			return t, err
-		}
-	}
-	t.Machine += "; after: " + loadavg()
-	slices.SortStableFunc(t.Rows, func(a, b Row) int { return a.Item - b.Item })
-	return t, nil
+	return rows, nil
 }
 
 func dur(ns float64) string {

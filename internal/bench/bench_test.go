@@ -20,6 +20,7 @@ func BenchmarkEchoUnixSocket(b *testing.B) { BenchEchoUnixSocket(b) }
 func BenchmarkEchoViaBridge(b *testing.B)  { BenchEchoViaBridge(b) }
 func BenchmarkToolCall(b *testing.B)       { steps.BenchToolCall(b) }
 
+func BenchmarkToolCallCanned(b *testing.B)       { BenchToolCallCanned(b) }
 func BenchmarkToolCallNoHomeserver(b *testing.B) { BenchToolCallNoHomeserver(b) }
 
 func BenchmarkRoomInfoDirect(b *testing.B) {

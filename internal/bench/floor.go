@@ -4,13 +4,16 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	mcpclient "github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -64,6 +67,7 @@ func BenchEchoUnixSocket(b *testing.B) {
 	defer func() { c.Close(); ln.Close(); <-done }()
 	r := bufio.NewReader(c)
 	msg := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"zooid_get_room_info","arguments":{}}}` + "\n")
+	cpu0 := cpuTime()
 	for b.Loop() {
 		if _, err := c.Write(msg); err != nil {
 			fatal(b, err)
@@ -72,6 +76,7 @@ func BenchEchoUnixSocket(b *testing.B) {
 			fatal(b, err)
 		}
 	}
+	reportCPU(b, cpu0)
 }
 
 // BenchCPU is a unit of this machine's CPU right now: SHA-256 of 256 KiB. An
@@ -229,6 +234,80 @@ func BenchToolCallNoHomeserver(b *testing.B) {
 		fatal(b, fmt.Errorf("starting the bridge: %w", err))
 	}
 	defer cl.Close()
+	callLoop(b, cl)
+}
+
+// BenchToolCallCanned is the floor of a tool call with the agent's MCP
+// client: the same zooid_get_room_info call, by mcp-go's stdio client (as
+// the fake agent makes it), through the real bridge process, answered by a
+// server that reads only the request's id and writes a canned result line.
+// Whatever an MCP server does on top of that is above this floor.
+func BenchToolCallCanned(b *testing.B) {
+	exe, err := os.Executable()
+	if err != nil {
+		fatal(b, err)
+	}
+	dir, err := os.MkdirTemp("", "zcanned")
+	if err != nil {
+		fatal(b, err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "s.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		fatal(b, err)
+	}
+	initResult := fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{"tools":{}},"serverInfo":{"name":"canned","version":"0"}}`, mcp.LATEST_PROTOCOL_VERSION)
+	callResult := `{"content":[{"type":"text","text":"{\"id\":\"!ops:localhost\",\"name\":\"ops\",\"transport\":\"matrix\"}"}],"structuredContent":{"id":"!ops:localhost","name":"ops","transport":"matrix"}}`
+	done := make(chan struct{})
+	go func() { // owner: BenchToolCallCanned; ends when the bridge goes
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		if _, err := r.ReadBytes('\n'); err != nil { // the bridge's hello
+			return
+		}
+		if _, err := c.Write([]byte(`{"zooid_ok":true}` + "\n")); err != nil {
+			return
+		}
+		var out []byte
+		for {
+			line, err := r.ReadBytes('\n')
+			if err != nil {
+				return
+			}
+			var probe struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if json.Unmarshal(line, &probe) != nil || len(probe.ID) == 0 {
+				continue // a notification
+			}
+			result := callResult
+			if probe.Method == "initialize" {
+				result = initResult
+			}
+			out = append(append(append(append(out[:0], `{"jsonrpc":"2.0","id":`...), probe.ID...), `,"result":`...), result...)
+			if _, err := c.Write(append(out, "}\n"...)); err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { ln.Close(); <-done }()
+	cl, err := mcpclient.NewStdioMCPClient(exe, append(os.Environ(), bridge.BindingEnv+"=bench"), "mcp", "--socket", sock)
+	if err != nil {
+		fatal(b, fmt.Errorf("starting the bridge: %w", err))
+	}
+	defer cl.Close()
+	callLoop(b, cl)
+}
+
+// callLoop initializes cl and makes b.N zooid_get_room_info calls.
+func callLoop(b *testing.B, cl *mcpclient.Client) {
 	ctx := context.Background()
 	if err := cl.Start(ctx); err != nil {
 		fatal(b, err)
@@ -242,13 +321,32 @@ func BenchToolCallNoHomeserver(b *testing.B) {
 	var req mcp.CallToolRequest
 	req.Params.Name = tools.GetRoomInfo
 	req.Params.Arguments = map[string]any{}
+	cpu0 := cpuTime()
 	for b.Loop() {
 		res, err := cl.CallTool(ctx, req)
 		if err != nil {
 			fatal(b, err)
 		}
-		if res.IsError {
-			fatal(b, fmt.Errorf("%s answered an error: %v", tools.GetRoomInfo, res.Content))
+		if res.IsError || len(res.Content) != 1 {
+			fatal(b, fmt.Errorf("%s answered %v (error %v)", tools.GetRoomInfo, res.Content, res.IsError))
 		}
 	}
+	reportCPU(b, cpu0)
+}
+
+// cpuTime is this process's CPU time so far, user and system. Per call it
+// says what a layer costs whatever else the machine is doing, which the
+// wall time of a call on a loaded machine does not.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports the process's CPU time since start per iteration, as
+// "cpu-ns/op".
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -19,13 +20,15 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: zooid bench [--short] [--suite] [--synapse [--runs N]] [--agents N --sessions N] [--check BASELINE.json] [--write-baseline BASELINE.json] [--json]")
+		fmt.Fprintln(stderr, "usage: zooid bench [--short] [--items 2,3] [--suite] [--synapse [--runs N] [--synapse-sizes 1000,10000]] [--agents N --sessions N] [--check BASELINE.json] [--write-baseline BASELINE.json] [--json]")
 		fs.PrintDefaults()
 	}
 	short := fs.Bool("short", false, "the CI version: seconds, rooms up to 10k events, 10 agents × 2 sessions")
 	suite := fs.Bool("suite", false, "also time the whole fake feature suite")
-	synapse := fs.Bool("synapse", false, "also time each feature file on fakehs and on Synapse (needs docker; long)")
+	synapse := fs.Bool("synapse", false, "also measure on Synapse (needs docker; long): history pages in rooms of --synapse-sizes events, and each feature file on fakehs and on Synapse")
 	runs := fs.Int("runs", 3, "with --synapse: runs of each feature file per homeserver (the median counts)")
+	synSizes := fs.String("synapse-sizes", "1000,10000", "with --synapse: the sizes, in events, of the Synapse rooms whose pages are measured (the first is the one the others are divided by)")
+	itemList := fs.String("items", "", "measure only these issue 15 items, comma-separated (1–5; default all, 1 only with --synapse)")
 	agents := fs.Int("agents", 0, "agents of the idle-sessions measure (default 200, 10 with --short)")
 	sessions := fs.Int("sessions", 0, "sessions per agent of the idle-sessions measure (default 5, 2 with --short)")
 	check := fs.String("check", "", "fail when a checked value is more than --factor times its value in this baseline file")
@@ -39,13 +42,22 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "zooid bench: unexpected arguments: %v\n", fs.Args())
 		return 2
 	}
+	items, err := intList(*itemList, 1, 5)
+	if err != nil {
+		fmt.Fprintf(stderr, "zooid bench: --items: %v\n", err)
+		return 2
+	}
+	sizes, err := intList(*synSizes, 1000, 1_000_000)
+	if err != nil || len(sizes) < 2 {
+		fmt.Fprintf(stderr, "zooid bench: --synapse-sizes: want two sizes or more, each 1000–1000000: %v\n", err)
+		return 2
+	}
 	if (*agents == 0) != (*sessions == 0) {
 		fmt.Fprintln(stderr, "zooid bench: give --agents and --sessions together")
 		return 2
 	}
 	var base bench.Baseline
 	if *check != "" {
-		var err error
 		if base, err = bench.ReadBaseline(*check); err != nil {
 			fmt.Fprintf(stderr, "zooid bench: %v\n", err)
 			return 2
@@ -53,8 +65,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	t, err := bench.Run(ctx, bench.Options{Short: *short, Suite: *suite, Synapse: *synapse, Runs: *runs,
-		Agents: *agents, Sessions: *sessions, Log: stderr})
+	t, err := bench.Run(ctx, bench.Options{Short: *short, Suite: *suite, Synapse: *synapse, Runs: *runs, SynapseSizes: sizes,
+		Items: items, Agents: *agents, Sessions: *sessions, Log: stderr})
 	t.Command = "zooid bench " + strings.Join(args, " ")
 	if *asJSON {
 		data, _ := json.MarshalIndent(t, "", "  ")
@@ -80,4 +92,20 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "zooid bench: every checked value is within %g× of %s\n", *factor, *check)
 	}
 	return 0
+}
+
+// intList parses "1,2,3" into numbers each within lo..hi; "" is none.
+func intList(s string, lo, hi int) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < lo || n > hi {
+			return nil, fmt.Errorf("%q is not a number from %d to %d", f, lo, hi)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

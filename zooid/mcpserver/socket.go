@@ -210,7 +210,10 @@ func (c *conn) writeLine(v any) error {
 	}
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
-	if _, err := c.w.Write(append(data, '\n')); err != nil {
+	if _, err := c.w.Write(data); err != nil {
+		return fmt.Errorf("writing to bridge: %w", err)
+	}
+	if err := c.w.WriteByte('\n'); err != nil {
 		return fmt.Errorf("writing to bridge: %w", err)
 	}
 	if err := c.w.Flush(); err != nil {
