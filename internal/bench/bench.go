@@ -317,12 +317,14 @@ func sizeLabel(n int) string {
 // most requests a page made.
 func measurePages(o Options, logf func(string, ...any), prefix, where string, rooms map[int]*Room, sizes []int, benchtime string, check bool) ([]Row, error) {
 	pageNs := map[string]map[int]float64{}
+	extra := map[string]map[int]map[string]float64{} // the fastest run's metrics
 	reqs := map[string]float64{}
 	for i := range rounds {
 		logf("round %d of %d: history pages on %s", i+1, rounds, where)
 		for _, tool := range Tools {
 			if pageNs[tool.Name] == nil {
 				pageNs[tool.Name] = map[int]float64{}
+				extra[tool.Name] = map[int]map[string]float64{}
 			}
 			for _, size := range sizes {
 				r, err := measure(tool.Name, benchtime, func(b *testing.B) { BenchPage(b, rooms[size], tool) })
@@ -331,6 +333,7 @@ func measurePages(o Options, logf func(string, ...any), prefix, where string, ro
 				}
 				if old, ok := pageNs[tool.Name][size]; !ok || nsPerOp(r) < old {
 					pageNs[tool.Name][size] = nsPerOp(r)
+					extra[tool.Name][size] = r.Extra
 				}
 				reqs[tool.Name] = max(reqs[tool.Name], r.Extra["requests/op"])
 			}
@@ -352,8 +355,41 @@ func measurePages(o Options, logf func(string, ...any), prefix, where string, ro
 		}
 		rows = append(rows, Row{Item: 3, Key: prefix + "requests/" + tool.Name, What: label + tool.Name + ": homeserver requests per page (most over the sizes)",
 			Value: reqs[tool.Name], Unit: "requests", Goal: "constant (TestPageRequestsBounded)", Check: check})
+		if r := endpointRow(prefix, label, tool.Name, sizes, extra[tool.Name]); r != nil {
+			rows = append(rows, *r)
+		}
 	}
 	return rows, nil
+}
+
+// endpointRow says where a page's homeserver time went, endpoint by
+// endpoint, at the smallest and the largest size, from the "ns/op:<endpoint>"
+// metrics BenchPage reports when the room times its requests; its value is
+// the growth of the endpoint that grew most. Nil when nothing was timed.
+func endpointRow(prefix, label, tool string, sizes []int, extra map[int]map[string]float64) *Row {
+	lo, hi := sizes[0], sizes[len(sizes)-1]
+	var eps []string
+	for k := range extra[hi] {
+		if ep, ok := strings.CutPrefix(k, "ns/op:"); ok {
+			eps = append(eps, ep)
+		}
+	}
+	if len(eps) == 0 {
+		return nil
+	}
+	sort.Strings(eps)
+	var parts []string
+	worst, growth := "", 0.0
+	for _, ep := range eps {
+		a, b := extra[lo]["ns/op:"+ep], extra[hi]["ns/op:"+ep]
+		parts = append(parts, fmt.Sprintf("%s %s → %s", ep, dur(a), dur(b)))
+		if a > 0 && b/a > growth {
+			worst, growth = ep, b/a
+		}
+	}
+	return &Row{Item: 3, Key: fmt.Sprintf("%sendpoints/%s", prefix, tool),
+		What:  fmt.Sprintf("%s%s: homeserver time a page by endpoint, at %s → at %s events; the one that grew most: %s", label, tool, sizeLabel(lo), sizeLabel(hi), worst),
+		Value: growth, Unit: "×", From: strings.Join(parts, "; ")}
 }
 
 // sessionRows is item 4: idle sessions in one daemon.

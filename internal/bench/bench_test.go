@@ -66,3 +66,32 @@ func TestRegressions(t *testing.T) {
 		t.Fatalf("baseline of the checked rows: %v", b)
 	}
 }
+
+func TestEndpointNamesWhatARoomIsAskedFor(t *testing.T) {
+	for path, want := range map[string]string{
+		"/_matrix/client/v3/rooms/!r:x/messages":                 "messages",
+		"/_matrix/client/v3/rooms/!r:x/state/m.room.member/@a:x": "state",
+		"/_matrix/client/v1/rooms/!r:x/relations/$e/m.thread":    "relations",
+		"/_matrix/client/v1/rooms/!r:x/threads":                  "threads",
+		"/_matrix/client/v3/joined_rooms":                        "joined_rooms",
+	} {
+		if got := endpoint(path); got != want {
+			t.Errorf("endpoint(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+func TestEndpointRowNamesTheEndpointThatGrew(t *testing.T) {
+	extra := map[int]map[string]float64{
+		1000:  {"ns/op:messages": 40e6, "ns/op:state": 2e6, "requests/op": 3},
+		10000: {"ns/op:messages": 380e6, "ns/op:state": 2e6, "requests/op": 3},
+	}
+	r := endpointRow("synapse/", "Synapse: ", "zooid_get_history", []int{1000, 10000}, extra)
+	if r == nil || r.Key != "synapse/endpoints/zooid_get_history" || r.Value != 9.5 ||
+		!strings.HasSuffix(r.What, "the one that grew most: messages") || r.From != "messages 40.00 ms → 380.00 ms; state 2.00 ms → 2.00 ms" {
+		t.Fatalf("row: %+v", r)
+	}
+	if endpointRow("", "", "zooid_get_history", []int{1000, 10000}, map[int]map[string]float64{10000: {"requests/op": 3}}) != nil {
+		t.Fatal("a row without timed endpoints")
+	}
+}

@@ -35,6 +35,9 @@ type Room struct {
 	// count is the homeserver requests made so far (fakehs counts them; on
 	// Synapse the reading client does).
 	count func() int
+	// spent, when set, is the time the reading client's requests took so
+	// far by endpoint (Synapse rooms).
+	spent func() map[string]time.Duration
 }
 
 // Close stops the room's servers (a Synapse room's container is its
@@ -148,6 +151,10 @@ func BenchPage(b *testing.B, r *Room, tool Tool) {
 		fatal(b, fmt.Errorf("%s: %w", tool.Name, err))
 	}
 	req0 := r.count()
+	var spent0 map[string]time.Duration
+	if r.spent != nil {
+		spent0 = r.spent()
+	}
 	b.ResetTimer()
 	for b.Loop() {
 		if _, n, err := tool.Page(ctx, r, PageLimit, next); err != nil || n != PageLimit {
@@ -155,6 +162,14 @@ func BenchPage(b *testing.B, r *Room, tool Tool) {
 		}
 	}
 	b.ReportMetric(float64(r.count()-req0)/float64(b.N), "requests/op")
+	if r.spent != nil {
+		// Each endpoint's time a page, as the metric "ns/op:<endpoint>".
+		for ep, d := range r.spent() {
+			if d -= spent0[ep]; d > 0 {
+				b.ReportMetric(float64(d)/float64(b.N), "ns/op:"+ep)
+			}
+		}
+	}
 }
 
 // RoomInfoDirect is zooid_get_room_info's handler alone, in-process against

@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,8 +33,10 @@ type Synapse struct {
 	push *httptest.Server
 	reg  *appservice.Registration
 	// reqs counts the requests the reading clients made (Synapse has no
-	// counter of its own to ask).
-	reqs atomic.Int64
+	// counter of its own to ask), and spent adds up their time by endpoint.
+	reqs    atomic.Int64
+	spentMu sync.Mutex
+	spent   map[string]time.Duration
 }
 
 // StartSynapse starts the container; Close removes it.
@@ -46,7 +50,7 @@ func StartSynapse(ctx context.Context) (*Synapse, error) {
 		push.Close()
 		return nil, fmt.Errorf("starting synapse: %w", err)
 	}
-	return &Synapse{c: c, push: push, reg: reg}, nil
+	return &Synapse{c: c, push: push, reg: reg, spent: map[string]time.Duration{}}, nil
 }
 
 // Close terminates the container.
@@ -55,12 +59,39 @@ func (s *Synapse) Close() error {
 	return s.c.Terminate(context.Background())
 }
 
-// countingTransport counts the requests it carries.
-type countingTransport struct{ n *atomic.Int64 }
+// countingTransport counts the requests it carries and times them by
+// endpoint, until the response's headers (Synapse's answers are small).
+type countingTransport struct{ s *Synapse }
 
 func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	t.n.Add(1)
-	return http.DefaultTransport.RoundTrip(r)
+	t.s.reqs.Add(1)
+	start := time.Now()
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	el := time.Since(start)
+	t.s.spentMu.Lock()
+	t.s.spent[endpoint(r.URL.Path)] += el
+	t.s.spentMu.Unlock()
+	return resp, err
+}
+
+// endpoint names a client-server API path by what it asks a room for:
+// /_matrix/client/v3/rooms/!r/messages is "messages", …/rooms/!r/state/… is
+// "state".
+func endpoint(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	for i, p := range parts {
+		if p == "rooms" && i+2 < len(parts) {
+			return parts[i+2]
+		}
+	}
+	return parts[len(parts)-1]
+}
+
+// Spent is the time the reading clients' requests took so far, by endpoint.
+func (s *Synapse) Spent() map[string]time.Duration {
+	s.spentMu.Lock()
+	defer s.spentMu.Unlock()
+	return maps.Clone(s.spent)
 }
 
 // client acts as uid through the appservice, registering it first if new.
@@ -71,7 +102,7 @@ func (s *Synapse) client(ctx context.Context, uid id.UserID, counted bool) (*mau
 	}
 	cli.SetAppServiceUserID = true
 	if counted {
-		cli.Client = &http.Client{Timeout: cli.Client.Timeout, Transport: countingTransport{&s.reqs}}
+		cli.Client = &http.Client{Timeout: cli.Client.Timeout, Transport: countingTransport{s}}
 	}
 	_, _, err = cli.Register(ctx, &mautrix.ReqRegister[any]{Username: uid.Localpart(), Type: mautrix.AuthTypeAppservice, InhibitLogin: true})
 	if err != nil && !errors.Is(err, mautrix.MUserInUse) {
@@ -174,7 +205,7 @@ func (s *Synapse) SeedRoom(ctx context.Context, n int, logf func(string, ...any)
 		if len(roots) > 20 {
 			roots = roots[len(roots)-20:]
 		}
-		if logf != nil && (hi%1000 == 0 || hi == n) {
+		if logf != nil && (hi/1000 != (lo-1)/1000 || hi == n) {
 			logf("Synapse room of %d: %d sent, %.0f a second", n, hi, float64(hi)/time.Since(start).Seconds())
 		}
 	}
@@ -184,7 +215,7 @@ func (s *Synapse) SeedRoom(ctx context.Context, n int, logf func(string, ...any)
 		}
 		return nil
 	}})
-	return &Room{H: h, Long: ids[0], count: func() int { return int(s.reqs.Load()) },
+	return &Room{H: h, Long: ids[0], count: func() int { return int(s.reqs.Load()) }, spent: s.Spent,
 		C: tools.Caller{Agent: "agent-a", UserID: agent, Transport: "matrix", Room: room, Rooms: []id.RoomID{room}}}, nil
 }
 
