@@ -21,6 +21,18 @@ type asState struct {
 	queue  []*evt
 	signal chan struct{} // capacity 1: "the queue grew"
 	txnSeq int64
+	// pushed is every transaction delivered, for Repush; repush the ones
+	// queued to go again, before the queue; repushed counts those delivered.
+	pushed   []pushedTxn
+	repush   []pushedTxn
+	repushed int
+	heldBack int // looks at the queues while stopped (restart_test.go)
+}
+
+// pushedTxn is one transaction as it was delivered.
+type pushedTxn struct {
+	id     string
+	events []*evt
 }
 
 type nsRegex struct {

@@ -23,6 +23,23 @@ func (s *Server) runPusher(as *asState) {
 	client := &http.Client{Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
 	for {
+		if s.restart.paused.Load() {
+			// Stopped: nothing is pushed until Restart wakes the pusher.
+			as.heldBackOnce()
+			select {
+			case <-as.signal:
+				continue
+			case <-s.ctx.Done():
+				return
+			}
+		}
+		if again, ok := as.nextRepush(); ok {
+			if !s.deliver(client, as, again.id, s.transactionBody(again.events)) {
+				return // closed
+			}
+			as.popRepush()
+			continue
+		}
 		batch := as.peek()
 		if len(batch) == 0 {
 			select {
@@ -38,8 +55,39 @@ func (s *Server) runPusher(as *asState) {
 		if !s.deliver(client, as, txnID, body) {
 			return // closed
 		}
-		as.pop(len(batch))
+		as.pop(len(batch), txnID)
 	}
+}
+
+// heldBackOnce counts a look at the queues while stopped, so a test can
+// wait for the pusher to have held back.
+func (as *asState) heldBackOnce() {
+	as.qmu.Lock()
+	defer as.qmu.Unlock()
+	as.heldBack++
+}
+
+func (as *asState) heldBackCount() int {
+	as.qmu.Lock()
+	defer as.qmu.Unlock()
+	return as.heldBack
+}
+
+// nextRepush is the next transaction Repush queued, if any.
+func (as *asState) nextRepush() (pushedTxn, bool) {
+	as.qmu.Lock()
+	defer as.qmu.Unlock()
+	if len(as.repush) == 0 {
+		return pushedTxn{}, false
+	}
+	return as.repush[0], true
+}
+
+func (as *asState) popRepush() {
+	as.qmu.Lock()
+	defer as.qmu.Unlock()
+	as.repush = as.repush[1:]
+	as.repushed++
 }
 
 func (as *asState) peek() []*evt {
@@ -49,19 +97,27 @@ func (as *asState) peek() []*evt {
 	return append([]*evt(nil), as.queue[:n]...)
 }
 
-func (as *asState) pop(n int) {
+// pop drops the n events delivered as transaction txnID from the queue and
+// keeps the transaction for Repush.
+func (as *asState) pop(n int, txnID string) {
 	as.qmu.Lock()
 	defer as.qmu.Unlock()
+	as.pushed = append(as.pushed, pushedTxn{id: txnID, events: as.queue[:n:n]})
 	as.queue = append(as.queue[:0:0], as.queue[n:]...)
 }
 
-// Pending returns how many events wait to be pushed to the appservice with this id.
+// Pending returns how many events wait to be pushed to the appservice with
+// this id, those Repush queued again included.
 func (s *Server) Pending(asID string) int {
 	for _, as := range s.asList {
 		if as.reg.ID == asID {
 			as.qmu.Lock()
 			defer as.qmu.Unlock()
-			return len(as.queue)
+			n := len(as.queue)
+			for _, t := range as.repush {
+				n += len(t.events)
+			}
+			return n
 		}
 	}
 	return 0

@@ -70,6 +70,9 @@ type Server struct {
 	connMu sync.Mutex
 	fresh  map[net.Conn]bool
 
+	// restart is Stop and Restart's bookkeeping (restart.go).
+	restart restartState
+
 	mu     sync.RWMutex
 	state  *store
 	faults *faultSet
@@ -126,12 +129,7 @@ func Start(opts ...Option) (*Server, error) {
 	s.listener = ln
 	s.url = "http://" + ln.Addr().String()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.http = &http.Server{
-		Handler:           s.handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return s.ctx },
-		ConnState:         s.trackConn,
-	}
+	s.http = s.newHTTPServer()
 	s.fresh = map[net.Conn]bool{}
 	for _, as := range s.asList {
 		s.wg.Add(1)
@@ -147,6 +145,16 @@ func Start(opts ...Option) (*Server, error) {
 	return s, nil
 }
 
+// newHTTPServer is the HTTP server Start and Restart serve with.
+func (s *Server) newHTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s.handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return s.ctx },
+		ConnState:         s.trackConn,
+	}
+}
+
 // URL is the server's base URL, like "http://127.0.0.1:PORT".
 func (s *Server) URL() string { return s.url }
 
@@ -157,13 +165,14 @@ func (s *Server) ServerName() string { return s.cfg.serverName }
 func (s *Server) Close() error {
 	s.once.Do(func() {
 		s.cancel()
+		srv := s.closeOutage() // a stopped server's is already closed
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		done := make(chan error, 1)
-		go func() { done <- s.http.Shutdown(ctx) }()
+		go func() { done <- srv.Shutdown(ctx) }()
 		s.closeFreshConns()
 		if err := <-done; err != nil {
-			_ = s.http.Close()
+			_ = srv.Close()
 			s.closeErr = fmt.Errorf("shutting down fakehs: %w", err)
 		}
 		s.wg.Wait()

@@ -50,6 +50,7 @@ func definitions(w *world) []stepDef {
 	all = append(all, replaySteps(w)...)
 	all = append(all, longSteps(w)...)
 	all = append(all, faultSteps(w)...)
+	all = append(all, restartSteps(w)...)
 	all = append(all, piSteps(w)...)
 	return all
 }

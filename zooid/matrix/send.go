@@ -14,11 +14,18 @@ import (
 	"maunium.net/go/mautrix/id"
 )
 
+// defaultSendPatience is how long a send keeps retrying a homeserver that is down or
+// failing, at the least: longer than Synapse takes to restart. With the backoff capped at
+// 10 s that is about a dozen tries.
+const defaultSendPatience = time.Minute
+
 // Send posts an event into room as the agent user as, with txnID as the Matrix transaction
 // id so that a retry (here or by the caller) can't post twice. A 429 waits the server's
 // retry_after_ms (bounded) and retries; 5xx, connection failures and a try left unanswered
 // for Options.PostTimeout back off and retry with the same txn id; any other 4xx fails at
-// once with the Matrix errcode in the error. An
+// once with the Matrix errcode in the error. It gives up after sendAttempts tries, but not
+// before sendPatience has passed since the first: a homeserver restarting (down, or
+// answering 502 behind its proxy) for less than that gets the post once it is back. An
 // empty txnID gets a random one, shared by the retries of this call.
 // Hand-written rather than mautrix's retries, which read only the Retry-After header (Synapse
 // gives retry_after_ms in the body), wait up to 10 minutes and log through zerolog, not slog.
@@ -32,7 +39,8 @@ func (t *Transport) Send(ctx context.Context, as id.UserID, room id.RoomID, evTy
 		return "", fmt.Errorf("sending %s to %s: no client for %s", evType.Type, room, as)
 	}
 	var lastErr error
-	for attempt := 1; attempt <= t.sendAttempts; attempt++ {
+	began := time.Now()
+	for attempt := 1; ; attempt++ {
 		// mautrix's own retries are off: this loop owns the policy and the txn id.
 		// Each try has a deadline of its own: a homeserver that accepted the
 		// request and never answers would otherwise hold it for the client's
@@ -49,7 +57,7 @@ func (t *Transport) Send(ctx context.Context, as id.UserID, room id.RoomID, evTy
 			return "", fmt.Errorf("sending %s to %s as %s: %w", evType.Type, room, as, ctx.Err())
 		}
 		wait, retry := t.retryPolicy(err, attempt)
-		if !retry || attempt == t.sendAttempts {
+		if !retry || (attempt >= t.sendAttempts && time.Since(began)+wait > t.sendPatience) {
 			break
 		}
 		t.log.Warn("send failed, retrying", "user", as, "room", room, "txn", txnID, "attempt", attempt, "retry_in", wait, "err", err)

@@ -140,6 +140,9 @@ type Transport struct {
 	backoffBase   time.Duration
 	maxRetryAfter time.Duration
 	syncTimeout   time.Duration
+	// sendPatience is how long Send keeps retrying past sendAttempts: a
+	// homeserver restart should not lose a post.
+	sendPatience time.Duration
 	// syncTimelineLimit is the timeline size asked of /sync and the page size of gap fills.
 	syncTimelineLimit int
 }
@@ -174,6 +177,7 @@ func New(opts Options) (*Transport, error) {
 		backoffBase:   250 * time.Millisecond,
 		maxRetryAfter: 30 * time.Second,
 		syncTimeout:   30 * time.Second,
+		sendPatience:  defaultSendPatience,
 
 		syncTimelineLimit: 100,
 	}

@@ -715,6 +715,67 @@ func TestSendGivesUpAnUnansweredTry(t *testing.T) {
 	}
 }
 
+// A send outlasts a homeserver that is down for more than sendAttempts tries
+// and lands once it is back; without patience it gives up after those tries.
+func TestSendRidesOutAHomeserverRestart(t *testing.T) {
+	e := newEnv(t, true)
+	tr := start(t, e.opts, newRecorder().handle)
+	general, _ := tr.RoomID("#general:localhost")
+	ctx := context.Background()
+	sendPath := "/_matrix/client/v3/rooms/*/send/m.room.message/*"
+	turnedAway := func(txn string) int {
+		n := 0
+		for _, r := range e.hs.TurnedAwayRequests() {
+			if r.Method == http.MethodPut && strings.HasSuffix(r.Path, "/"+txn) {
+				n++
+			}
+		}
+		return n
+	}
+	down := tr.sendAttempts + 2
+	if err := e.hs.StopUntil(fakehs.Fault{Method: http.MethodPut, PathPattern: sendPath, User: userA}, down); err != nil {
+		t.Fatal(err)
+	}
+	msg := &event.MessageEventContent{MsgType: event.MsgNotice, Body: "through the outage"}
+	eid, err := tr.Send(ctx, userA, general, event.EventMessage, msg, "txn-outage")
+	if err != nil {
+		t.Fatalf("send through a restart: %v; turned away %+v", err, e.hs.TurnedAwayRequests())
+	}
+	if n := turnedAway("txn-outage"); n != down {
+		t.Fatalf("turned away %d tries of the send, want %d: %+v", n, down, e.hs.TurnedAwayRequests())
+	}
+	posted := 0
+	for _, ev := range e.hs.Events(general) {
+		if ev.Type == event.EventMessage && ev.Content.AsMessage().Body == msg.Body {
+			posted++
+			if ev.ID != eid {
+				t.Fatalf("posted %s, Send returned %s", ev.ID, eid)
+			}
+		}
+	}
+	if posted != 1 {
+		t.Fatalf("posted %d times, want once", posted)
+	}
+
+	tr.sendPatience = 0
+	if err := e.hs.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	// The connection kept alive is closed now; the first try opens a new one
+	// rather than fail on it unseen.
+	// (The clients' retryReads sends through http.DefaultTransport.)
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+	if _, err := tr.Send(ctx, userA, general, event.EventMessage, msg, "txn-gives-up"); err == nil {
+		t.Fatal("a send to a stopped homeserver without patience succeeded")
+	}
+	if n := turnedAway("txn-gives-up"); n != tr.sendAttempts {
+		t.Fatalf("without patience the send was tried %d times, want %d", n, tr.sendAttempts)
+	}
+	if err := e.hs.Restart(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestNewRejectsBadOptions(t *testing.T) {
 	cases := []struct {
 		name string
