@@ -65,3 +65,16 @@ Feature: The daemon killed between a post and the journal write that records it
     And the trace of "#ops" records coder posting "svc-a is up" once
     And coder is prompted once with "is svc-a up?"
     And coder has posted nothing containing "interrupted"
+
+  Scenario: killed after a task's root is posted, before the task journal records it
+    Given the daemon runs as its own process
+    And coder will reply "svc-a is clean"
+    And the daemon will be killed at its fault point "task.root_posted"
+    When ori says in "#ops": "@planner please audit svc-a"
+    And planner calls zooid_start_task_threads with {"tasks": [{"agent": "coder", "prompt": "audit svc-a"}]}, and the daemon dies before answering
+    Then the daemon dies at "task.root_posted" and is started again
+    And the task "audit svc-a" has exactly one root in "#ops"
+    And the task "audit svc-a" ends complete with "svc-a is clean"
+    And coder is prompted once with the task "audit svc-a", under a header from planner
+    And planner's thread gets a notice with the result of "audit svc-a"
+    And planner is woken once with the result of "audit svc-a"

@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"maunium.net/go/mautrix/id"
+
 	"github.com/zooid-dev/zooid/fakehs"
 	"github.com/zooid-dev/zooid/internal/faultpoint"
 	"github.com/zooid-dev/zooid/steps/fakeagent"
@@ -49,12 +51,20 @@ func faultSteps(w *world) []stepDef {
 			fn:      w.stepFaultsCleared},
 		{area: "setup", pattern: `^the daemon will be killed at its fault point "([a-z_.]+)"$`,
 			example: `the daemon will be killed at its fault point "task.result_posted"`,
-			doc:     "Arms a point of the daemon process (internal/faultpoint: turn.closing_journaled, turn.reply_posted, task.result_posted), each between a post and the journal write that records it: the daemon SIGKILLs itself the next time it gets there.",
+			doc:     "Arms a point of the daemon process (internal/faultpoint.Points: turn.closing_journaled, turn.reply_posted, task.result_posted, task.root_posted between a post and the journal write that records it; turn.end_traced between the journal and the trace): the daemon SIGKILLs itself the next time it gets there.",
 			fn:      w.stepArmFaultPoint},
 		{area: "setup", pattern: `^the daemon dies at "([a-z_.]+)" and is started again$`,
 			example: `the daemon dies at "task.result_posted" and is started again`,
 			doc:     "Waits until the daemon process has killed itself at that armed point (its log says so), then starts a new daemon on the same state dir, waiting until it is ready.",
 			fn:      w.stepDiesAtFaultPoint},
+		{area: "tools", pattern: `^([a-z0-9-]+) calls zooid_start_task_threads with (\{.*\}), and the daemon dies before answering$`,
+			example: `planner calls zooid_start_task_threads with {"tasks": [{"agent": "coder", "prompt": "audit svc-a"}]}, and the daemon dies before answering`,
+			doc:     "Makes the call as the plain call step does but waits for no result (the daemon is to die at an armed fault point meanwhile); its tasks are known by their prompts, and a later \"has exactly one root\" step finds each one's thread in the room.",
+			fn:      w.stepStartCutShort},
+		{area: "posts", pattern: `^the task "([^"]+)" has exactly one root in "(#[a-z0-9-]+)"$`,
+			example: `the task "audit svc-a" has exactly one root in "#ops"`,
+			doc:     "Exactly one top-level message of the room from the task's caller carries dev.zooid.thread_start for its assignee with its prompt; it becomes the task's thread (for a task whose start result never came back).",
+			fn:      w.stepOneRoot},
 		{area: "script", pattern: `^([a-z0-9-]+) will flood the thread with (\d+) bytes of prose$`,
 			example: `agent-a will flood the thread with 2000000 bytes of prose`,
 			doc:     "Queues a turn that streams a long text of that many bytes (made as the long reply's prose is) in chunks of about 32 KiB, and ends.",
@@ -195,6 +205,81 @@ func (w *world) stepDiesAtFaultPoint(ctx context.Context, point string) error {
 		return fmt.Errorf("finding this executable: %w", err)
 	}
 	return w.spawnDaemon(ctx, exe)
+}
+
+func (w *world) stepStartCutShort(ctx context.Context, agent, js string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	if w.tw().proc == nil {
+		return errors.New("only a daemon process can die mid-call: declare \"the daemon runs as its own process\" first")
+	}
+	args, err := w.toolArgs(agent, js)
+	if err != nil {
+		return err
+	}
+	f := w.focus[agent]
+	if f == nil {
+		return fmt.Errorf("%s is answering no mention yet: have someone mention it first", agent)
+	}
+	if err := w.waitPrompted(ctx, agent, f.core); err != nil {
+		return err
+	}
+	specs, _ := args["tasks"].([]any)
+	if len(specs) == 0 {
+		return errors.New("the call starts no task")
+	}
+	notify, _ := args["notify"].(string)
+	if notify == "" {
+		notify = "caller"
+	}
+	w.ctl.Queue(agent, fakeagent.Turn{fakeagent.CallTool("zooid_start_task_threads", args), fakeagent.Stop("end_turn")})
+	w.stepSeq++
+	if _, err := w.say(ctx, f.sender, f.room.name, fmt.Sprintf("@%s go on (%d)", agent, w.stepSeq), f.root, true); err != nil {
+		return err
+	}
+	tw := w.tw()
+	for _, sp := range specs {
+		spec, _ := sp.(map[string]any)
+		assignee, _ := spec["agent"].(string)
+		prompt, _ := spec["prompt"].(string)
+		tw.tasks = append(tw.tasks, &taskRef{caller: agent, agent: assignee, prompt: prompt, notify: notify,
+			room: f.room, origin: w.rootPost(f)})
+	}
+	return nil
+}
+
+func (w *world) stepOneRoot(ctx context.Context, s, roomName string) error {
+	t, err := w.task(s)
+	if err != nil {
+		return err
+	}
+	r, err := w.room(ctx, roomName)
+	if err != nil {
+		return err
+	}
+	msgs, err := w.readRaw(ctx, r)
+	if err != nil {
+		return err
+	}
+	caller, assignee := w.names().agent(t.caller), w.names().agent(t.agent)
+	var roots []id.EventID
+	for _, m := range msgs {
+		start, ok := m.content[zevent.KeyThreadStart].(map[string]any)
+		body, _ := m.content["body"].(string)
+		if ok && m.thread == "" && m.ev.Sender == caller && start["assignee"] == t.agent &&
+			strings.Contains(body, string(assignee)) && strings.Contains(body, t.prompt) {
+			roots = append(roots, m.ev.ID)
+		}
+	}
+	if len(roots) != 1 {
+		return fmt.Errorf("%s has %d roots in %s (%v), want exactly one", t, len(roots), roomName, roots)
+	}
+	if t.thread != "" && t.thread != roots[0] {
+		return fmt.Errorf("%s started in %s, but its root in %s is %s", t, t.thread, roomName, roots[0])
+	}
+	t.thread, t.room = roots[0], r
+	return nil
 }
 
 func (w *world) stepWillFlood(agent, n string) error {

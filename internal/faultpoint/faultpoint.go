@@ -30,13 +30,16 @@ const (
 	// TaskResultPosted: a task's dev.zooid.thread_result is posted, the task
 	// journal does not say so yet.
 	TaskResultPosted = "task.result_posted"
+	// TaskRootPosted: a task's root is posted, the task journal still says
+	// reserved (its post uncertain).
+	TaskRootPosted = "task.root_posted"
 	// TurnEndTraced: a turn's end is in the trace; the turn journal let go
 	// of the turn just before.
 	TurnEndTraced = "turn.end_traced"
 )
 
 // Points lists every point, for the harness to refuse a misspelt one.
-var Points = []string{TurnClosingJournaled, TurnReplyPosted, TaskResultPosted, TurnEndTraced}
+var Points = []string{TurnClosingJournaled, TurnReplyPosted, TaskResultPosted, TurnEndTraced, TaskRootPosted}
 
 var file = os.Getenv(Env)
 

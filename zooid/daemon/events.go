@@ -103,7 +103,8 @@ const (
 
 // replayThreadMemory rebuilds who is being addressed in each thread from recent
 // history, so a bare human reply after a daemon restart still reaches the agent
-// the thread was talking to. It reads as an agent bound to each room and wakes
+// the thread was talking to, and binds task roots to their tasks (see
+// tasks.Manager.TaskForRoot). It reads as an agent bound to each room and wakes
 // nobody; a room it cannot read is logged and skipped.
 func (d *Daemon) replayThreadMemory(ctx context.Context) {
 	r := d.routerOnce()
@@ -129,6 +130,12 @@ func (d *Daemon) replayThreadMemory(ctx context.Context) {
 				continue
 			}
 			if msg, ok := router.MessageFromEvent(ev); ok {
+				if msg.IsTaskRoot {
+					// A root posted just before a crash that lost its journal
+					// write is adopted here, before Recover would cancel it;
+					// its delivery, still owed, wakes the assignee.
+					d.noteTaskRoot(ev)
+				}
 				if _, journaled := d.tasks.TaskByThread(room, ev.ID); msg.IsTaskRoot && !journaled {
 					msg.IsTaskRoot, msg.TaskAssignee = false, ""
 				}

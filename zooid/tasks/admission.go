@@ -11,6 +11,7 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/zooid-dev/zooid/internal/faultpoint"
 	"github.com/zooid-dev/zooid/zooid/tools"
 	"github.com/zooid-dev/zooid/zooid/zevent"
 )
@@ -121,33 +122,47 @@ func (m *Manager) openInRoomLocked(room id.RoomID) int {
 
 // post sends the root of t (one retry, same txn id) and records the outcome.
 func (m *Manager) post(ctx context.Context, t *Task) tools.TaskResult {
+	fl := &inflight{done: make(chan struct{})}
 	m.mu.Lock()
 	snap := t.clone()
+	m.posting[snap.AttemptID] = fl
 	m.mu.Unlock()
+	// Whatever the outcome, it is journaled before this returns: only then
+	// may a TaskForRoot waiting on the same root go on.
+	defer func() {
+		m.mu.Lock()
+		delete(m.posting, snap.AttemptID)
+		m.mu.Unlock()
+		close(fl.done)
+	}()
 	content := rootOf(snap)
 	// The post outlives a caller that hangs up: the reservation must end decided.
 	ctx = context.WithoutCancel(ctx)
 	evID, err := m.send(ctx, snap.Parent.UserID, snap.Room, event.EventMessage, content, snap.AttemptID)
 	if err != nil {
+		m.mu.Lock()
+		seen := fl.root
+		m.mu.Unlock()
+		if seen != "" {
+			// The root came back although the answers to its post were lost.
+			m.log.Warn("task root landed though its post failed", "attempt", snap.AttemptID, "thread", seen, "err", err)
+			evID, err = seen, nil
+		}
+	}
+	if err != nil {
 		m.log.Error("posting task root failed", "attempt", snap.AttemptID, "agent", snap.Agent, "room", snap.Room, "err", err)
-		done, uerr := m.update(snap.AttemptID, func(t *Task) error {
-			if t.ThreadID != "" {
-				// TaskForRoot saw the root: it landed though the responses were lost.
-				return nil
-			}
+		_, uerr := m.update(snap.AttemptID, func(t *Task) error {
 			m.closeLocked(t, &Result{Status: StatusFailed, Reason: ReasonPostFailed, Error: err.Error()}, m.opts.Now().UTC())
 			// The caller learns it from this result; there is no thread to post in.
 			t.Report = Report{Done: true}
 			return nil
 		})
-		if uerr == nil && done.ThreadID != "" {
-			return tools.TaskResult{Agent: snap.Agent, Status: tools.TaskStarted, ThreadID: done.ThreadID}
-		}
 		if uerr != nil {
 			m.log.Error("journaling failed task post", "attempt", snap.AttemptID, "err", uerr)
 		}
 		return tools.TaskResult{Agent: snap.Agent, Status: tools.TaskFailed, Reason: ReasonPostFailed}
 	}
+	faultpoint.Reach(faultpoint.TaskRootPosted)
 	done, uerr := m.update(snap.AttemptID, func(t *Task) error {
 		if t.ThreadID == "" {
 			t.ThreadID = evID
@@ -158,7 +173,7 @@ func (m *Manager) post(ctx context.Context, t *Task) tools.TaskResult {
 		return nil
 	})
 	if uerr == nil && done.ThreadID != evID {
-		// TaskForRoot bound another root first; the two can only differ if the
+		// Another root was bound first; the two can only differ if the
 		// homeserver ignored the txn id. The first root is the thread.
 		m.log.Warn("task root posted twice", "attempt", snap.AttemptID, "thread", done.ThreadID, "second", evID)
 		evID = done.ThreadID
@@ -176,6 +191,13 @@ func (m *Manager) post(ctx context.Context, t *Task) tools.TaskResult {
 	}
 	m.log.Info("task thread started", "attempt", snap.AttemptID, "agent", snap.Agent, "room", snap.Room, "thread", evID, "caller", snap.Parent.Agent)
 	return tools.TaskResult{Agent: snap.Agent, Status: tools.TaskStarted, ThreadID: evID}
+}
+
+// inflight is a root post under way: TaskForRoot notes the root it met and
+// waits for done, closed once post has journaled the outcome.
+type inflight struct {
+	done chan struct{}
+	root id.EventID // guarded by Manager.mu
 }
 
 // send posts with the attempt's txn id and retries once with the same txn id, so a

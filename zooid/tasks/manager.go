@@ -65,8 +65,11 @@ type Manager struct {
 	// queued in the order its results were posted (see deliver).
 	callers map[Parent]*sync.Mutex
 	stale   map[string]bool // attempts found open by Open, for Recover
-	closing bool            // Close has begun: no new work
-	closed  bool            // the journal is closed
+	// posting holds the attempts whose root post is in flight in this
+	// process (see post and TaskForRoot).
+	posting map[string]*inflight
+	closing bool // Close has begun: no new work
+	closed  bool // the journal is closed
 
 	// wg counts work Close waits for: Start calls, reports and TaskForRoot's
 	// background reports. Adds happen under mu while !closing.
@@ -117,6 +120,7 @@ func Open(opts Options) (*Manager, error) {
 		wakeQueued: map[string]bool{},
 		callers:    map[Parent]*sync.Mutex{},
 		stale:      map[string]bool{},
+		posting:    map[string]*inflight{},
 	}
 	for _, t := range ts {
 		m.tasks[t.AttemptID] = t
@@ -173,18 +177,35 @@ func (m *Manager) TaskByThread(room id.RoomID, root id.EventID) (Task, bool) {
 }
 
 // TaskForRoot identifies a thread root the daemon received that carries
-// dev.zooid.thread_start with attemptID, sent by sender. It closes two gaps: the
-// homeserver can deliver the root before Send has returned its event id, and a root
-// whose post was uncertain at a crash can arrive after Recover. The first binds the
-// thread to the reserved task (it is open from now on); the second binds it to the
-// closed task and posts the thread result into it. Unknown attempts, or a root from
-// another room or sender, are not tasks (false).
+// dev.zooid.thread_start with attemptID, sent by sender. It closes three gaps:
+//   - the homeserver can deliver the root before the post has journaled it: it
+//     waits for the post to finish (which takes the root as its thread, should
+//     its own answers be lost), so the task is journaled open before the root
+//     wakes anyone;
+//   - a root whose post was uncertain at a crash (the task still reserved) met
+//     before Recover, from the start-up history or the first deliveries: the
+//     task is adopted, open with that thread, and not cancelled by Recover;
+//   - such a root arriving after Recover: it is bound to the closed task and
+//     the thread result is posted into it.
+//
+// Unknown attempts, or a root from another room or sender, are not tasks (false).
 func (m *Manager) TaskForRoot(room id.RoomID, root id.EventID, sender id.UserID, attemptID string) (Task, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t, ok := m.tasks[attemptID]
 	if !ok || t.Room != room || t.Parent.UserID != sender || root == "" {
 		return Task{}, false
+	}
+	if fl, posting := m.posting[attemptID]; posting {
+		// The root came back before its post had journaled it: post records it
+		// (as its thread, should its own answers be lost) and this waits, so
+		// the journal says the task started before anyone is woken by it.
+		if fl.root == "" {
+			fl.root = root
+		}
+		m.mu.Unlock()
+		<-fl.done
+		m.mu.Lock()
 	}
 	if t.ThreadID != "" {
 		if t.ThreadID != root {
@@ -193,6 +214,7 @@ func (m *Manager) TaskForRoot(room id.RoomID, root id.EventID, sender id.UserID,
 		return t.clone(), true
 	}
 	prev := t.clone()
+	adopted := t.State == StateReserved && m.stale[attemptID]
 	t.ThreadID = root
 	if t.State == StateReserved {
 		t.State = StateOpen
@@ -207,6 +229,13 @@ func (m *Manager) TaskForRoot(room id.RoomID, root id.EventID, sender id.UserID,
 		*t = prev
 		m.log.Error("recording task thread", "attempt", attemptID, "thread", root, "err", err)
 		return Task{}, false
+	}
+	if adopted {
+		// Its post's journal write was lost to a crash, and nobody was
+		// woken by the root (that would have journaled it): nothing was
+		// interrupted, so the task goes on rather than being cancelled.
+		delete(m.stale, attemptID)
+		m.log.Info("task root posted before a restart adopted", "attempt", attemptID, "thread", root)
 	}
 	m.byThread[root] = t
 	if t.State == StateClosed && m.claimLocked(attemptID) {
@@ -224,11 +253,13 @@ func (m *Manager) TaskForRoot(room id.RoomID, root id.EventID, sender id.UserID,
 // Open are not touched.
 //
 // An attempt still reserved (its post uncertain: the daemon died between journaling
-// and learning the event id) is closed the same way, without a thread id, and
-// reported to the caller once. It is never re-posted: a re-post either duplicates a
-// root (the homeserver's txn memory is not forever) or opens a thread only to cancel
-// it. If that root did land, the daemon meets it carrying the attempt id and
-// TaskForRoot binds it and posts the thread result into it.
+// and learning the event id) whose root TaskForRoot has not met since Open is closed
+// the same way, without a thread id, and reported to the caller once. It is never
+// re-posted: a re-post either duplicates a root (the homeserver's txn memory is not
+// forever) or opens a thread only to cancel it. A reserved attempt whose root was
+// met (the daemon reads recent history before Recover) was adopted instead and runs
+// on. If a root lands only after Recover, the daemon meets it carrying the attempt
+// id and TaskForRoot binds it and posts the thread result into it.
 func (m *Manager) Recover(ctx context.Context) error {
 	if !m.enter() {
 		return ErrClosed

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -131,8 +132,11 @@ func TestTaskForRoot(t *testing.T) {
 	e := newEnv(t)
 	home := caller("alice", roomA, "$home")
 	var root sent
-	var early Task
-	var earlyOK bool
+	type bound struct {
+		task Task
+		ok   bool
+	}
+	early := make(chan bound, 1)
 	// The homeserver delivers the root before Send returns.
 	e.hs.setHook(func(s sent) {
 		attempt, _ := field(s.Content, zevent.KeyThreadStart, "attempt_id").(string)
@@ -146,18 +150,127 @@ func TestTaskForRoot(t *testing.T) {
 		if _, ok := e.m.TaskForRoot(roomB, "$pushed", "@alice:hs", attempt); ok {
 			t.Errorf("root in another room accepted")
 		}
-		early, earlyOK = e.m.TaskForRoot(roomA, "$ev1", "@alice:hs", attempt)
+		go func() {
+			task, ok := e.m.TaskForRoot(roomA, "$ev1", "@alice:hs", attempt)
+			early <- bound{task, ok}
+		}()
+		// TaskForRoot has met the root and waits for the post to journal it:
+		// it can't return while this Send has not.
+		for {
+			e.m.mu.Lock()
+			fl := e.m.posting[attempt]
+			met := fl != nil && fl.root == "$ev1"
+			e.m.mu.Unlock()
+			if met {
+				break
+			}
+			runtime.Gosched()
+		}
+		if len(early) != 0 {
+			t.Errorf("TaskForRoot returned before the post was journaled")
+		}
 	})
 	task := e.startOne(home, "", "bob")
 	e.hs.setHook(nil)
-	if !earlyOK || early.State != StateOpen || early.ThreadID != "$ev1" || task.ThreadID != "$ev1" || root.Txn != task.AttemptID {
-		t.Fatalf("early root: %+v %v; task %+v", early, earlyOK, task)
+	got := <-early
+	if !got.ok || got.task.State != StateOpen || got.task.ThreadID != "$ev1" || task.ThreadID != "$ev1" || root.Txn != task.AttemptID {
+		t.Fatalf("early root: %+v; task %+v", got, task)
 	}
 	if _, ok := e.m.TaskForRoot(roomA, "$ev1", "@alice:hs", "nope"); ok {
 		t.Errorf("unknown attempt accepted")
 	}
 	if _, ok := e.m.TaskForRoot(roomA, "$other", "@alice:hs", task.AttemptID); ok {
 		t.Errorf("second root for one attempt accepted")
+	}
+}
+
+// A root that comes back while every answer to its post is lost makes the
+// task started, in that thread, not failed.
+func TestTaskForRootWhileThePostFails(t *testing.T) {
+	e := newEnv(t)
+	met := make(chan struct{})
+	e.hs.setHook(func(s sent) {
+		attempt, _ := field(s.Content, zevent.KeyThreadStart, "attempt_id").(string)
+		if attempt == "" || s.Type.Type != "m.room.message" {
+			return
+		}
+		select {
+		case <-met:
+			return
+		default:
+		}
+		close(met)
+		go e.m.TaskForRoot(roomA, "$landed", "@alice:hs", attempt)
+		for {
+			e.m.mu.Lock()
+			fl := e.m.posting[attempt]
+			ok := fl != nil && fl.root == "$landed"
+			e.m.mu.Unlock()
+			if ok {
+				return
+			}
+			runtime.Gosched()
+		}
+	})
+	e.hs.setFail(func(s sent, nth int) error { return errors.New("connection lost") })
+	res := e.start(caller("alice", roomA, "$home"), "", "bob")
+	if r := res.Results[0]; r.Status != tools.TaskStarted || r.ThreadID != "$landed" {
+		t.Fatalf("result %+v, want started in $landed", r)
+	}
+	if task, ok := e.m.TaskByThread(roomA, "$landed"); !ok || task.State != StateOpen {
+		t.Fatalf("task %+v %v, want open in $landed", task, ok)
+	}
+}
+
+// A root posted before a crash, whose journal write the crash lost, is
+// adopted when the daemon meets it before Recover: the task goes on, open in
+// that thread, and nothing is reported for it.
+func TestKillNineAfterTheRootLanded(t *testing.T) {
+	e := &env{t: t, dir: t.TempDir(), hs: newFakeHS()}
+	runKilledChild(t, e.dir, "reserve")
+	e.open()
+	var carol Task
+	for _, task := range e.m.snapshotAll() {
+		if task.Agent == "carol" {
+			carol = task
+		}
+	}
+	if carol.State != StateReserved {
+		t.Fatalf("carol's task after the kill: %+v, want reserved", carol)
+	}
+	adopted, ok := e.m.TaskForRoot(roomA, "$landed", "@alice:hs", carol.AttemptID)
+	if !ok || adopted.State != StateOpen || adopted.ThreadID != "$landed" {
+		t.Fatalf("TaskForRoot before Recover: %+v %v", adopted, ok)
+	}
+	if err := e.m.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := e.m.TaskByThread(roomA, "$landed"); !ok || got.State != StateOpen || got.Result != nil {
+		t.Fatalf("carol's task after Recover: %+v %v, want open", got, ok)
+	}
+	for _, r := range e.hs.ok(zevent.KeyThreadResult) {
+		if r.Content["thread_id"] == "$landed" {
+			t.Fatalf("a result for the adopted task: %v", r.Content)
+		}
+	}
+	if n := wakesFor(e, "carol"); n != 0 {
+		t.Fatalf("%d wakes for the adopted task", n)
+	}
+	// It ends like any task: reported once.
+	if err := e.m.TurnEnded(context.Background(), "$landed", TurnOutcome{StopReason: "end_turn", LastProse: "carol done"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := wakesFor(e, "carol done"); n != 1 {
+		t.Fatalf("%d wakes with carol's result, want 1", n)
+	}
+	// The journal agrees after another restart: nothing more.
+	before := len(e.hs.all())
+	e.reopen()
+	if err := e.m.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.hs.all()) - before; n != 0 {
+		t.Fatalf("another restart sent %d events", n)
 	}
 }
 
