@@ -9,7 +9,9 @@ Feature: The daemon killed between a post and the journal write that records it
   closing words before posting them, so the next start posts them (again, with the same txn
   ids) instead of calling the turn interrupted. A finished turn leaves the journal before its end
   is written to the trace, so a trace that shows a turn ended (what a recording keeps and a replay
-  compares) is never followed by that turn answered again.
+  compares) is never followed by that turn answered again. A task whose root was posted but not
+  yet journaled had woken nobody, so it is not cancelled: the next start finishes its post with
+  the same txn id (or adopts the root it finds) and the task runs to its result.
 
   Background:
     Given the homeserver has users "ori" and "mia"
@@ -51,6 +53,7 @@ Feature: The daemon killed between a post and the journal write that records it
     And the task "audit svc-a" ends complete with "svc-a is clean"
     And planner's thread gets a notice with the result of "audit svc-a"
     And planner is woken once with the result of "audit svc-a"
+    And the task "audit svc-a" has exactly one root in "#ops"
 
   Scenario: killed just after a turn's end is traced, nothing of that turn is done again
     Given the daemon keeps a trace
@@ -78,3 +81,4 @@ Feature: The daemon killed between a post and the journal write that records it
     And coder is prompted once with the task "audit svc-a", under a header from planner
     And planner's thread gets a notice with the result of "audit svc-a"
     And planner is woken once with the result of "audit svc-a"
+    And the task "audit svc-a" has exactly one root in "#ops"

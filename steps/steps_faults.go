@@ -63,7 +63,7 @@ func faultSteps(w *world) []stepDef {
 			fn:      w.stepStartCutShort},
 		{area: "posts", pattern: `^the task "([^"]+)" has exactly one root in "(#[a-z0-9-]+)"$`,
 			example: `the task "audit svc-a" has exactly one root in "#ops"`,
-			doc:     "Exactly one top-level message of the room from the task's caller carries dev.zooid.thread_start for its assignee with its prompt; it becomes the task's thread (for a task whose start result never came back).",
+			doc:     "Waits until a top-level message of the room from the task's caller carries dev.zooid.thread_start for its assignee with its prompt, and checks it is the only one; it becomes the task's thread (for a task whose start result never came back; said again later, it checks the root is still the one).",
 			fn:      w.stepOneRoot},
 		{area: "script", pattern: `^([a-z0-9-]+) will flood the thread with (\d+) bytes of prose$`,
 			example: `agent-a will flood the thread with 2000000 bytes of prose`,
@@ -258,19 +258,29 @@ func (w *world) stepOneRoot(ctx context.Context, s, roomName string) error {
 	if err != nil {
 		return err
 	}
-	msgs, err := w.readRaw(ctx, r)
-	if err != nil {
-		return err
-	}
 	caller, assignee := w.names().agent(t.caller), w.names().agent(t.agent)
 	var roots []id.EventID
-	for _, m := range msgs {
-		start, ok := m.content[zevent.KeyThreadStart].(map[string]any)
-		body, _ := m.content["body"].(string)
-		if ok && m.thread == "" && m.ev.Sender == caller && start["assignee"] == t.agent &&
-			strings.Contains(body, string(assignee)) && strings.Contains(body, t.prompt) {
-			roots = append(roots, m.ev.ID)
+	// A homeserver may show a new event a moment after it was sent: wait for
+	// the root; a second one would already be there by then (a repeated post
+	// is no later than the first).
+	err = w.eventually(ctx, fmt.Sprintf("the root of %s is in %s", t, roomName), func() (bool, string, error) {
+		msgs, err := w.readRaw(ctx, r)
+		if err != nil {
+			return false, "", err
 		}
+		roots = roots[:0]
+		for _, m := range msgs {
+			start, ok := m.content[zevent.KeyThreadStart].(map[string]any)
+			body, _ := m.content["body"].(string)
+			if ok && m.thread == "" && m.ev.Sender == caller && start["assignee"] == t.agent &&
+				strings.Contains(body, string(assignee)) && strings.Contains(body, t.prompt) {
+				roots = append(roots, m.ev.ID)
+			}
+		}
+		return len(roots) > 0, fmt.Sprintf("%d roots", len(roots)), nil
+	})
+	if err != nil {
+		return err
 	}
 	if len(roots) != 1 {
 		return fmt.Errorf("%s has %d roots in %s (%v), want exactly one", t, len(roots), roomName, roots)

@@ -159,6 +159,8 @@ type env struct {
 
 	holdWakes bool     // the caller is mid-turn: wakes wait in its queue
 	held      []func() // their delivered callbacks, in order
+
+	now func() time.Time // the managers' clock; nil: time.Now
 }
 
 var agents = map[string]struct {
@@ -200,6 +202,7 @@ func (e *env) options() Options {
 		},
 		Logger:      testLogger(),
 		PostTimeout: 5 * time.Second,
+		Now:         e.now,
 	}
 }
 

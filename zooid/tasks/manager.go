@@ -253,13 +253,15 @@ func (m *Manager) TaskForRoot(room id.RoomID, root id.EventID, sender id.UserID,
 // Open are not touched.
 //
 // An attempt still reserved (its post uncertain: the daemon died between journaling
-// and learning the event id) whose root TaskForRoot has not met since Open is closed
-// the same way, without a thread id, and reported to the caller once. It is never
-// re-posted: a re-post either duplicates a root (the homeserver's txn memory is not
-// forever) or opens a thread only to cancel it. A reserved attempt whose root was
-// met (the daemon reads recent history before Recover) was adopted instead and runs
-// on. If a root lands only after Recover, the daemon meets it carrying the attempt
-// id and TaskForRoot binds it and posts the thread result into it.
+// and learning the event id) was never routed (routing journals the root first), so
+// its assignee was never woken and nothing of it was interrupted. It goes on:
+// adopted when TaskForRoot met its root since Open (the daemon reads recent history
+// before Recover), else its post is finished with the same txn id (finishPost), if
+// it is younger than RepostWithin. An older one is closed as above, without a thread
+// id, and reported to the caller once: re-posting it might duplicate its root, since
+// the homeserver's txn memory is not forever. If such a root lands after all, the
+// daemon meets it carrying the attempt id and TaskForRoot binds it and posts the
+// thread result into it.
 func (m *Manager) Recover(ctx context.Context) error {
 	if !m.enter() {
 		return ErrClosed
@@ -269,9 +271,14 @@ func (m *Manager) Recover(ctx context.Context) error {
 	var interrupted []*Task
 	var prev []Task
 	now := m.opts.Now().UTC()
+	var unposted []*Task
 	for a := range m.stale {
 		t := m.tasks[a]
 		if !t.IsOpen() {
+			continue
+		}
+		if t.State == StateReserved && t.ThreadID == "" && now.Sub(t.Created) < RepostWithin {
+			unposted = append(unposted, t)
 			continue
 		}
 		prev = append(prev, t.clone())
@@ -299,7 +306,35 @@ func (m *Manager) Recover(ctx context.Context) error {
 	for _, a := range pending {
 		m.report(ctx, a)
 	}
+	for _, t := range unposted {
+		m.finishPost(ctx, t)
+	}
 	return nil
+}
+
+// RepostWithin is how old a reserved task may be for Recover to finish its
+// root post: with the same txn id, the homeserver answers a root that landed
+// with the event it has, and posts one that did not. Homeservers remember a
+// txn id for a while only (Synapse: half an hour), so an older reservation
+// is closed instead, since re-posting it might double its root.
+const RepostWithin = 10 * time.Minute
+
+// finishPost posts the root of a task a crash left reserved. The caller's
+// tool call never returned, so a post that fails now is reported to the
+// caller like any result (post alone would leave it to the tool result).
+func (m *Manager) finishPost(ctx context.Context, t *Task) {
+	if r := m.post(ctx, t); r.Status == tools.TaskStarted {
+		m.log.Info("task root posted before a restart finished", "attempt", t.AttemptID, "thread", r.ThreadID)
+		return
+	}
+	if _, err := m.update(t.AttemptID, func(t *Task) error {
+		t.Report = Report{}
+		return nil
+	}); err != nil {
+		m.log.Error("journaling a failed task post for its report", "attempt", t.AttemptID, "err", err)
+		return
+	}
+	m.report(ctx, t.AttemptID)
 }
 
 // closeLocked sets t closed with r (filling agent and thread). The caller persists.

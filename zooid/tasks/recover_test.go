@@ -256,6 +256,9 @@ func TestKillNineAfterTheRootLanded(t *testing.T) {
 	if n := wakesFor(e, "carol"); n != 0 {
 		t.Fatalf("%d wakes for the adopted task", n)
 	}
+	if n := countBy(e.hs, "m.room.message")[carol.AttemptID]; n != 0 {
+		t.Fatalf("the adopted task's root was posted again (%d)", n)
+	}
 	// It ends like any task: reported once.
 	if err := e.m.TurnEnded(context.Background(), "$landed", TurnOutcome{StopReason: "end_turn", LastProse: "carol done"}); err != nil {
 		t.Fatal(err)
@@ -354,7 +357,10 @@ func runKilledChild(t *testing.T, dir, mode string) {
 }
 
 func TestKillNineWhilePosting(t *testing.T) {
-	e := &env{t: t, dir: t.TempDir(), hs: newFakeHS()}
+	// The restart comes long after the crash: the reserved task is too old
+	// to have its post finished (RepostWithin), so it is closed.
+	later := func() time.Time { return time.Now().Add(RepostWithin + time.Minute) }
+	e := &env{t: t, dir: t.TempDir(), hs: newFakeHS(), now: later}
 	runKilledChild(t, e.dir, "reserve")
 	e.open()
 	ctx := context.Background()
@@ -437,6 +443,72 @@ func TestKillNineWhilePosting(t *testing.T) {
 	}
 	if n := len(e.hs.all()) - before; n != 0 || len(e.wakesCopy()) != 2 {
 		t.Fatalf("after another restart: %d sends, %d wakes", n, len(e.wakesCopy()))
+	}
+}
+
+// A root whose post a crash cut short, not met since, is posted again at
+// Recover with its attempt id as txn id (a homeserver that has it answers with
+// it), and the task goes on.
+func TestKillNineThenTheRootPostIsFinished(t *testing.T) {
+	e := &env{t: t, dir: t.TempDir(), hs: newFakeHS()}
+	runKilledChild(t, e.dir, "reserve")
+	e.open()
+	var carol Task
+	for _, task := range e.m.snapshotAll() {
+		if task.Agent == "carol" {
+			carol = task
+		}
+	}
+	if carol.State != StateReserved {
+		t.Fatalf("carol's task after the kill: %+v, want reserved", carol)
+	}
+	if err := e.m.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var roots []sent
+	for _, s := range e.hs.ok("m.room.message") {
+		if s.Txn == carol.AttemptID {
+			roots = append(roots, s)
+		}
+	}
+	if len(roots) != 1 || roots[0].As != "@alice:hs" || field(roots[0].Content, zevent.KeyThreadStart, "attempt_id") != carol.AttemptID {
+		t.Fatalf("root posts at Recover: %+v, want one with the attempt id as txn id", roots)
+	}
+	got, ok := e.m.TaskByThread(roomA, roots[0].EventID)
+	if !ok || got.State != StateOpen || got.Result != nil {
+		t.Fatalf("carol's task after Recover: %+v %v, want open in %s", got, ok, roots[0].EventID)
+	}
+	if n := wakesFor(e, "carol"); n != 0 {
+		t.Fatalf("%d wakes for the task that goes on", n)
+	}
+}
+
+// A finished post the homeserver refuses is reported to the caller, whose
+// tool call never returned.
+func TestKillNineThenTheRootPostFails(t *testing.T) {
+	e := &env{t: t, dir: t.TempDir(), hs: newFakeHS()}
+	runKilledChild(t, e.dir, "reserve")
+	e.open()
+	e.hs.setFail(func(s sent, nth int) error {
+		if field(s.Content, zevent.KeyThreadStart, "assignee") == "carol" {
+			return errors.New("M_FORBIDDEN")
+		}
+		return nil
+	})
+	if err := e.m.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var failed []sent
+	for _, n := range e.hs.notices() {
+		if field(n.Content, zevent.KeyThreadResult, "agent") == "carol" {
+			failed = append(failed, n)
+		}
+	}
+	if len(failed) != 1 || field(failed[0].Content, zevent.KeyThreadResult, "status") != StatusFailed || field(failed[0].Content, zevent.KeyThreadResult, "reason") != ReasonPostFailed {
+		t.Fatalf("notices for carol's task: %+v, want one failed (post_failed)", failed)
+	}
+	if n := wakesFor(e, ReasonPostFailed); n != 1 {
+		t.Fatalf("%d wakes with the failed post, want 1", n)
 	}
 }
 
