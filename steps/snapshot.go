@@ -166,6 +166,16 @@ func snapshot(ctx context.Context, base string, recipes []poolRecipe, log func(s
 		return "", nil, fmt.Errorf("building the Synapse snapshot %s: %w", ref, err)
 	}
 	log("zooid sim: Synapse snapshot %s built in %s (%d seeded rooms)", ref, time.Since(begin).Round(time.Second), len(entries))
+	// Snapshots of older keys (another Synapse image, older recipes) would
+	// otherwise pile up on a CI machine's disk, a few hundred MB each.
+	pruned, err := synapse.PruneImages(ctx, snapshotRepo, ref)
+	if len(pruned) > 0 {
+		log("zooid sim: removed older Synapse snapshots: %s", strings.Join(pruned, ", "))
+	}
+	if err != nil {
+		// The new snapshot is good; a leftover only costs disk.
+		log("zooid sim: %v", err)
+	}
 	return ref, entries, nil
 }
 

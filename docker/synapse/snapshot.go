@@ -50,7 +50,12 @@ func (c *Container) Commit(ctx context.Context, ref string, files map[string][]b
 		return fmt.Errorf("synapse: connecting to the Docker engine: %w", err)
 	}
 	defer cli.Close()
-	var changes []string
+	// The image must not name this process as the owner of the containers
+	// started from it: Run labels each with its own.
+	changes := []string{}
+	for _, k := range []string{OwnerPIDLabel, OwnerStartLabel, OwnerBootLabel, OwnerPIDNSLabel, URLLabel} {
+		changes = append(changes, fmt.Sprintf("LABEL %q=%q", k, ""))
+	}
 	for k, v := range labels {
 		changes = append(changes, fmt.Sprintf("LABEL %q=%q", k, v))
 	}

@@ -20,6 +20,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +43,8 @@ const ImageEnv = "ZOOID_SYNAPSE_IMAGE"
 
 // RoleLabel is set to "test-synapse" on every container this package starts, so leftovers
 // of a killed test process can be found: docker ps -a --filter label=dev.zooid.role.
+// With the owner labels (OwnerPIDLabel and the rest) Run removes those whose process
+// has ended (Sweep).
 const RoleLabel = "dev.zooid.role"
 
 // URLLabel carries the container's BaseURL.
@@ -154,6 +157,7 @@ func Run(ctx context.Context, opts ...Option) (*Container, error) {
 	files := []testcontainers.ContainerFile{
 		{Reader: bytes.NewReader(g.homeserver), ContainerFilePath: configPath, FileMode: 0o600},
 		{Reader: bytes.NewReader(g.logConfig), ContainerFilePath: logConfigPath, FileMode: 0o644},
+		{Reader: strings.NewReader(startScript), ContainerFilePath: startScriptPath, FileMode: 0o644},
 	}
 	if !s.keepKey {
 		files = append(files, testcontainers.ContainerFile{Reader: bytes.NewReader(g.signingKey), ContainerFilePath: signingKeyPath, FileMode: 0o600})
@@ -164,17 +168,26 @@ func Run(ctx context.Context, opts ...Option) (*Container, error) {
 		})
 	}
 
+	// Leftovers of killed test processes hold ports, memory and CPU; they go
+	// before this run adds a container of its own.
+	if _, err := Sweep(ctx); err != nil {
+		return nil, fmt.Errorf("synapse: %w", err)
+	}
+	labels := map[string]string{RoleLabel: "test-synapse", URLLabel: fmt.Sprintf("http://127.0.0.1:%d", s.port)}
+	for k, v := range selfOwner().labels() {
+		labels[k] = v
+	}
 	ctr, err := start(ctx, testcontainers.ContainerRequest{
 		Image: s.image,
 		Files: files,
 		// Run the homeserver module directly rather than an image's own entrypoint
 		// (matrixdotorg/synapse's start.py generates its own config and drops to
 		// another user); any image with python3 and synapse works the same way.
-		Entrypoint: []string{"python3", "-m", "synapse.app.homeserver"},
+		Entrypoint: []string{"python3", startScriptPath},
 		Cmd:        []string{"--config-path", configPath},
-		// The role label finds containers a killed test left behind; the URL label
-		// tells concurrent test processes' containers apart.
-		Labels: map[string]string{RoleLabel: "test-synapse", URLLabel: fmt.Sprintf("http://127.0.0.1:%d", s.port)},
+		// The role and owner labels find containers a killed test left behind
+		// (Sweep); the URL label tells concurrent test processes' containers apart.
+		Labels: labels,
 		ConfigModifier: func(cfg *container.Config) {
 			// Docker creates the working directory, so the files above have a parent
 			// in any image.
