@@ -93,6 +93,18 @@ Feature: One busy room cannot exhaust the host
     Then each of those threads gets exactly one "ok" from agent-a
     And agent-a's live processes peaked at 2
 
+  Scenario: sessions_per_process auto shares a process only when the agent can close sessions
+    Given agent-a hosts as many sessions per process as it can
+    And agent-a can close sessions
+    And agent-b hosts as many sessions per process as it can
+    And agent-b runs at most 2 processes
+    When ori mentions agent-a in 6 new threads of "#ops"
+    Then each of those threads gets exactly one "ok" from agent-a
+    And agent-a's live processes peaked at 1
+    When mia mentions agent-b in 2 new threads of "#ops"
+    Then each of those threads gets exactly one "ok" from agent-b
+    And agent-b's live processes peaked at 2
+
   Scenario: a crash stops a shared process, and every thread on it starts afresh
     Given agent-a hosts up to 10 sessions per process
     And agent-a will reply "svc-a is up"

@@ -47,7 +47,11 @@ func (w *world) config(exe string) *config.Config {
 		for _, r := range a.rooms {
 			rooms = append(rooms, config.RoomRef(n.alias(r)))
 		}
-		acpCfg := config.ACP{Command: exe, Args: w.ctl.Args(a.name),
+		args := w.ctl.Args(a.name)
+		if a.closeSessions {
+			args = append(args, "--close-sessions")
+		}
+		acpCfg := config.ACP{Command: exe, Args: args,
 			// A test binary runs the agent only when asked to (see fakeagent.ExecIfRequested).
 			Env: map[string]string{fakeagent.ExecEnv: "fake-agent"}}
 		if a.pi != nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/config"
 )
 
 // limitSteps set and observe the process caps: max_processes per agent and
@@ -24,6 +26,14 @@ func limitSteps(w *world) []stepDef {
 			example: `agent-a hosts up to 10 sessions per process`,
 			doc:     "Sets the agent's zooid.yaml sessions_per_process.",
 			fn:      w.stepPerProc},
+		{area: "setup", pattern: `^([a-z0-9-]+) hosts as many sessions per process as it can$`,
+			example: `agent-a hosts as many sessions per process as it can`,
+			doc:     "Sets the agent's zooid.yaml sessions_per_process to auto: several sessions a process if the agent advertises session/close, else one.",
+			fn:      w.stepPerProcAuto},
+		{area: "setup", pattern: `^([a-z0-9-]+) can close sessions$`,
+			example: `agent-a can close sessions`,
+			doc:     "The scripted agent advertises session/close (sessionCapabilities.close) when initialized.",
+			fn:      w.stepCanCloseSessions},
 		{area: "setup", pattern: `^the daemon runs at most (\d+) agent processes$`,
 			example: `the daemon runs at most 2 agent processes`,
 			doc:     "Sets zooid.yaml max_processes: the cap on live agent processes across agents.",
@@ -99,6 +109,30 @@ func (w *world) stepPerProc(agent, n string) error {
 		return err
 	}
 	a.perProc, _ = strconv.Atoi(n)
+	return nil
+}
+
+func (w *world) stepPerProcAuto(agent string) error {
+	if err := w.beforeStart("sessions_per_process"); err != nil {
+		return err
+	}
+	a, err := w.agent(agent)
+	if err != nil {
+		return err
+	}
+	a.perProc = config.SessionsPerProcessAuto
+	return nil
+}
+
+func (w *world) stepCanCloseSessions(agent string) error {
+	if err := w.beforeStart("the agent's capabilities"); err != nil {
+		return err
+	}
+	a, err := w.agent(agent)
+	if err != nil {
+		return err
+	}
+	a.closeSessions = true
 	return nil
 }
 

@@ -88,6 +88,8 @@ type agentDecl struct {
 	// maxProcs and perProc are its max_processes and sessions_per_process;
 	// zero: the defaults.
 	maxProcs, perProc int
+	// closeSessions: the scripted agent advertises session/close.
+	closeSessions bool
 }
 
 // room is a room as steps name it, and what the harness put in it.

@@ -135,7 +135,10 @@ func zooidYAML(cfg *config.Config, v secretVars) string {
 		if a.MaxProcesses > 0 {
 			line(2, "max_processes", fmt.Sprint(a.MaxProcesses))
 		}
-		if a.SessionsPerProcess > 0 {
+		switch {
+		case a.SessionsPerProcess == config.SessionsPerProcessAuto:
+			line(2, "sessions_per_process", "auto")
+		case a.SessionsPerProcess > 0:
 			line(2, "sessions_per_process", fmt.Sprint(a.SessionsPerProcess))
 		}
 		if m := a.Matrix; m != nil {

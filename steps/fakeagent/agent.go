@@ -54,6 +54,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	control := fs.String("control", "", "controller unix socket")
 	name := fs.String("agent", "", "agent name the script is keyed by")
 	linger := fs.Bool("linger", false, "ignore SIGTERM and SIGINT, and stay after stdin ends until the controller goes: an agent that won't end")
+	closeSessions := fs.Bool("close-sessions", false, "advertise session/close (sessionCapabilities.close) at initialize, as agents built to hold several sessions do")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -76,7 +77,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	a := &agent{ctl: ctl, log: log, stderr: stderr, sessions: map[acp.SessionId]*session{}, ready: make(chan struct{})}
+	a := &agent{ctl: ctl, log: log, stderr: stderr, sessions: map[acp.SessionId]*session{}, ready: make(chan struct{}), closeSessions: *closeSessions}
 	gate := acpagent.NewGatedReader(stdin)
 	conn := acp.NewAgentSideConnection(a, stdout, gate)
 	conn.SetLogger(log)
@@ -160,6 +161,8 @@ type agent struct {
 
 	mu       sync.Mutex
 	sessions map[acp.SessionId]*session
+
+	closeSessions bool // advertises session/close
 }
 
 type session struct {
@@ -197,11 +200,15 @@ func (a *agent) shutdown() {
 }
 
 func (a *agent) Initialize(ctx context.Context, req acp.InitializeRequest) (acp.InitializeResponse, error) {
-	return acp.InitializeResponse{
+	resp := acp.InitializeResponse{
 		ProtocolVersion: acp.ProtocolVersionNumber,
 		AgentInfo:       &acp.Implementation{Name: "zooid-fake-agent", Version: "0"},
 		AuthMethods:     []acp.AuthMethod{},
-	}, nil
+	}
+	if a.closeSessions {
+		resp.AgentCapabilities.SessionCapabilities.Close = &acp.SessionCloseCapabilities{}
+	}
+	return resp, nil
 }
 
 func (a *agent) Authenticate(ctx context.Context, req acp.AuthenticateRequest) (acp.AuthenticateResponse, error) {

@@ -88,7 +88,9 @@ type Conn struct {
 	// authMethods are those initialize offered, for NewSession's one retry
 	// after authenticate (see envAuthMethod).
 	authMethods []acp.AuthMethod
-	acp         *acp.ClientSideConnection
+	// caps are what the agent said it can at initialize.
+	caps acp.AgentCapabilities
+	acp  *acp.ClientSideConnection
 
 	stdin io.Closer
 	out   *updateCounter
@@ -199,6 +201,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Conn, error) {
 		return nil, fmt.Errorf("initializing agent %s: %w", spec.Command, err)
 	}
 	c.authMethods = init.AuthMethods
+	c.caps = init.AgentCapabilities
 	return c, nil
 }
 
@@ -432,6 +435,9 @@ type Session struct {
 
 // ID is the agent's session id.
 func (s *Session) ID() acp.SessionId { return s.id }
+
+// Capabilities are what the agent advertised when it was initialized.
+func (c *Conn) Capabilities() acp.AgentCapabilities { return c.caps }
 
 // Prompt sends one text prompt and streams updates to onUpdate (called from
 // one goroutine, in order, never after Prompt returns) until the agent ends

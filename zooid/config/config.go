@@ -156,7 +156,8 @@ type Agent struct {
 	// is stopped, and when none is idle turns wait in arrival order.
 	MaxProcesses int
 	// SessionsPerProcess is how many threads' ACP sessions one process of
-	// this agent hosts over its life (sessions_per_process, default 1).
+	// this agent hosts over its life (sessions_per_process, default 1), or
+	// SessionsPerProcessAuto.
 	SessionsPerProcess int
 }
 

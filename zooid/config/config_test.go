@@ -151,7 +151,7 @@ agents:
 			`zooid.yaml:7: max_processes: must be a whole number from 1 to 1024, got "0"`,
 			`zooid.yaml:8: queue_notice_after: must be at least 1s, got 5ms`,
 			`zooid.yaml:12: agents.a.max_processes: must be a whole number from 1 to 1024, got "lots"`,
-			`zooid.yaml:13: agents.a.sessions_per_process: must be a whole number from 1 to 1024, got "2000"`,
+			`zooid.yaml:13: agents.a.sessions_per_process: must be auto or a whole number from 1 to 1024, got "2000"`,
 		}},
 		{"bad timeouts", okTransport + `tool_timeout: 500ms
 post_timeout: never
@@ -548,7 +548,14 @@ agents:
   b:
     acp: { preset: pi }
     matrix: { user_id: '@b', rooms: ['#r'] }
+  c:
+    acp: { preset: pi }
+    sessions_per_process: auto
+    matrix: { user_id: '@c', rooms: ['#r'] }
 `, func(t *testing.T, c *Config) {
+			if got := c.Agents[2].SessionsPerProcess; got != SessionsPerProcessAuto {
+				t.Errorf("agent c sessions_per_process %d, want SessionsPerProcessAuto", got)
+			}
 			if c.MaxProcesses != 6 || c.QueueNoticeAfter != 2*time.Minute {
 				t.Errorf("daemon caps %d, %s; want 6, 2m", c.MaxProcesses, c.QueueNoticeAfter)
 			}

@@ -36,10 +36,38 @@ func (p *parser) limits(top map[string]field, cfg *Config) {
 	}
 }
 
+// SessionsPerProcessAuto is Agent.SessionsPerProcess for
+// `sessions_per_process: auto`: AutoSessionsPerProcess sessions on a process
+// of an agent that advertises session/close when initialized
+// (sessionCapabilities.close: it is built to hold several sessions and let one
+// go), else 1.
+const SessionsPerProcessAuto = -1
+
+// AutoSessionsPerProcess is how many threads one process of an agent that can
+// close sessions hosts over its life under `sessions_per_process: auto`:
+// enough to spare most process starts in a busy room, few enough that one
+// process's memory stays bounded.
+const AutoSessionsPerProcess = 8
+
 // agentLimits reads an agent's max_processes and sessions_per_process.
 func (p *parser) agentLimits(f map[string]field, path string, a *Agent) {
 	a.MaxProcesses = p.count(f["max_processes"], path+".max_processes", DefaultAgentMaxProcesses)
-	a.SessionsPerProcess = p.count(f["sessions_per_process"], path+".sessions_per_process", 1)
+	a.SessionsPerProcess = 1
+	key := path + ".sessions_per_process"
+	v, ok := p.str(f["sessions_per_process"], key)
+	if !ok {
+		return
+	}
+	if v == "auto" {
+		a.SessionsPerProcess = SessionsPerProcessAuto
+		return
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxProcessesLimit {
+		p.errorf(f["sessions_per_process"].val, key, "must be auto or a whole number from 1 to %d, got %q", maxProcessesLimit, v)
+		return
+	}
+	a.SessionsPerProcess = n
 }
 
 // count reads an optional whole number from 1 to maxProcessesLimit; absent

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	acp "github.com/coder/acp-go-sdk"
+
 	"github.com/zooid-dev/zooid/zooid/acpagent"
 	"github.com/zooid-dev/zooid/zooid/httpapi"
 )
@@ -62,7 +64,7 @@ func (d *Daemon) httpPlace(ctx context.Context, agent string) (func(), error) {
 		d.log.Info("stopping the least recently used idle agent process to make room", "agent", g.victim.agent, "for", agent)
 		d.closeProc(g.victim)
 	}
-	d.pool.started(g.p, nil)
+	d.pool.started(g.p, nil, acp.AgentCapabilities{})
 	return func() {
 		d.pool.done(g.p)
 		if d.pool.detach(g.p, "") {

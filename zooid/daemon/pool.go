@@ -9,6 +9,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/zooid-dev/zooid/zooid/acpagent"
+	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/container"
 )
 
@@ -34,7 +35,11 @@ type procPool struct {
 type agentProcs struct {
 	max     int // live processes of this agent
 	perProc int // sessions one process hosts over its life
-	procs   []*proc
+	// auto: sessions_per_process auto, decided by the agent's first
+	// process once it has said what it can (learned); until then its other
+	// turns wait for it.
+	auto, learned bool
+	procs         []*proc
 }
 
 // proc is one agent process as the pool sees it. Its counters are the pool's
@@ -127,10 +132,23 @@ func newProcPool(max int) *procPool {
 }
 
 // addAgent sets an agent's caps; call before the first acquire for it.
+// perProc config.SessionsPerProcessAuto is decided by the agent's first
+// process (see started); until then a process hosts one session.
 func (pl *procPool) addAgent(name string, max, perProc int) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
+	if perProc == config.SessionsPerProcessAuto {
+		pl.agents[name] = &agentProcs{max: max, perProc: 1, auto: true}
+		return
+	}
 	pl.agents[name] = &agentProcs{max: max, perProc: max1(perProc)}
+}
+
+// perProcess is how many sessions a process of agent hosts now.
+func (pl *procPool) perProcess(agent string) int {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.agents[agent].perProc
 }
 
 func max1(n int) int { return max(n, 1) }
@@ -224,6 +242,11 @@ func (pl *procPool) serve() {
 // try grants a process to a turn of agent now, if any can be had.
 func (pl *procPool) try(agent string) (procGrant, bool) {
 	a := pl.agents[agent]
+	if a.auto && !a.learned && len(a.procs) > 0 {
+		// The agent's first process is starting and will say how many
+		// sessions a process may host: wait for it rather than start more.
+		return procGrant{}, false
+	}
 	// A process still starting takes sessions too: a burst of threads fills
 	// one process instead of starting one each.
 	for _, p := range a.procs {
@@ -276,12 +299,21 @@ func (pl *procPool) remove(p *proc) {
 	a.procs = slices.DeleteFunc(a.procs, func(x *proc) bool { return x == p })
 }
 
-// started marks a fresh process ready: later sessions may join it.
-func (pl *procPool) started(p *proc, conn *acpagent.Conn) {
+// started marks a fresh process ready: later sessions may join it. Under
+// sessions_per_process auto the agent's first process decides how many
+// sessions its processes host: config.AutoSessionsPerProcess if it
+// advertised session/close (caps, from its initialize), else 1.
+func (pl *procPool) started(p *proc, conn *acpagent.Conn, caps acp.AgentCapabilities) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	p.conn, p.ready = conn, true
 	close(p.up)
+	if a := pl.agents[p.agent]; a.auto && !a.learned {
+		a.learned = true
+		if caps.SessionCapabilities.Close != nil {
+			a.perProc = config.AutoSessionsPerProcess
+		}
+	}
 	pl.serve()
 }
 

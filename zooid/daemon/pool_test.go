@@ -5,6 +5,10 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/zooid-dev/zooid/zooid/config"
 )
 
 // grantNow acquires for agent and fails the test if the pool makes it wait.
@@ -29,7 +33,7 @@ func startFresh(t *testing.T, pl *procPool, g procGrant) *proc {
 	if g.victim != nil {
 		pl.takeBindings(g.victim)
 	}
-	pl.started(g.p, nil)
+	pl.started(g.p, nil, acp.AgentCapabilities{})
 	return g.p
 }
 
@@ -282,5 +286,45 @@ func TestPoolSessionsJoinAProcessStillStarting(t *testing.T) {
 	}
 	if live, _ := pl.counts(); live != 0 {
 		t.Fatalf("live %d after the failed start, want 0", live)
+	}
+}
+
+// sessions_per_process auto: one session a process until the agent's first
+// process has said what it can; then AutoSessionsPerProcess for an agent that
+// can close sessions, and still one for an agent that can't.
+func TestPoolAutoSessionsPerProcess(t *testing.T) {
+	pl := newProcPool(16)
+	pl.addAgent("closer", 4, config.SessionsPerProcessAuto)
+	pl.addAgent("plain", 4, config.SessionsPerProcessAuto)
+	g1 := grantNow(t, pl, "closer", 1)
+	// Until the first process says what it can, the next turn waits for it.
+	second := waiting(t, context.Background(), pl, "closer", 2)
+	pl.started(g1.p, nil, acp.AgentCapabilities{SessionCapabilities: acp.SessionCapabilities{Close: &acp.SessionCloseCapabilities{}}})
+	if n := pl.perProcess("closer"); n != config.AutoSessionsPerProcess {
+		t.Fatalf("closer hosts %d sessions a process, want %d", n, config.AutoSessionsPerProcess)
+	}
+	if g2 := recv(t, second); g2.fresh || g2.p != g1.p {
+		t.Fatalf("the waiting turn got %+v, want a place on the first process", g2)
+	}
+	for seq := uint64(3); seq < 3+config.AutoSessionsPerProcess-2; seq++ {
+		if g := grantNow(t, pl, "closer", seq); g.fresh || g.p != g1.p {
+			t.Fatalf("turn %d: grant %+v, want a place on the first process", seq, g)
+		}
+	}
+	if g := grantNow(t, pl, "closer", 100); g.p == g1.p {
+		t.Fatalf("the first process took more than %d sessions", config.AutoSessionsPerProcess)
+	}
+
+	gp := grantNow(t, pl, "plain", 1)
+	next := waiting(t, context.Background(), pl, "plain", 2)
+	p := startFresh(t, pl, gp)
+	if g := recv(t, next); !g.fresh || g.p == p {
+		t.Fatalf("plain's waiting turn got %+v, want a process of its own", g)
+	}
+	if n := pl.perProcess("plain"); n != 1 {
+		t.Fatalf("plain (no session/close) hosts %d sessions a process, want 1", n)
+	}
+	if g := grantNow(t, pl, "plain", 3); !g.fresh || g.p == p {
+		t.Fatalf("plain's third thread got %+v, want a process of its own", g)
 	}
 }

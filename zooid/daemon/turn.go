@@ -336,7 +336,7 @@ func (d *Daemon) openAgent(ctx, live context.Context, rt *agentRuntime, s *sessi
 			d.pool.failed(g.p, err)
 			return nil, err
 		}
-		d.pool.started(g.p, conn)
+		d.pool.started(g.p, conn, conn.Capabilities())
 	}
 	p := g.p
 	select {
