@@ -272,8 +272,11 @@ type runner struct {
 	counts  map[trace.Kind]int
 	stalls  []string
 	// stopping is set while a replayed restart stops the daemon; what it
-	// writes then (turns it cancels) the recorded daemon, killed, never
-	// wrote, and is left out of the comparison.
+	// writes then about turns (the prompts and turn ends of turns it
+	// cancels, agents it stops) the recorded daemon, killed, never wrote,
+	// and is left out of the comparison. Routing is not: an event routed
+	// while the daemon stops is one the recorded daemon routed too, only
+	// after its restart, when the homeserver pushed it again.
 	stopping bool
 	seen     once
 	restarts int
@@ -542,7 +545,7 @@ func (r *runner) tap(rec trace.Record) {
 	r.script.Observe(rec)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.stopping {
+	if r.stopping && rec.Kind != trace.KindEvent {
 		r.cut = append(r.cut, cutRecord{rec, r.restarts})
 		return
 	}

@@ -1,6 +1,8 @@
 package scenarios
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
@@ -74,5 +76,31 @@ func TestAnonymizeKeepsHTMLAndMentionPills(t *testing.T) {
 	}
 	if c["format"] != "org.matrix.custom.html" || c["msgtype"] != "m.text" {
 		t.Errorf("structure changed: %v", c)
+	}
+}
+
+// A live trace is read while the daemon writes it: a last line without its
+// newline is a record still being written and is left out, while a line that
+// ended broken is refused with its place.
+func TestReadTraceLeavesAnUnfinishedLastLine(t *testing.T) {
+	dir := t.TempDir()
+	const room = "!r:localhost"
+	head := `{"format":"zooid-trace","version":1,"room":"` + room + `","segment":1}` + "\n" + `{"seq":1,"kind":"start","room":"` + room + `"}` + "\n"
+	path := filepath.Join(dir, "r.000001.jsonl")
+	if err := os.WriteFile(path, []byte(head+`{"seq":2,"kind":"ev`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lines, err := readTrace(dir, room)
+	if err != nil {
+		t.Fatalf("reading a trace whose last line is being written: %v", err)
+	}
+	if len(lines) != 2 {
+		t.Fatalf("read %d lines, want 2 (header, start): %s", len(lines), lines)
+	}
+	if err := os.WriteFile(path, []byte(head+`{"seq":2,"kind":"ev`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readTrace(dir, room); err == nil || !strings.Contains(err.Error(), "r.000001.jsonl:3: a trace line is one JSON object") {
+		t.Fatalf("reading a trace with a broken line 3: %v, want the line named", err)
 	}
 }
