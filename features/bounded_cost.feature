@@ -105,6 +105,24 @@ Feature: One busy room cannot exhaust the host
     Then each of those threads gets exactly one "ok" from agent-b
     And agent-b's live processes peaked at 2
 
+  Scenario: a thread idle on a shared process has its session closed in the agent, and the process goes on
+    Given agent-a hosts as many sessions per process as it can
+    And agent-a can close sessions
+    And agent processes stop after 1 second idle
+    And agent-a will take a turn that:
+      | waits until | released    |
+      | says        | svc-b is up |
+    And agent-a will reply "svc-a is up"
+    When mia says in "#ops": "@agent-a how is svc-b?"
+    Then agent-a is prompted with "how is svc-b?"
+    When ori says in "#ops": "@agent-a how is svc-a?"
+    Then the thread of "how is svc-a?" gets "svc-a is up" from agent-a
+    And agent-a answered the threads of "how is svc-a?" and "how is svc-b?" in one process
+    And agent-a is told to close the session of the thread of "how is svc-a?"
+    And agent-a's process in the thread of "how is svc-b?" is still running
+    When agent-a's turn is released
+    Then the thread of "how is svc-b?" gets "svc-b is up" from agent-a
+
   Scenario: a crash stops a shared process, and every thread on it starts afresh
     Given agent-a hosts up to 10 sessions per process
     And agent-a will reply "svc-a is up"

@@ -34,6 +34,10 @@ func limitSteps(w *world) []stepDef {
 			example: `agent-a can close sessions`,
 			doc:     "The scripted agent advertises session/close (sessionCapabilities.close) when initialized.",
 			fn:      w.stepCanCloseSessions},
+		{area: "prompts", pattern: `^([a-z0-9-]+) is told to close the session of the thread of "([^"]+)"$`,
+			example: `agent-a is told to close the session of the thread of "how is svc-a?"`,
+			doc:     "Waits until the agent process that got the thread's first prompt is sent session/close for that ACP session (the fake agent records it).",
+			fn:      w.stepSessionClosed},
 		{area: "setup", pattern: `^the daemon runs at most (\d+) agent processes$`,
 			example: `the daemon runs at most 2 agent processes`,
 			doc:     "Sets zooid.yaml max_processes: the cap on live agent processes across agents.",
@@ -134,6 +138,26 @@ func (w *world) stepCanCloseSessions(agent string) error {
 	}
 	a.closeSessions = true
 	return nil
+}
+
+func (w *world) stepSessionClosed(ctx context.Context, agent, rootText string) error {
+	root, err := w.threadOf(rootText)
+	if err != nil {
+		return err
+	}
+	p, ok := w.promptWith(agent, root.core)
+	if !ok {
+		return fmt.Errorf("%s was never prompted in the thread of %q", agent, rootText)
+	}
+	return w.eventually(ctx, fmt.Sprintf("%s is sent session/close for %s", agent, p.SessionID), func() (bool, string, error) {
+		closed := w.ctl.Closed(agent)
+		for _, c := range closed {
+			if c.SessionID == p.SessionID {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("closed so far: %v", closed), nil
+	})
 }
 
 func (w *world) stepDaemonMaxProcs(n string) error {

@@ -598,7 +598,18 @@ func (a *agent) askPermission(ctx context.Context, s *session, title string) {
 }
 
 func (a *agent) CloseSession(ctx context.Context, req acp.CloseSessionRequest) (acp.CloseSessionResponse, error) {
-	return acp.CloseSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionClose)
+	if !a.closeSessions {
+		return acp.CloseSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionClose)
+	}
+	a.mu.Lock()
+	_, ok := a.sessions[req.SessionId]
+	delete(a.sessions, req.SessionId)
+	a.mu.Unlock()
+	if !ok {
+		return acp.CloseSessionResponse{}, acp.NewInvalidParams(map[string]any{"error": "no session " + string(req.SessionId)})
+	}
+	a.report("closed", Closed{SessionID: req.SessionId})
+	return acp.CloseSessionResponse{}, nil
 }
 
 func (a *agent) ListSessions(ctx context.Context, req acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {

@@ -52,6 +52,7 @@ type Controller struct {
 	toolResults map[string][]ToolResult
 	toolLists   map[string][][]string
 	cancels     map[string][]Cancel
+	closes      map[string][]Closed
 	permissions map[string][]PermissionResult
 	mcpErrors   map[string][]MCPError
 	reaches     map[string][]ReachResult
@@ -115,6 +116,7 @@ func StartController(dir string) (*Controller, error) {
 		toolResults: map[string][]ToolResult{},
 		toolLists:   map[string][][]string{},
 		cancels:     map[string][]Cancel{},
+		closes:      map[string][]Closed{},
 		permissions: map[string][]PermissionResult{},
 		mcpErrors:   map[string][]MCPError{},
 		reaches:     map[string][]ReachResult{},
@@ -279,6 +281,12 @@ func (c *Controller) handle(proc *hello, m message, reply *message) error {
 			return err
 		}
 		record(c, c.mcpErrors, m.Agent, e)
+	case "closed":
+		var x Closed
+		if err := json.Unmarshal(m.Data, &x); err != nil {
+			return err
+		}
+		record(c, c.closes, m.Agent, x)
 	case "probe":
 		var pr Probe
 		if err := json.Unmarshal(m.Data, &pr); err != nil {
@@ -410,6 +418,9 @@ func (c *Controller) ToolLists(agent string) [][]string { return snapshot(c, c.t
 
 // Cancels are the session/cancel notifications agent received.
 func (c *Controller) Cancels(agent string) []Cancel { return snapshot(c, c.cancels, agent) }
+
+// Closed returns the session/close requests the agent's processes were sent.
+func (c *Controller) Closed(agent string) []Closed { return snapshot(c, c.closes, agent) }
 
 // Permissions are the answers agent got to its Permission actions.
 func (c *Controller) Permissions(agent string) []PermissionResult {

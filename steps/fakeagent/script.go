@@ -154,6 +154,11 @@ type ToolResult struct {
 	Elapsed time.Duration `json:"elapsed"`
 }
 
+// Closed is one session/close the agent was sent.
+type Closed struct {
+	SessionID acp.SessionId `json:"session_id"`
+}
+
 // Cancel is one session/cancel the agent received.
 type Cancel struct {
 	SessionID acp.SessionId `json:"session_id"`

@@ -417,6 +417,22 @@ func (c *Conn) NewSession(ctx context.Context, cwd string, mcpServers []acp.McpS
 	return s, nil
 }
 
+// Close ends the session in the agent with session/close, so it can free
+// what the session holds; the process goes on with its other sessions. Only
+// for an agent whose Capabilities say it can (SessionCapabilities.Close).
+func (s *Session) Close(ctx context.Context) error {
+	if s.c.caps.SessionCapabilities.Close == nil {
+		return fmt.Errorf("session/close: the agent does not advertise it")
+	}
+	if _, err := s.c.acp.CloseSession(ctx, acp.CloseSessionRequest{SessionId: s.id}); err != nil {
+		return fmt.Errorf("session/close: %w", s.c.classify(err))
+	}
+	s.c.mu.Lock()
+	delete(s.c.sessions, s.id)
+	s.c.mu.Unlock()
+	return nil
+}
+
 func (c *Conn) session(id acp.SessionId) *Session {
 	c.mu.Lock()
 	defer c.mu.Unlock()

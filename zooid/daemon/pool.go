@@ -369,6 +369,13 @@ func (pl *procPool) detach(p *proc, binding string) bool {
 	return true
 }
 
+// stays says whether p goes on after a session left it: not chosen to stop.
+func (pl *procPool) stays(p *proc) bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return !p.stopping
+}
+
 // evict chooses p to stop now, busy or not; it reports whether the caller
 // must stop it (false: someone already is).
 func (pl *procPool) evict(p *proc) bool {

@@ -274,11 +274,24 @@ func (d *Daemon) idleSession(s *session) {
 func (d *Daemon) retire(s *session, st *agentSession) {
 	st.proc.forget(st.acp.ID())
 	d.mcp.Unbind(st.binding)
-	if d.pool.detach(st.proc, st.binding) {
+	switch {
+	case d.pool.detach(st.proc, st.binding):
 		d.stopProc(st.proc)
+	case st.proc.conn != nil && st.proc.conn.Capabilities().SessionCapabilities.Close != nil && d.pool.stays(st.proc):
+		// The process goes on with other threads: an agent that can close a
+		// session frees what this one held now, not when the process stops.
+		ctx, cancel := context.WithTimeout(context.Background(), sessionCloseTimeout)
+		if err := st.acp.Close(ctx); err != nil {
+			d.log.Warn("closing a retired session in its agent", "agent", s.key.agent, "session", st.acp.ID(), "err", err)
+		}
+		cancel()
 	}
 	s.state = nil
 }
+
+// sessionCloseTimeout bounds session/close of a retired session: an agent
+// slow to answer it must not hold the thread's loop.
+const sessionCloseTimeout = 5 * time.Second
 
 // kill retires a session whose agent can no longer be trusted (hung, failing)
 // and stops its process now, whichever other threads it serves: they find it
