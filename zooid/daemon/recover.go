@@ -129,11 +129,12 @@ func (d *Daemon) recoverTurns(ctx context.Context) {
 		} else {
 			d.log.Error("giving up on answering an unfinished turn", "agent", r.Agent, "turn", r.TurnID, "attempts", r.Attempts-1)
 		}
+		closing := r.State == turnClosing
 		r.State, r.At, r.Closing = turnRecovered, time.Now().UTC(), ""
 		if err := d.turns.put(r); err != nil {
 			d.log.Error("journaling a recovered turn", "turn", r.TurnID, "err", err)
 		}
-		if r.State == turnClosing {
+		if closing {
 			d.log.Info("finished turn's closing words posted after a restart", "agent", r.Agent, "room", r.Room, "turn", r.TurnID)
 		} else {
 			d.log.Info("unfinished turn answered as interrupted", "agent", r.Agent, "room", r.Room, "turn", r.TurnID)
