@@ -30,15 +30,7 @@ import (
 // them side by side (zooid/... tests don't import this package: it imports
 // steps, the harness, which imports zooid/... itself).
 func BenchEchoUnixSocket(b *testing.B) {
-	dir, err := os.MkdirTemp("", "zecho")
-	if err != nil {
-		fatal(b, err)
-	}
-	defer os.RemoveAll(dir)
-	ln, err := net.Listen("unix", filepath.Join(dir, "e.sock"))
-	if err != nil {
-		fatal(b, err)
-	}
+	ln, sock := listenUnix(b, "zecho")
 	done := make(chan struct{})
 	go func() { // owner: BenchEchoUnixSocket; ends when the client closes
 		defer close(done)
@@ -58,7 +50,7 @@ func BenchEchoUnixSocket(b *testing.B) {
 			}
 		}
 	}()
-	c, err := net.Dial("unix", filepath.Join(dir, "e.sock"))
+	c, err := net.Dial("unix", sock)
 	if err != nil {
 		ln.Close()
 		<-done
@@ -95,20 +87,8 @@ func BenchCPU(b *testing.B) {
 // comes back on the bridge's stdout. It is the floor a tool call cannot go
 // below without dropping the bridge: two process hops each way.
 func BenchEchoViaBridge(b *testing.B) {
-	exe, err := os.Executable()
-	if err != nil {
-		fatal(b, err)
-	}
-	dir, err := os.MkdirTemp("", "zbridge")
-	if err != nil {
-		fatal(b, err)
-	}
-	defer os.RemoveAll(dir)
-	sock := filepath.Join(dir, "s.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		fatal(b, err)
-	}
+	exe := executable(b)
+	ln, sock := listenUnix(b, "zbridge")
 	done := make(chan struct{})
 	go func() { // owner: BenchEchoViaBridge; ends when the bridge goes
 		defer close(done)
@@ -189,16 +169,8 @@ func (staticRooms) RoomInfo(_ context.Context, c tools.Caller) (tools.RoomInfo, 
 // MCP JSON-RPC layers on both sides; the tool call end to end adds the
 // homeserver requests.
 func BenchToolCallNoHomeserver(b *testing.B) {
-	exe, err := os.Executable()
-	if err != nil {
-		fatal(b, err)
-	}
-	// Unix socket paths are short (108 bytes): a short temp dir.
-	dir, err := os.MkdirTemp("", "zmcp")
-	if err != nil {
-		fatal(b, err)
-	}
-	defer os.RemoveAll(dir)
+	exe := executable(b)
+	dir := shortDir(b, "zmcp")
 	srv, err := mcpserver.New(mcpserver.Options{
 		RunDir:        filepath.Join(dir, "run"),
 		Rooms:         staticRooms{},
@@ -243,20 +215,8 @@ func BenchToolCallNoHomeserver(b *testing.B) {
 // server that reads only the request's id and writes a canned result line.
 // Whatever an MCP server does on top of that is above this floor.
 func BenchToolCallCanned(b *testing.B) {
-	exe, err := os.Executable()
-	if err != nil {
-		fatal(b, err)
-	}
-	dir, err := os.MkdirTemp("", "zcanned")
-	if err != nil {
-		fatal(b, err)
-	}
-	defer os.RemoveAll(dir)
-	sock := filepath.Join(dir, "s.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		fatal(b, err)
-	}
+	exe := executable(b)
+	ln, sock := listenUnix(b, "zcanned")
 	initResult := fmt.Sprintf(`{"protocolVersion":%q,"capabilities":{"tools":{}},"serverInfo":{"name":"canned","version":"0"}}`, mcp.LATEST_PROTOCOL_VERSION)
 	callResult := `{"content":[{"type":"text","text":"{\"id\":\"!ops:localhost\",\"name\":\"ops\",\"transport\":\"matrix\"}"}],"structuredContent":{"id":"!ops:localhost","name":"ops","transport":"matrix"}}`
 	done := make(chan struct{})
@@ -349,4 +309,36 @@ func cpuTime() time.Duration {
 // "cpu-ns/op".
 func reportCPU(b *testing.B, start time.Duration) {
 	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+}
+
+// executable is this binary, which serves the bridge (`<exe> mcp`).
+func executable(b *testing.B) string {
+	exe, err := os.Executable()
+	if err != nil {
+		fatal(b, err)
+	}
+	return exe
+}
+
+// shortDir is a private temporary directory removed when the benchmark ends,
+// with a short path: a unix socket path holds 108 bytes, and b.TempDir's
+// carry the benchmark's name.
+func shortDir(b *testing.B, prefix string) string {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		fatal(b, err)
+	}
+	b.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+// listenUnix listens on a unix socket in a fresh shortDir; it returns the
+// listener and the socket's path.
+func listenUnix(b *testing.B, prefix string) (net.Listener, string) {
+	sock := filepath.Join(shortDir(b, prefix), "s.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		fatal(b, err)
+	}
+	return ln, sock
 }
