@@ -226,18 +226,7 @@ func TestTaskForRootWhileThePostFails(t *testing.T) {
 // adopted when the daemon meets it before Recover: the task goes on, open in
 // that thread, and nothing is reported for it.
 func TestKillNineAfterTheRootLanded(t *testing.T) {
-	e := &env{t: t, dir: t.TempDir(), hs: newFakeHS()}
-	runKilledChild(t, e.dir, "reserve")
-	e.open()
-	var carol Task
-	for _, task := range e.m.snapshotAll() {
-		if task.Agent == "carol" {
-			carol = task
-		}
-	}
-	if carol.State != StateReserved {
-		t.Fatalf("carol's task after the kill: %+v, want reserved", carol)
-	}
+	e, carol := killedWhileReservingCarol(t)
 	adopted, ok := e.m.TaskForRoot(roomA, "$landed", "@alice:hs", carol.AttemptID)
 	if !ok || adopted.State != StateOpen || adopted.ThreadID != "$landed" {
 		t.Fatalf("TaskForRoot before Recover: %+v %v", adopted, ok)
@@ -450,18 +439,7 @@ func TestKillNineWhilePosting(t *testing.T) {
 // Recover with its attempt id as txn id (a homeserver that has it answers with
 // it), and the task goes on.
 func TestKillNineThenTheRootPostIsFinished(t *testing.T) {
-	e := &env{t: t, dir: t.TempDir(), hs: newFakeHS()}
-	runKilledChild(t, e.dir, "reserve")
-	e.open()
-	var carol Task
-	for _, task := range e.m.snapshotAll() {
-		if task.Agent == "carol" {
-			carol = task
-		}
-	}
-	if carol.State != StateReserved {
-		t.Fatalf("carol's task after the kill: %+v, want reserved", carol)
-	}
+	e, carol := killedWhileReservingCarol(t)
 	if err := e.m.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -650,4 +628,24 @@ func TestAClearedCallerIsNotWokenAfterARestart(t *testing.T) {
 	if got, _ := e.m.TaskByThread(roomA, task.ThreadID); !got.Report.Done {
 		t.Fatalf("report not finished: %+v", got.Report)
 	}
+}
+
+// killedWhileReservingCarol opens the journal of a child SIGKILLed after it
+// reserved carol's task, before the root's post was journaled, and returns
+// that task, still reserved.
+func killedWhileReservingCarol(t *testing.T) (*env, Task) {
+	t.Helper()
+	e := &env{t: t, dir: t.TempDir(), hs: newFakeHS()}
+	runKilledChild(t, e.dir, "reserve")
+	e.open()
+	var carol Task
+	for _, task := range e.m.snapshotAll() {
+		if task.Agent == "carol" {
+			carol = task
+		}
+	}
+	if carol.State != StateReserved {
+		t.Fatalf("carol's task after the kill: %+v, want reserved", carol)
+	}
+	return e, carol
 }
