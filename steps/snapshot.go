@@ -2,8 +2,6 @@ package steps
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -14,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"maunium.net/go/mautrix"
@@ -125,57 +122,33 @@ func (r *poolRecipe) senderIDs(e *poolEntry, server string) []id.UserID {
 
 // snapshotKey names a snapshot by what it holds.
 func snapshotKey(baseImageID string, recipes []poolRecipe) string {
-	b, _ := json.Marshal(struct {
-		Version int          `json:"version"`
-		Image   string       `json:"image"`
-		Recipes []poolRecipe `json:"recipes"`
-	}{snapshotVersion, baseImageID, recipes})
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
+	k, _ := synapse.SnapshotKey(baseImageID, snapshotVersion, recipes) // recipes always encode
+	return k
 }
 
 // snapshot finds or builds the snapshot of recipes on the Synapse image
 // base, and returns its image ref and its pool (events not yet read).
 func snapshot(ctx context.Context, base string, recipes []poolRecipe, log func(string, ...any)) (string, []*poolEntry, error) {
-	img, ok, err := synapse.InspectImage(ctx, base)
+	var entries []*poolEntry
+	begin := time.Now()
+	ref, img, built, err := synapse.FindOrBuildSnapshot(ctx, base, synapse.SnapshotSpec{
+		Repo: snapshotRepo, Version: snapshotVersion, Recipe: recipes,
+		Build: func(ctx context.Context, base, ref string) (err error) {
+			entries, err = buildSnapshot(ctx, base, ref, recipes)
+			return err
+		},
+	}, func(format string, args ...any) { log("zooid sim: "+format, args...) })
 	if err != nil {
 		return "", nil, err
 	}
-	if !ok {
-		return "", nil, fmt.Errorf("no Synapse image %s (build it with docker/synapse-image.sh)", base)
-	}
-	ref := snapshotRepo + ":" + snapshotKey(img.ID, recipes)
-	unlock, err := buildLock(ref)
-	if err != nil {
-		return "", nil, err
-	}
-	defer unlock()
-	if snap, ok, err := synapse.InspectImage(ctx, ref); err != nil {
-		return "", nil, err
-	} else if ok {
-		var entries []*poolEntry
-		if err := json.Unmarshal([]byte(snap.Labels[snapshotPoolLabel]), &entries); err != nil {
-			return "", nil, fmt.Errorf("snapshot %s: reading its pool label: %w", ref, err)
-		}
-		log("zooid sim: Synapse snapshot %s reused (%d seeded rooms)", ref, len(entries))
+	if built {
+		log("zooid sim: Synapse snapshot %s built in %s (%d seeded rooms)", ref, time.Since(begin).Round(time.Second), len(entries))
 		return ref, entries, nil
 	}
-	begin := time.Now()
-	entries, err := buildSnapshot(ctx, base, ref, recipes)
-	if err != nil {
-		return "", nil, fmt.Errorf("building the Synapse snapshot %s: %w", ref, err)
+	if err := json.Unmarshal([]byte(img.Labels[snapshotPoolLabel]), &entries); err != nil {
+		return "", nil, fmt.Errorf("snapshot %s: reading its pool label: %w", ref, err)
 	}
-	log("zooid sim: Synapse snapshot %s built in %s (%d seeded rooms)", ref, time.Since(begin).Round(time.Second), len(entries))
-	// Snapshots of older keys (another Synapse image, older recipes) would
-	// otherwise pile up on a CI machine's disk, a few hundred MB each.
-	pruned, err := synapse.PruneImages(ctx, snapshotRepo, ref)
-	if len(pruned) > 0 {
-		log("zooid sim: removed older Synapse snapshots: %s", strings.Join(pruned, ", "))
-	}
-	if err != nil {
-		// The new snapshot is good; a leftover only costs disk.
-		log("zooid sim: %v", err)
-	}
+	log("zooid sim: Synapse snapshot %s reused (%d seeded rooms)", ref, len(entries))
 	return ref, entries, nil
 }
 
@@ -513,19 +486,4 @@ func neededRecipes(paths []string, recipes []poolRecipe) ([]poolRecipe, error) {
 		}
 	}
 	return out, nil
-}
-
-// buildLock keeps two test processes on this machine from building the
-// same snapshot at once: the second waits, then finds the image.
-func buildLock(ref string) (unlock func(), err error) {
-	name := filepath.Join(os.TempDir(), "zooid-"+strings.NewReplacer(":", "-", "/", "-").Replace(ref)+".lock")
-	f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR, 0o666)
-	if err != nil {
-		return nil, fmt.Errorf("snapshot lock: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("snapshot lock %s: %w", name, err)
-	}
-	return func() { _ = f.Close() }, nil
 }

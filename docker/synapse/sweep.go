@@ -165,7 +165,10 @@ func sweep(ctx context.Context, here owner) ([]string, error) {
 // created before the image keep, and returns the refs it removed. An image a
 // container still uses is kept (the engine refuses; no force), and so is one
 // created at the same time or after keep: another checkout may be using a newer
-// one. It is how a rebuilt snapshot frees the disk its predecessors held.
+// one. keep's ancestors are kept too: a snapshot built on another snapshot
+// needs the one below it tagged, or the next run would not find it by its key
+// and rebuild the chain. It is how a rebuilt snapshot frees the disk its
+// predecessors held.
 func PruneImages(ctx context.Context, repo, keep string) ([]string, error) {
 	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
 	if err != nil {
@@ -180,6 +183,14 @@ func PruneImages(ctx context.Context, repo, keep string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pruning %s images: %s's creation time %q: %w", repo, keep, k.Created, err)
 	}
+	hist, err := cli.ImageHistory(ctx, k.ID)
+	if err != nil {
+		return nil, fmt.Errorf("pruning %s images: the history of %s: %w", repo, keep, err)
+	}
+	ancestors := map[string]bool{}
+	for _, h := range hist.Items {
+		ancestors[h.ID] = true
+	}
 	res, err := cli.ImageList(ctx, client.ImageListOptions{Filters: client.Filters{}.Add("reference", repo)})
 	if err != nil {
 		return nil, fmt.Errorf("pruning %s images: listing them: %w", repo, err)
@@ -187,7 +198,7 @@ func PruneImages(ctx context.Context, repo, keep string) ([]string, error) {
 	var removed []string
 	var errs []error
 	for _, img := range res.Items {
-		if img.ID == k.ID {
+		if img.ID == k.ID || ancestors[img.ID] {
 			continue
 		}
 		in, err := cli.ImageInspect(ctx, img.ID)

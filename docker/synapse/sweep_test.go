@@ -156,7 +156,10 @@ func TestRunSweepsContainersOfEndedProcesses(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = cli.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true, PruneChildren: true})
 	})
-	if err := hs.Commit(ctx, ref, nil, map[string]string{RoleLabel: "test-synapse-snapshot"}); err != nil {
+	// A label's value is written into a Dockerfile change, where the engine
+	// would expand a $ (a Matrix event id's first character) and quotes.
+	const odd = `{"long":"$ev-id_1","q":"a\"b\\c ${X}"}`
+	if err := hs.Commit(ctx, ref, nil, map[string]string{RoleLabel: "test-synapse-snapshot", testLabel: odd}); err != nil {
 		t.Fatal(err)
 	}
 	img, ok, err := InspectImage(ctx, ref)
@@ -168,6 +171,9 @@ func TestRunSweepsContainersOfEndedProcesses(t *testing.T) {
 	}
 	if img.Labels[RoleLabel] != "test-synapse-snapshot" {
 		t.Fatalf("snapshot role label = %q, want test-synapse-snapshot", img.Labels[RoleLabel])
+	}
+	if img.Labels[testLabel] != odd {
+		t.Fatalf("snapshot label = %q, want %q", img.Labels[testLabel], odd)
 	}
 }
 

@@ -32,6 +32,14 @@ func RunForTest(t testing.TB, opts ...Option) *Container {
 	return c
 }
 
+// RequireEngine skips t when no Docker engine answers, or fails it when the
+// run asked for Synapse (ZOOID_TEST_HOMESERVER=synapse), for a test that
+// starts Synapse through something other than RunForTest.
+func RequireEngine(t testing.TB) {
+	t.Helper()
+	requireEngine(t)
+}
+
 // requireEngine skips t when no Docker engine answers, or fails it when the
 // run asked for Synapse.
 func requireEngine(t testing.TB) {

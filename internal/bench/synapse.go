@@ -3,12 +3,15 @@ package bench
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,20 +40,74 @@ type Synapse struct {
 	reqs    atomic.Int64
 	spentMu sync.Mutex
 	spent   map[string]time.Duration
+	pushMu  sync.Mutex
+	pushed  map[id.EventID]bool // the events Synapse pushed to the appservice
+	// Workers is how many sends SeedRoom keeps in flight (sendWorkers
+	// when 0).
+	Workers int
 }
 
-// StartSynapse starts the container; Close removes it.
-func StartSynapse(ctx context.Context) (*Synapse, error) {
-	push := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("{}")) }))
-	reg := &appservice.Registration{ID: "zooid-bench", URL: push.URL, AppToken: "as-" + rand.Text(), ServerToken: "hs-" + rand.Text(),
+// StartSynapse starts the container from the Synapse test image; Close
+// removes it.
+func StartSynapse(ctx context.Context) (*Synapse, error) { return startSynapse(ctx) }
+
+// startSynapse starts the container with the bench's appservice (fresh
+// tokens each time: a snapshot keeps the registration's id, users and rooms,
+// not its tokens) and opts.
+func startSynapse(ctx context.Context, opts ...synapse.Option) (*Synapse, error) {
+	s := &Synapse{spent: map[string]time.Duration{}, pushed: map[id.EventID]bool{}}
+	s.push = httptest.NewServer(http.HandlerFunc(s.transaction))
+	s.reg = &appservice.Registration{ID: "zooid-bench", URL: s.push.URL, AppToken: "as-" + rand.Text(), ServerToken: "hs-" + rand.Text(),
 		SenderLocalpart: "zooid-bench",
 		Namespaces:      appservice.Namespaces{UserIDs: appservice.NamespaceList{{Regex: "@(agent|bench)-.*:" + regexp.QuoteMeta("localhost"), Exclusive: true}}}}
-	c, err := synapse.Run(ctx, synapse.WithAppservice(reg))
+	c, err := synapse.Run(ctx, append([]synapse.Option{synapse.WithAppservice(s.reg)}, opts...)...)
 	if err != nil {
-		push.Close()
+		s.push.Close()
 		return nil, fmt.Errorf("starting synapse: %w", err)
 	}
-	return &Synapse{c: c, push: push, reg: reg, spent: map[string]time.Duration{}}, nil
+	s.c = c
+	return s, nil
+}
+
+// transaction takes Synapse's appservice pushes and notes their events:
+// a snapshot is committed only once Synapse has pushed what was sent, so a
+// Synapse started from it has no backlog of pushes to make while it is read.
+func (s *Synapse) transaction(w http.ResponseWriter, r *http.Request) {
+	var txn struct {
+		Events []struct {
+			ID id.EventID `json:"event_id"`
+		} `json:"events"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&txn); err == nil && len(txn.Events) > 0 {
+		s.pushMu.Lock()
+		for _, e := range txn.Events {
+			s.pushed[e.ID] = true
+		}
+		s.pushMu.Unlock()
+	}
+	_, _ = w.Write([]byte("{}"))
+}
+
+// waitPushed waits until Synapse has pushed every event of ids.
+func (s *Synapse) waitPushed(ctx context.Context, ids []id.EventID) error {
+	for {
+		s.pushMu.Lock()
+		missing := 0
+		for _, e := range ids {
+			if !s.pushed[e] {
+				missing++
+			}
+		}
+		s.pushMu.Unlock()
+		if missing == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for Synapse to push %d of %d events: %w", missing, len(ids), ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Close terminates the container.
@@ -113,34 +170,45 @@ func (s *Synapse) client(ctx context.Context, uid id.UserID, counted bool) (*mau
 
 // sendWorkers is how many messages are in flight at once while seeding:
 // Synapse persists a room's events one batch at a time, and sends that wait
-// in line make its batches bigger.
-const sendWorkers = 8
+// in line make its batches bigger. On a quiet 2-core machine a 1k room went
+// at 115–124 events a second with 8, 145–153 with 16, 169–185 with 32 and
+// 144–198 with 64 (docs/performance.md, item 3).
+const sendWorkers = 32
 
 // SeedRoom sends a room of n messages of SeedRoom's shape (one in ten
 // top-level, one in ten in the long thread, the rest in the latest of 20
 // open threads) and returns it read through zooid/history as agent-a. The
-// messages go out in waves of 100, sendWorkers at a time; a reply in a wave
+// messages go out in waves of 100, Workers at a time; a reply in a wave
 // joins a thread opened before that wave, so the threads' shape is
 // SeedRoom's give or take one wave.
 func (s *Synapse) SeedRoom(ctx context.Context, n int, logf func(string, ...any)) (*Room, error) {
+	room, ids, err := s.seed(ctx, n, logf)
+	if err != nil {
+		return nil, err
+	}
+	return s.room(ctx, room, ids[0])
+}
+
+// seed sends SeedRoom's room and returns it and its messages' ids.
+func (s *Synapse) seed(ctx context.Context, n int, logf func(string, ...any)) (id.RoomID, []id.EventID, error) {
 	server := s.c.ServerName()
 	human := id.NewUserID("bench-alice", server)
 	agent := id.NewUserID("agent-a", server)
 	hc, err := s.client(ctx, human, false)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	ac, err := s.client(ctx, agent, true)
+	ac, err := s.client(ctx, agent, false)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	resp, err := hc.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "public_chat", Visibility: "private", Name: fmt.Sprintf("big %d", n)})
 	if err != nil {
-		return nil, fmt.Errorf("creating the room: %w", err)
+		return "", nil, fmt.Errorf("creating the room: %w", err)
 	}
 	room := resp.RoomID
 	if _, err := ac.JoinRoom(ctx, string(room), nil); err != nil {
-		return nil, fmt.Errorf("agent-a joining: %w", err)
+		return "", nil, fmt.Errorf("agent-a joining: %w", err)
 	}
 	ids := make([]id.EventID, n)
 	send := func(i int, root id.EventID) error {
@@ -156,11 +224,14 @@ func (s *Synapse) SeedRoom(ctx context.Context, n int, logf func(string, ...any)
 		return nil
 	}
 	if err := send(0, ""); err != nil {
-		return nil, err
+		return "", nil, err
+	}
+	workers := s.Workers
+	if workers <= 0 {
+		workers = sendWorkers
 	}
 	var roots []id.EventID // the open threads, as of the wave's start
 	start := time.Now()
-	const wave = 100
 	for lo := 1; lo < n; lo += wave {
 		hi := min(lo+wave, n)
 		var (
@@ -169,9 +240,9 @@ func (s *Synapse) SeedRoom(ctx context.Context, n int, logf func(string, ...any)
 			first error
 			next  = make(chan int)
 		)
-		for range sendWorkers {
+		for range workers {
 			wg.Add(1)
-			go func() { // owner: SeedRoom; ends when the wave's messages are sent
+			go func() { // owner: seed; ends when the wave's messages are sent
 				defer wg.Done()
 				for i := range next {
 					var root id.EventID
@@ -195,7 +266,7 @@ func (s *Synapse) SeedRoom(ctx context.Context, n int, logf func(string, ...any)
 		close(next)
 		wg.Wait()
 		if first != nil {
-			return nil, first
+			return "", nil, first
 		}
 		for i := lo; i < hi; i++ {
 			if i%10 == 0 {
@@ -209,13 +280,28 @@ func (s *Synapse) SeedRoom(ctx context.Context, n int, logf func(string, ...any)
 			logf("Synapse room of %d: %d sent, %.0f a second", n, hi, float64(hi)/time.Since(start).Seconds())
 		}
 	}
+	return room, ids, nil
+}
+
+// wave is how many messages SeedRoom sends before the next wave may reply
+// to the threads they opened.
+const wave = 100
+
+// room is a seeded room read through zooid/history as agent-a, by a client
+// that counts and times its requests; long is the root of its long thread.
+func (s *Synapse) room(ctx context.Context, room id.RoomID, long id.EventID) (*Room, error) {
+	agent := id.NewUserID("agent-a", s.c.ServerName())
+	ac, err := s.client(ctx, agent, true)
+	if err != nil {
+		return nil, err
+	}
 	h := history.New(history.Options{Client: func(u id.UserID) *mautrix.Client {
 		if u == agent {
 			return ac
 		}
 		return nil
 	}})
-	return &Room{H: h, Long: ids[0], count: func() int { return int(s.reqs.Load()) }, spent: s.Spent,
+	return &Room{H: h, Long: long, count: func() int { return int(s.reqs.Load()) }, spent: s.Spent,
 		C: tools.Caller{Agent: "agent-a", UserID: agent, Transport: "matrix", Room: room, Rooms: []id.RoomID{room}}}, nil
 }
 
@@ -224,4 +310,138 @@ func firstErr(first, err error) error {
 		return first
 	}
 	return err
+}
+
+// Bench rooms on Synapse come from a chain of snapshot images
+// (docker/synapse's FindOrBuildSnapshot, as the feature suite's busy rooms
+// do): the first holds the smallest room, sent to a Synapse started from the
+// test image; each next one is a Synapse started from the one before with the
+// next room sent to it. A link's key is the id of the image below it and its
+// recipe (SeedRoom's shape and the room's size), so sizes already built are
+// reused, a new largest size costs only its own sending, and a changed
+// Synapse image or shape rebuilds the chain.
+
+// snapshotRepo is the image repository of the bench's snapshots.
+const snapshotRepo = "zooid-bench-synapse-snapshot"
+
+// snapshotVersion is part of the key: bump it when the way a link is built
+// or described changes.
+const snapshotVersion = 1
+
+// roomShape describes SeedRoom's shape in the key: change it (or
+// snapshotVersion) when seed sends a different room.
+const roomShape = "seedroom: message 0 roots the long thread; i%10==0 top-level, i%10==5 in the long thread, else in the latest 20 open threads (i mod their count); waves of 100"
+
+// roomsLabel carries the rooms a snapshot holds, as JSON []SnapshotRoom.
+const roomsLabel = "dev.zooid.bench.rooms"
+
+// snapshotLink is a link's recipe: one room of Events messages.
+type snapshotLink struct {
+	Shape  string `json:"shape"`
+	Events int    `json:"events"`
+}
+
+// SnapshotRoom is a room a bench snapshot holds and how it was sent.
+type SnapshotRoom struct {
+	Events  int        `json:"events"`
+	Room    id.RoomID  `json:"room"`
+	Long    id.EventID `json:"long"` // the root of its long thread
+	Image   string     `json:"image"`
+	Built   time.Time  `json:"built"`
+	Send    float64    `json:"send_seconds"` // sending it took, at Workers in flight
+	Workers int        `json:"workers"`
+}
+
+// SnapshotRooms starts Synapse from the snapshot that holds a room of each
+// of sizes (ascending), building what of the chain is missing first, and
+// returns it with the rooms by size and how each was sent.
+func SnapshotRooms(ctx context.Context, sizes []int, logf func(string, ...any)) (*Synapse, map[int]*Room, []SnapshotRoom, error) {
+	return snapshotRooms(ctx, snapshotRepo, sizes, logf)
+}
+
+// snapshotRooms is SnapshotRooms with the snapshots in repo.
+func snapshotRooms(ctx context.Context, repo string, sizes []int, logf func(string, ...any)) (*Synapse, map[int]*Room, []SnapshotRoom, error) {
+	if !slices.IsSorted(sizes) || len(sizes) == 0 {
+		return nil, nil, nil, fmt.Errorf("synapse bench rooms: sizes %v are not ascending", sizes)
+	}
+	base := os.Getenv(synapse.ImageEnv)
+	if base == "" {
+		base = synapse.DefaultImage
+	}
+	var have []SnapshotRoom
+	for i, size := range sizes {
+		first := i == 0
+		ref, img, built, err := synapse.FindOrBuildSnapshot(ctx, base, synapse.SnapshotSpec{
+			Repo: repo, Version: snapshotVersion, Recipe: snapshotLink{Shape: roomShape, Events: size},
+			Build: func(ctx context.Context, base, ref string) error {
+				return buildLink(ctx, base, ref, first, size, have, logf)
+			},
+		}, logf)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if err := json.Unmarshal([]byte(img.Labels[roomsLabel]), &have); err != nil {
+			return nil, nil, nil, fmt.Errorf("snapshot %s: reading its rooms label: %w", ref, err)
+		}
+		if len(have) != i+1 || have[i].Events != size {
+			return nil, nil, nil, fmt.Errorf("snapshot %s holds %d rooms, the last of %d events; want %d, the last of %d", ref, len(have), have[len(have)-1].Events, i+1, size)
+		}
+		if built {
+			logf("Synapse snapshot %s built: a room of %d sent in %.0f s", ref, size, have[i].Send)
+		} else {
+			logf("Synapse snapshot %s reused: a room of %d, sent %s", ref, size, have[i].Built.Format(time.RFC3339))
+		}
+		base = ref
+	}
+	s, err := startSynapse(ctx, synapse.FromSnapshot(base))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rooms := map[int]*Room{}
+	for _, h := range have {
+		r, err := s.room(ctx, h.Room, h.Long)
+		if err != nil {
+			_ = s.Close()
+			return nil, nil, nil, err
+		}
+		rooms[h.Events] = r
+	}
+	return s, rooms, have, nil
+}
+
+// buildLink starts Synapse from base (the test image when first, else the
+// snapshot below), sends a room of size to it, waits until Synapse has pushed
+// the last wave to the appservice, and commits it as ref with have and the
+// new room in its rooms label.
+func buildLink(ctx context.Context, base, ref string, first bool, size int, have []SnapshotRoom, logf func(string, ...any)) error {
+	opt := synapse.FromSnapshot(base)
+	if first {
+		opt = synapse.WithImage(base)
+	}
+	s, err := startSynapse(ctx, opt)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = s.Close() }()
+	start := time.Now()
+	room, ids, err := s.seed(ctx, size, logf)
+	if err != nil {
+		return err
+	}
+	send := time.Since(start)
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if err := s.waitPushed(wctx, ids[max(0, len(ids)-wave):]); err != nil {
+		return err
+	}
+	workers := s.Workers
+	if workers <= 0 {
+		workers = sendWorkers
+	}
+	rooms := append(slices.Clone(have), SnapshotRoom{Events: size, Room: room, Long: ids[0], Image: base, Built: start.UTC(), Send: send.Seconds(), Workers: workers})
+	b, err := json.Marshal(rooms)
+	if err != nil {
+		return fmt.Errorf("encoding the snapshot's rooms: %w", err)
+	}
+	return s.c.Commit(ctx, ref, nil, map[string]string{roomsLabel: string(b), synapse.RoleLabel: "test-synapse-snapshot"})
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,14 +21,14 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: zooid bench [--short] [--items 2,3] [--suite] [--synapse [--runs N] [--synapse-sizes 1000,10000]] [--agents N --sessions N] [--check BASELINE.json] [--write-baseline BASELINE.json] [--json]")
+		fmt.Fprintln(stderr, "usage: zooid bench [--short] [--items 2,3] [--suite] [--synapse [--runs N] [--synapse-sizes 1000,10000,100000]] [--agents N --sessions N] [--check BASELINE.json] [--write-baseline BASELINE.json] [--json]")
 		fs.PrintDefaults()
 	}
 	short := fs.Bool("short", false, "the CI version: seconds, rooms up to 10k events, 10 agents × 2 sessions")
 	suite := fs.Bool("suite", false, "also time the whole fake feature suite")
 	synapse := fs.Bool("synapse", false, "also measure on Synapse (needs docker; long): history pages in rooms of --synapse-sizes events, and each feature file on fakehs and on Synapse")
 	runs := fs.Int("runs", 3, "with --synapse: runs of each feature file per homeserver (the median counts)")
-	synSizes := fs.String("synapse-sizes", "1000,10000", "with --synapse: the sizes, in events, of the Synapse rooms whose pages are measured (the first is the one the others are divided by)")
+	synSizes := fs.String("synapse-sizes", "", "with --synapse: the sizes, in events, ascending, of the Synapse rooms whose pages are measured (the first is the one the others are divided by; default 1000,10000,100000, with --short 1000,10000); the rooms come from snapshot images built once (docs/performance.md)")
 	itemList := fs.String("items", "", "measure only these issue 15 items, comma-separated (1–5; default all, 1 only with --synapse)")
 	agents := fs.Int("agents", 0, "agents of the idle-sessions measure (default 200, 10 with --short)")
 	sessions := fs.Int("sessions", 0, "sessions per agent of the idle-sessions measure (default 5, 2 with --short)")
@@ -47,10 +48,16 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "zooid bench: --items: %v\n", err)
 		return 2
 	}
-	sizes, err := intList(*synSizes, 1000, 1_000_000)
-	if err != nil || len(sizes) < 2 {
-		fmt.Fprintf(stderr, "zooid bench: --synapse-sizes: want two sizes or more, each 1000–1000000: %v\n", err)
-		return 2
+	var sizes []int
+	if *synSizes != "" {
+		sizes, err = intList(*synSizes, 1000, 1_000_000)
+		if err == nil && (len(sizes) < 2 || !slices.IsSorted(sizes) || len(slices.Compact(slices.Clone(sizes))) != len(sizes)) {
+			err = fmt.Errorf("%v", sizes)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "zooid bench: --synapse-sizes: want two sizes or more, ascending, each 1000–1000000: %v\n", err)
+			return 2
+		}
 	}
 	if (*agents == 0) != (*sessions == 0) {
 		fmt.Fprintln(stderr, "zooid bench: give --agents and --sessions together")

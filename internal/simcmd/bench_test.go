@@ -25,10 +25,12 @@ func TestIntList(t *testing.T) {
 // Bad flags are refused before anything is measured.
 func TestBenchRefusesBadItemsAndSizes(t *testing.T) {
 	for args, want := range map[string]string{
-		"--items 6":                `--items: "6" is not a number from 1 to 5`,
-		"--synapse-sizes 1000":     "--synapse-sizes: want two sizes or more",
-		"--synapse-sizes 100,1000": "--synapse-sizes: want two sizes or more, each 1000–1000000",
-		"--agents 3":               "give --agents and --sessions together",
+		"--items 6":                  `--items: "6" is not a number from 1 to 5`,
+		"--synapse-sizes 1000":       "--synapse-sizes: want two sizes or more",
+		"--synapse-sizes 100,1000":   "--synapse-sizes: want two sizes or more, ascending, each 1000–1000000",
+		"--synapse-sizes 10000,1000": "--synapse-sizes: want two sizes or more, ascending",
+		"--synapse-sizes 1000,1000":  "--synapse-sizes: want two sizes or more, ascending",
+		"--agents 3":                 "give --agents and --sessions together",
 	} {
 		var out, errb bytes.Buffer
 		if code := cmdBench(strings.Fields(args), &out, &errb); code != 2 || !strings.Contains(errb.String(), want) {
