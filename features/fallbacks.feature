@@ -66,6 +66,9 @@ Feature: Working with homeservers that do less or push back
     And the homeserver itself serves the history of "#ops" to agent-b
     When agent-b calls zooid_get_history with {"limit": 5}
     Then the call is refused with "forbidden"
+    # Each turn of agent-b asks once whether its trigger is readable, sees it
+    # is not a member, and goes ahead instead of polling until the bound.
+    And the homeserver was asked GET /_matrix/client/v3/rooms/*/event/* at most twice
 
   Scenario: after a restart, the thread memory is rebuilt behind a run of reactions
     Given the daemon runs as its own process
