@@ -32,7 +32,7 @@ Feature: How an agent's reply lands in the room
     And agent-a is prompted with "try again please" in a new session
 
   Scenario: a hung agent is cancelled at the turn timeout with an error notice
-    Given a turn times out after 3 seconds
+    Given a turn times out after 1 second
     And agent-a will hang
     When ori says in "#ops": "@agent-a can someone audit svc-a"
     Then agent-a posts an error "agent_timeout" in the thread

@@ -48,7 +48,7 @@ type Options struct {
 	Wait time.Duration
 	// TurnTimeout is the daemon's turn timeout (default: Wait; an agent's
 	// start-up is bounded by Wait either way). A scenario about hung agents
-	// sets a short one of its own ("a turn times out after 3 seconds").
+	// sets a short one of its own ("a turn times out after 1 second").
 	TurnTimeout time.Duration
 	// Repeat runs every selected scenario this many times, in as many passes
 	// (default 1). A scenario that fails in one pass and passes in another is
@@ -67,6 +67,9 @@ type Options struct {
 	// time split into phases (lease, humans, rooms, seed, handover, daemon,
 	// steps, teardown).
 	Timings io.Writer
+	// Times, when set, is filled at the end of the run with the same
+	// measures as Timings, for a program to read (zooid bench's item 1).
+	Times *RunTimes
 
 	// testSteps, set by this package's tests, registers extra steps.
 	testSteps func(sc *godog.ScenarioContext)
@@ -103,7 +106,7 @@ func Run(opts Options) int {
 	}
 	ctx := context.Background()
 	var tm *timings
-	if opts.Timings != nil {
+	if opts.Timings != nil || opts.Times != nil {
 		tm = &timings{start: time.Now()}
 	}
 	b, err := newBackend(ctx, opts.Homeserver, opts.Concurrency, opts.Paths, func(format string, args ...any) {
@@ -177,8 +180,11 @@ func Run(opts Options) int {
 	if flaky, _ := r.outcomes.summary(out, opts.Repeat); flaky > 0 && status == 0 {
 		status = 1
 	}
-	if tm != nil {
+	if opts.Timings != nil {
 		tm.write(opts.Timings, 15)
+	}
+	if opts.Times != nil {
+		*opts.Times = tm.times()
 	}
 	if r.reports != nil {
 		if err := r.reports.write(opts.Report); err != nil {

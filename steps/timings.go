@@ -166,6 +166,42 @@ func (t *timings) write(out io.Writer, slowest int) {
 	_ = tw.Flush()
 }
 
+// RunTimes is where one run's time went, as Options.Times receives it.
+type RunTimes struct {
+	// Total is the run's wall time, the homeserver's start included.
+	Total time.Duration
+	// Backend is starting the homeserver (the Synapse container, its snapshot).
+	Backend time.Duration
+	// Scenarios are the finished scenarios in the order they started.
+	Scenarios []ScenarioTime
+}
+
+// ScenarioTime is one scenario's wall time in a run.
+type ScenarioTime struct {
+	// Feature is the feature file's path from the module root; Name the scenario's.
+	Feature, Name string
+	// Wall is from the scenario's start to the end of its teardown.
+	Wall time.Duration
+	// Lease is the part of Wall spent waiting for a homeserver slot (another
+	// scenario's time, not this one's).
+	Lease  time.Duration
+	Failed bool
+}
+
+func (t *timings) times() RunTimes {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rt := RunTimes{Total: time.Since(t.start), Backend: t.backend}
+	for _, s := range t.scenarios {
+		s.mu.Lock()
+		if !s.end.IsZero() {
+			rt.Scenarios = append(rt.Scenarios, ScenarioTime{Feature: s.feature, Name: s.name, Wall: s.wall(), Lease: s.phases[phaseLease], Failed: s.failed})
+		}
+		s.mu.Unlock()
+	}
+	return rt
+}
+
 func phaseCells(p map[string]time.Duration) string {
 	cells := make([]string, len(phaseOrder))
 	for i, name := range phaseOrder {
