@@ -150,7 +150,7 @@ func (w *world) ensureHomeserver(ctx context.Context) error {
 	w.lease = l
 	// w.lease, not l: claimSeeded may move the scenario to another lease.
 	w.closers = append(w.closers, func() error { w.lease.release(); return nil })
-	dir, err := os.MkdirTemp("/tmp", "zw")
+	dir, err := os.MkdirTemp(scratchRoot(), "zw")
 	if err != nil {
 		return fmt.Errorf("scratch dir: %w", err)
 	}
