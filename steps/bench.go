@@ -82,7 +82,17 @@ func setupWorld(ctx context.Context, w *world, busy int) error {
 // comes back the same way. The time is the agent's own (ToolResult.Elapsed),
 // summed over b.N calls made in one turn, so the Matrix turn that asks for them
 // is not counted.
-func BenchToolCall(b *testing.B) {
+func BenchToolCall(b *testing.B) { benchToolCall(b, false) }
+
+// BenchToolCallFromBridge is the same call measured where the path
+// starts, at the agent-side bridge: the fake agent starts a bridge of its own
+// from the session's MCP entry and times each hand-written tools/call line
+// from its bridge's stdin until the answer's line is read from the bridge's
+// stdout (fakeagent.Action.Raw). The agent's MCP client (mcp-go, the agent's
+// code, not zooid's) and its ACP tool-call updates are not in it.
+func BenchToolCallFromBridge(b *testing.B) { benchToolCall(b, true) }
+
+func benchToolCall(b *testing.B, raw bool) {
 	ctx := context.Background()
 	w := newWorld(benchRunner())
 	defer func() {
@@ -102,7 +112,7 @@ func BenchToolCall(b *testing.B) {
 	}
 	n := b.N
 	b.ResetTimer()
-	total, err := w.repeatCall(ctx, "agent-a", tools.GetRoomInfo, map[string]any{}, n)
+	total, err := w.repeatCall(ctx, "agent-a", tools.GetRoomInfo, map[string]any{}, n, raw)
 	if err != nil {
 		benchFatal(b, err)
 	}
@@ -111,8 +121,9 @@ func BenchToolCall(b *testing.B) {
 }
 
 // repeatCall has agent call tool n times in one turn and returns the sum of
-// the calls' own durations; every call must succeed.
-func (w *world) repeatCall(ctx context.Context, agent, tool string, args map[string]any, n int) (time.Duration, error) {
+// the calls' own durations; every call must succeed. raw makes the calls
+// from the bridge's stdin (fakeagent.Action.Raw).
+func (w *world) repeatCall(ctx context.Context, agent, tool string, args map[string]any, n int, raw bool) (time.Duration, error) {
 	f := w.focus[agent]
 	if f == nil {
 		return 0, fmt.Errorf("%s has no thread to be woken in", agent)
@@ -120,6 +131,7 @@ func (w *world) repeatCall(ctx context.Context, agent, tool string, args map[str
 	before := len(w.ctl.ToolResults(agent))
 	act := fakeagent.CallTool(tool, args)
 	act.Repeat = n
+	act.Raw = raw
 	w.ctl.Queue(agent, fakeagent.Turn{act, fakeagent.Stop("end_turn")})
 	w.stepSeq++
 	if _, err := w.say(ctx, f.sender, f.room.name, fmt.Sprintf("@%s go on (%d)", agent, w.stepSeq), f.root, true); err != nil {
@@ -134,8 +146,8 @@ func (w *world) repeatCall(ctx context.Context, agent, tool string, args map[str
 	}
 	var total time.Duration
 	for _, r := range rs[before : before+n] {
-		if r.Err != "" || r.IsError {
-			return 0, fmt.Errorf("%s: %s %s", tool, r.Err, r.Text)
+		if r.Err != "" || r.IsError || r.Text == "" {
+			return 0, fmt.Errorf("%s: %q %q", tool, r.Err, r.Text)
 		}
 		total += r.Elapsed
 	}

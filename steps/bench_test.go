@@ -28,6 +28,10 @@ func benchSetup(b *testing.B, messages int) { BenchScenarioSetup(b, messages) }
 // bridge, the daemon and fakehs (see BenchToolCall).
 func BenchmarkToolCall(b *testing.B) { BenchToolCall(b) }
 
+// BenchmarkToolCallFromBridge is the same call from the bridge's stdin to
+// its stdout (see BenchToolCallFromBridge).
+func BenchmarkToolCallFromBridge(b *testing.B) { BenchToolCallFromBridge(b) }
+
 // BenchmarkIdleSessions: 20 agents × 5 sessions, idle (see BenchIdleSessions;
 // `zooid bench` runs 200 × 5).
 func BenchmarkIdleSessions(b *testing.B) { BenchIdleSessions(b, 20, 5) }

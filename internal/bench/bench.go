@@ -204,14 +204,16 @@ func toolCallRows(ctx context.Context, o Options, logf func(string, ...any)) ([]
 	}
 	inf := math.Inf(1)
 	echo := &layer{"echo", 1000, 10000, BenchEchoUnixSocket, inf, inf}
+	xecho := &layer{"xecho", 1000, 10000, BenchEchoCrossProcess, inf, inf}
 	bridge := &layer{"bridge", 300, 3000, BenchEchoViaBridge, inf, inf}
 	canned := &layer{"canned", 300, 3000, BenchToolCallCanned, inf, inf}
 	nohs := &layer{"nohs", 300, 3000, BenchToolCallNoHomeserver, inf, inf}
 	call := &layer{"toolcall", 100, 1000, steps.BenchToolCall, inf, inf}
+	raw := &layer{"frombridge", 100, 1000, steps.BenchToolCallFromBridge, inf, inf}
 	direct := &layer{"roominfo", 100, 1000, func(b *testing.B) { BenchRoomInfoDirect(b, small) }, inf, inf}
 	for i := range rounds {
-		logf("round %d of %d: unix-socket echo, echo through the bridge, MCP client to a canned server and to zooid's without a homeserver, tool call end to end (agent → bridge → daemon → fakehs), its handler alone", i+1, rounds)
-		for _, l := range []*layer{echo, bridge, canned, nohs, call, direct} {
+		logf("round %d of %d: unix-socket echo in one process and across two, echo through the bridge, MCP client to a canned server and to zooid's without a homeserver, tool call end to end (agent → bridge → daemon → fakehs) from the agent's MCP client and from the bridge's stdin, its handler alone", i+1, rounds)
+		for _, l := range []*layer{echo, xecho, bridge, canned, nohs, call, raw, direct} {
 			r, err := measure(l.name, iterations(o, l.short, l.full), l.f)
 			if err != nil {
 				return nil, err
@@ -224,9 +226,20 @@ func toolCallRows(ctx context.Context, o Options, logf func(string, ...any)) ([]
 	}
 	of := func(a, b *layer) string { return fmt.Sprintf("%s ÷ %s", dur(a.ns), dur(b.ns)) }
 	ratio := call.ns / echo.ns
+	rawRatio, rawCross := raw.ns/echo.ns, raw.ns/xecho.ns
 	return []Row{
-		{Item: 2, Key: "toolcall/echo", What: "MCP tool call end to end ÷ bare unix-socket round trip",
+		{Item: 2, Key: "frombridge/echo", What: "the issue's path: a tools/call line written to the agent-side bridge's stdin until its answer's line is read from its stdout (daemon, fakehs behind it) ÷ bare unix-socket round trip in one process",
+			Value: rawRatio, Unit: "×", From: of(raw, echo), Goal: "≤ 5×", Met: met(rawRatio <= 5)},
+		{Item: 2, Key: "frombridge/xecho", What: "the same ÷ bare unix-socket round trip across two processes (a line echoed by another process: the floor of a path that crosses processes)",
+			Value: rawCross, Unit: "×", From: of(raw, xecho), Goal: "≤ 5×", Met: met(rawCross <= 5)},
+		{Item: 2, Key: "xecho/echo", What: "crossing a process: the cross-process echo ÷ the one-process echo",
+			Value: xecho.ns / echo.ns, Unit: "×", From: of(xecho, echo)},
+		{Item: 2, Key: "frombridge/bridge", What: "the issue's path ÷ echo through the bridge (the CI check: the same processes and hops, so what is left is the daemon's side and fakehs)",
+			Value: raw.ns / bridge.ns, Unit: "×", From: of(raw, bridge), Check: true},
+		{Item: 2, Key: "toolcall/echo", What: "MCP tool call end to end from the agent's MCP client (mcp-go, in the fake agent) ÷ bare unix-socket round trip in one process",
 			Value: ratio, Unit: "×", From: of(call, echo), Goal: "≤ 5×", Met: met(ratio <= 5)},
+		{Item: 2, Key: "client", What: "the agent's side: the call from the agent's MCP client, less the same from the bridge's stdin (mcp-go's client, its ACP tool-call updates)",
+			Value: (call.ns - raw.ns) / 1e3, Unit: "µs", From: fmt.Sprintf("%s − %s", dur(call.ns), dur(raw.ns))},
 		{Item: 2, Key: "bridge/echo", What: "the bridge process: echo through `zooid mcp` ÷ bare echo",
 			Value: bridge.ns / echo.ns, Unit: "×", From: of(bridge, echo)},
 		{Item: 2, Key: "canned/echo", What: "the floor with the agent's MCP client: mcp-go through the bridge to a server answering a canned line ÷ bare echo",

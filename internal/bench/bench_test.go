@@ -15,10 +15,12 @@ import (
 // bridge as `<this binary> mcp …`.
 func TestMain(m *testing.M) { testbin.Main(m) }
 
-func BenchmarkCPU(b *testing.B)            { BenchCPU(b) }
-func BenchmarkEchoUnixSocket(b *testing.B) { BenchEchoUnixSocket(b) }
-func BenchmarkEchoViaBridge(b *testing.B)  { BenchEchoViaBridge(b) }
-func BenchmarkToolCall(b *testing.B)       { steps.BenchToolCall(b) }
+func BenchmarkCPU(b *testing.B)                { BenchCPU(b) }
+func BenchmarkEchoUnixSocket(b *testing.B)     { BenchEchoUnixSocket(b) }
+func BenchmarkEchoViaBridge(b *testing.B)      { BenchEchoViaBridge(b) }
+func BenchmarkEchoCrossProcess(b *testing.B)   { BenchEchoCrossProcess(b) }
+func BenchmarkToolCall(b *testing.B)           { steps.BenchToolCall(b) }
+func BenchmarkToolCallFromBridge(b *testing.B) { steps.BenchToolCallFromBridge(b) }
 
 func BenchmarkToolCallCanned(b *testing.B)       { BenchToolCallCanned(b) }
 func BenchmarkToolCallNoHomeserver(b *testing.B) { BenchToolCallNoHomeserver(b) }

@@ -71,6 +71,58 @@ func BenchEchoUnixSocket(b *testing.B) {
 	reportCPU(b, cpu0)
 }
 
+// BenchEchoCrossProcess is the bare round trip across a process boundary, as
+// a tool call's crosses them: the same line written to a unix socket and read
+// back, echoed by another process (`<this executable> echo`, internal/echo)
+// that reads it and writes it back, no JSON decoding on either side. A path
+// that crosses processes pays the other process's wake-up each way, which
+// BenchEchoUnixSocket (one process) does not.
+func BenchEchoCrossProcess(b *testing.B) {
+	exe := executable(b)
+	ln, sock := listenUnix(b, "zxecho")
+	defer ln.Close()
+	cmd := exec.Command(exe, "echo", "--socket", sock)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		fatal(b, fmt.Errorf("starting the echo %s echo: %w", exe, err))
+	}
+	// Closing the connection ends the echo; Wait reaps it. A failure before
+	// the connection came kills it.
+	var c net.Conn
+	defer func() {
+		if c != nil {
+			c.Close()
+		} else {
+			_ = cmd.Process.Kill()
+		}
+		_ = cmd.Wait()
+	}()
+	if ul, ok := ln.(*net.UnixListener); ok {
+		_ = ul.SetDeadline(time.Now().Add(30 * time.Second))
+	}
+	var err error
+	if c, err = ln.Accept(); err != nil {
+		fatal(b, fmt.Errorf("waiting for the echo process to connect: %w", err))
+	}
+	r := bufio.NewReader(c)
+	msg := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"zooid_get_room_info","arguments":{}}}` + "\n")
+	// The first round trip wakes the new process; it is not part of a call.
+	if _, err := c.Write(msg); err != nil {
+		fatal(b, err)
+	}
+	if _, err := r.ReadBytes('\n'); err != nil {
+		fatal(b, err)
+	}
+	for b.Loop() {
+		if _, err := c.Write(msg); err != nil {
+			fatal(b, err)
+		}
+		if _, err := r.ReadBytes('\n'); err != nil {
+			fatal(b, err)
+		}
+	}
+}
+
 // BenchCPU is a unit of this machine's CPU right now: SHA-256 of 256 KiB. An
 // absolute time (a scenario's setup) divided by it is a ratio that a slower
 // or busier machine changes less.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"sort"
 
+	"github.com/zooid-dev/zooid/internal/echo"
 	"github.com/zooid-dev/zooid/zooid/bridge"
 )
 
@@ -28,6 +29,8 @@ var subcommands = map[string]subcommand{
 	// The harness starts its agents' bridge as `<this binary> mcp`, as the daemon
 	// would start `zooid mcp`.
 	"mcp": {"the Zooid MCP stdio bridge of the harness's agents (internal)", cmdMCP},
+	// bench's cross-process floor: a unix-socket line echo in a process of its own.
+	"echo": {"echo lines on a unix socket: the far end of bench's cross-process floor (internal)", cmdEcho},
 }
 
 // Commands lists zooid-sim's commands, sorted.
@@ -64,6 +67,8 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-11s %s\n", n, subcommands[n].summary)
 	}
 }
+
+func cmdEcho(args []string, _, stderr io.Writer) int { return echo.Main(args, stderr) }
 
 func cmdMCP(args []string, stdout, stderr io.Writer) int {
 	return bridge.Main(args, os.Stdin, stdout, stderr)

@@ -2,19 +2,20 @@
 // starts, so a test runs them as real child processes without a build step:
 // the daemon under test starts its agents as `<test binary> fake-agent …`
 // and their MCP bridge as `<test binary> mcp …`, as it would run zooid-sim
-// and zooid. Test support: only _test.go files import it.
+// and zooid (and `zooid bench` its cross-process echo as `<test binary> echo …`). Test support: only _test.go files import it.
 package testbin
 
 import (
 	"os"
 	"testing"
 
+	"github.com/zooid-dev/zooid/internal/echo"
 	"github.com/zooid-dev/zooid/steps/fakeagent"
 	"github.com/zooid-dev/zooid/zooid/bridge"
 )
 
-// Main is a TestMain: when the binary was started as `fake-agent …` or
-// `mcp …` it runs that command and exits with its code; otherwise it runs the
+// Main is a TestMain: when the binary was started as `fake-agent …`,
+// `mcp …` or `echo …` it runs that command and exits with its code; otherwise it runs the
 // tests and exits with theirs.
 func Main(m *testing.M) {
 	if len(os.Args) > 1 {
@@ -23,6 +24,8 @@ func Main(m *testing.M) {
 			os.Exit(fakeagent.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 		case "mcp":
 			os.Exit(bridge.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+		case "echo":
+			os.Exit(echo.Main(os.Args[2:], os.Stderr))
 		}
 	}
 	os.Exit(m.Run())

@@ -168,6 +168,9 @@ type agent struct {
 type session struct {
 	id  acp.SessionId
 	cwd string
+	// servers are the session's MCP server entries (Raw calls start a
+	// bridge of their own from the first).
+	servers []acp.McpServer
 
 	mcpReady chan struct{} // closed when every MCP server was started (or failed)
 	mcps     []*mcpConn    // written before mcpReady closes
@@ -217,7 +220,7 @@ func (a *agent) Authenticate(ctx context.Context, req acp.AuthenticateRequest) (
 
 func (a *agent) NewSession(ctx context.Context, req acp.NewSessionRequest) (acp.NewSessionResponse, error) {
 	id := acp.SessionId(fmt.Sprintf("fake-%d-%d", os.Getpid(), a.nextID.Add(1)))
-	s := &session{id: id, cwd: req.Cwd, mcpReady: make(chan struct{})}
+	s := &session{id: id, cwd: req.Cwd, servers: req.McpServers, mcpReady: make(chan struct{})}
 	a.mu.Lock()
 	a.sessions[id] = s
 	a.mu.Unlock()
@@ -421,7 +424,10 @@ func (a *agent) run(ctx context.Context, s *session, turn Turn) (acp.StopReason,
 				return "", err
 			}
 		}
-		for i := 0; act.CallTool != "" && i < max(1, act.Repeat); i++ {
+		if act.CallTool != "" && act.Raw {
+			a.callToolRaw(ctx, s, act.CallTool, act.Args, max(1, act.Repeat))
+		}
+		for i := 0; act.CallTool != "" && !act.Raw && i < max(1, act.Repeat); i++ {
 			if err := a.callTool(ctx, s, act.CallTool, act.Args); err != nil {
 				return "", err
 			}

@@ -34,6 +34,15 @@ type Action struct {
 	// Repeat makes CallTool run this many times in a row (zero: once), each
 	// reported; benchmarks use it to time calls without a turn per call.
 	Repeat int `json:"repeat,omitempty"`
+	// Raw makes CallTool bypass the agent's MCP client: the agent starts a
+	// bridge of its own from the session's first MCP server entry,
+	// initializes it with hand-written JSON-RPC lines, then times each call
+	// from its tools/call line written to the bridge's stdin until the
+	// answer's line is read from its stdout. No ACP tool-call updates are
+	// sent, and the results are reported after the last call, so Elapsed is
+	// the bridge and what is behind it, not the agent's client or the
+	// harness.
+	Raw bool `json:"raw,omitempty"`
 	// Stop ends the turn now with this stop reason.
 	Stop acp.StopReason `json:"stop,omitempty"`
 	// Crash makes the process exit with status 3 mid-turn.
