@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -17,12 +18,25 @@ import (
 // again is always safe. Writes are not retried here: Send owns their policy and
 // their txn ids. The last failure is returned as the homeserver gave it, so a
 // tool call ends with a clear "unavailable, try again" rather than waiting on.
+//
+// It also bounds every request, reads and writes, to timeout (retries and the
+// body's reading included) unless its context ends sooner: see requestTimeout.
 type retryReads struct {
 	next     http.RoundTripper
 	attempts int           // tries in all, the first included
 	base     time.Duration // first backoff after a 5xx or a broken connection
 	maxWait  time.Duration // the longest single wait, whatever the server asks
+	timeout  time.Duration // bound of one request; zero: none
 }
+
+// requestTimeout bounds one request of the daemon's Matrix clients, the
+// response's body included, when its context has no earlier deadline (tool
+// calls, sends and the /sync long poll bound their own, tighter): mautrix's
+// default http.Client.Timeout, kept as a backstop. It is a deadline in the
+// request's context rather than http.Client.Timeout because net/http enforces
+// a Client.Timeout through a transport it does not know (this wrapper) with
+// a goroutine and a timer per request.
+const requestTimeout = 180 * time.Second
 
 // A read is tried readAttempts times in all, never waiting longer than
 // maxReadWait between two tries: a tool call on a homeserver that keeps
@@ -37,6 +51,37 @@ const (
 const readErrorBody = 4 << 10
 
 func (rt *retryReads) RoundTrip(req *http.Request) (*http.Response, error) {
+	if rt.timeout <= 0 {
+		return rt.roundTrip(req)
+	}
+	if dl, ok := req.Context().Deadline(); ok && time.Until(dl) <= rt.timeout {
+		return rt.roundTrip(req)
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), rt.timeout)
+	resp, err := rt.roundTrip(req.WithContext(ctx))
+	if resp == nil {
+		cancel()
+		return nil, err
+	}
+	// The deadline holds while the caller reads the body, as
+	// Client.Timeout's did; closing the body releases it.
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, err
+}
+
+// cancelOnClose is a response body that ends its request's context when closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+func (rt *retryReads) roundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodGet {
 		return rt.next.RoundTrip(req)
 	}

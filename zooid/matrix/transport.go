@@ -234,9 +234,10 @@ func (t *Transport) newClient(user id.UserID) (*mautrix.Client, error) {
 	cli.SetAppServiceUserID = true
 	// mautrix's own retries stay off (DefaultHTTPRetries 0): reads are retried
 	// by retryReads, sends by Send, each with the homeserver's retry_after_ms.
+	// No Client.Timeout: retryReads bounds each request in its context
+	// (requestTimeout), which costs no goroutine per request.
 	cli.Client = &http.Client{
-		Timeout:   cli.Client.Timeout,
-		Transport: &retryReads{next: http.DefaultTransport, attempts: readAttempts, base: t.backoffBase, maxWait: maxReadWait},
+		Transport: &retryReads{next: http.DefaultTransport, attempts: readAttempts, base: t.backoffBase, maxWait: maxReadWait, timeout: requestTimeout},
 	}
 	t.clientsMu.Lock()
 	t.clients[user] = cli
