@@ -172,18 +172,26 @@ func (h *History) joinedClient(ctx context.Context, c tools.Caller, room id.Room
 	if err != nil {
 		return nil, err
 	}
-	var member event.MemberEventContent
-	err = cli.StateEvent(ctx, room, event.StateMember, c.UserID.String(), &member)
-	if err != nil {
-		if isRefusal(err) {
-			return nil, tools.Errorf(tools.CodeForbidden, "you are not a member of room %s", room)
-		}
-		return nil, fmt.Errorf("reading own membership in %s: %w", room, err)
-	}
-	if member.Membership != event.MembershipJoin {
-		return nil, tools.Errorf(tools.CodeForbidden, "you are not a member of room %s", room)
+	if err := checkJoined(ctx, cli, c.UserID, room); err != nil {
+		return nil, err
 	}
 	return cli, nil
+}
+
+// checkJoined asks the homeserver whether user (cli's) is a joined member of room.
+func checkJoined(ctx context.Context, cli *mautrix.Client, user id.UserID, room id.RoomID) error {
+	var member event.MemberEventContent
+	err := cli.StateEvent(ctx, room, event.StateMember, user.String(), &member)
+	if err != nil {
+		if isRefusal(err) {
+			return tools.Errorf(tools.CodeForbidden, "you are not a member of room %s", room)
+		}
+		return fmt.Errorf("reading own membership in %s: %w", room, err)
+	}
+	if member.Membership != event.MembershipJoin {
+		return tools.Errorf(tools.CodeForbidden, "you are not a member of room %s", room)
+	}
+	return nil
 }
 
 func isRefusal(err error) bool {
@@ -667,13 +675,29 @@ func (h *History) roomInfo(ctx context.Context, cli *mautrix.Client, room id.Roo
 	return info
 }
 
-// RoomInfo is zooid_get_room_info for the session's room.
+// RoomInfo is zooid_get_room_info for the session's room. The membership
+// check and the name read are sent together, so the call waits for one
+// homeserver round trip instead of two; the name is used only once the check
+// passed (the homeserver answers the read either way, so a non-member learns
+// nothing from it), and the read is cancelled and waited for when it fails.
 func (h *History) RoomInfo(ctx context.Context, c tools.Caller) (tools.RoomInfo, error) {
-	cli, err := h.joinedClient(ctx, c, c.Room)
+	if c.Room == "" {
+		return tools.RoomInfo{}, tools.Errorf(tools.CodeForbidden, "this session is not in a room")
+	}
+	cli, err := h.client(c)
 	if err != nil {
 		return tools.RoomInfo{}, err
 	}
-	return h.roomInfo(ctx, cli, c.Room), nil
+	nctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	named := make(chan tools.RoomInfo, 1)
+	go func() { named <- h.roomInfo(nctx, cli, c.Room) }() // owner: RoomInfo, which waits for it
+	if err := checkJoined(ctx, cli, c.UserID, c.Room); err != nil {
+		cancel()
+		<-named
+		return tools.RoomInfo{}, err
+	}
+	return <-named, nil
 }
 
 // Rooms is zooid_get_rooms: the rooms the caller is bound to and has joined, in

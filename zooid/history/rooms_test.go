@@ -5,13 +5,17 @@ package history_test
 // tools through tools.Call, as mcpserver does, without the MCP transport.
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/zooid-dev/zooid/fakehs"
 	"github.com/zooid-dev/zooid/internal/busyroom"
 	"github.com/zooid-dev/zooid/zooid/tools"
 )
@@ -146,5 +150,53 @@ func TestSendMessage(t *testing.T) {
 		if e.Sender == agentA {
 			t.Fatal("agent-a posted into a room it is not in")
 		}
+	}
+}
+
+// zooid_get_room_info sends its membership check and its name read together:
+// with the membership read held by the homeserver, the name read still
+// arrives. The call then waits for the check: cancelled while it is held,
+// it fails with the check's error, and returns only after the name read ended
+// (no goroutine outlives the call).
+func TestRoomInfoReadsMembershipAndNameTogether(t *testing.T) {
+	w := newWorld(t, 4, 1, 1)
+	w.start(t, w.HS.URL())
+	const (
+		memberPath = "/_matrix/client/v3/rooms/*/state/m.room.member/*"
+		namePath   = "/_matrix/client/v3/rooms/*/state/m.room.name/"
+	)
+	held := w.HS.InjectFault(fakehs.Fault{Method: "GET", PathPattern: memberPath, Hold: true, Count: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type outcome struct {
+		info tools.RoomInfo
+		err  error
+	}
+	done := make(chan outcome, 1)
+	go func() { // owner: this test; ends once cancel ends the held read
+		info, err := w.hist.RoomInfo(ctx, w.caller("agent-a", w.Busy.RoomID))
+		done <- outcome{info, err}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for held.Hits() == 0 || w.HS.Requests("GET", namePath) == 0 {
+		select {
+		case o := <-done:
+			t.Fatalf("room info returned %+v, %v with its membership read held", o.info, o.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("membership reads held %d, name reads %d: the name was not read while the membership read was held", held.Hits(), w.HS.Requests("GET", namePath))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	o := <-done
+	if o.err == nil || !errors.Is(o.err, context.Canceled) {
+		t.Fatalf("room info cancelled during its membership check: %+v, %v; want the check's context.Canceled", o.info, o.err)
+	}
+	// Unheld, the same call answers with the name.
+	info, err := w.hist.RoomInfo(context.Background(), w.caller("agent-a", w.Busy.RoomID))
+	if err != nil || info.Name != "Busy room" || info.ID != w.Busy.RoomID {
+		t.Fatalf("room info: %+v, %v", info, err)
 	}
 }
