@@ -18,8 +18,28 @@ import (
 // appservice after about 30 s.
 const pingTimeout = 45 * time.Second
 
-// pingAttempts bounds the pings tried when the homeserver could not connect.
+// pingAttempts bounds the pings tried when the homeserver's connection to this daemon dropped.
 const pingAttempts = 3
+
+// quickTimeout is how soon an M_CONNECTION_TIMEOUT must come to mean a
+// dropped connection rather than an appservice too slow to answer.
+const quickTimeout = 5 * time.Second
+
+// droppedPing reports whether a failed ping, answered after took, failed on
+// the homeserver's connection to this daemon rather than on the registration,
+// so that a fresh attempt can succeed. Synapse may send the ping over a
+// kept-alive connection to the push port that whoever listened there before
+// this daemon has closed, and does not retry a ping itself: it answers
+// M_CONNECTION_FAILED "Connection was closed cleanly" when the close came
+// before the request (seen on Synapse 1.160 in 1 of 13 daemon starts on one
+// port), and M_CONNECTION_TIMEOUT "Timeout waiting for response from remote
+// server" at once when it came after (Twisted's ResponseNeverReceived; seen in
+// CI 2 s into a scenario, far inside the bound on a forwarded ping). A timeout that
+// took its time is a slow appservice, and trying again would only wait again.
+func droppedPing(err error, took time.Duration) bool {
+	return errors.Is(err, mautrix.MConnectionFailed) ||
+		errors.Is(err, mautrix.MConnectionTimeout) && took < quickTimeout
+}
 
 // pings remembers the transaction ids of the pings the homeserver forwarded
 // here, so the start-up check knows its ping reached this very listener.
@@ -79,13 +99,9 @@ func (t *Transport) checkRegistration(ctx context.Context) error {
 	defer cancel()
 	var resp *mautrix.RespAppservicePing
 	for attempt := 1; ; attempt++ {
+		sent := time.Now()
 		resp, err = cli.AppservicePing(pctx, t.opts.ID, txnID)
-		// Synapse may send the ping over a kept-alive connection to the push
-		// port that whoever listened there before this daemon has closed: it
-		// answers M_CONNECTION_FAILED "Connection was closed cleanly" and does
-		// not retry a ping itself (seen on Synapse 1.160 in 1 of 13 daemon
-		// starts on one port). A fresh attempt reconnects.
-		if !errors.Is(err, mautrix.MConnectionFailed) || attempt == pingAttempts {
+		if !droppedPing(err, time.Since(sent)) || attempt == pingAttempts {
 			break
 		}
 		select {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 
 	"github.com/zooid-dev/zooid/fakehs"
@@ -79,6 +80,28 @@ func TestStartChecksTheRegistration(t *testing.T) {
 		}
 	})
 
+	// Synapse answers a ping it sent over a kept-alive connection the peer had closed with
+	// 502 M_CONNECTION_FAILED or, when the close came after the request, 504
+	// M_CONNECTION_TIMEOUT at once; neither is the registration's fault, so the start pings
+	// again and goes on.
+	for _, dropped := range []struct {
+		status  int
+		errcode string
+	}{{http.StatusBadGateway, "M_CONNECTION_FAILED"}, {http.StatusGatewayTimeout, "M_CONNECTION_TIMEOUT"}} {
+		t.Run("connection dropped: "+dropped.errcode, func(t *testing.T) {
+			e := newEnv(t, true)
+			fault := e.hs.InjectFault(fakehs.Fault{Method: http.MethodPost, PathPattern: "/_matrix/client/v1/appservice/*/ping",
+				Status: dropped.status, Errcode: dropped.errcode, Count: 1})
+			start(t, e.opts, newRecorder().handle)
+			if n := fault.Hits(); n != 1 {
+				t.Fatalf("the dropped ping fired %d times, want 1", n)
+			}
+			if n := e.hs.Requests(http.MethodPost, "/_matrix/client/v1/appservice/zooid/ping"); n != 2 {
+				t.Fatalf("%d pings, want 2: the dropped one and its retry", n)
+			}
+		})
+	}
+
 	t.Run("homeserver without the ping", func(t *testing.T) {
 		// Matrix before 1.7: nothing to check with, so the start goes on.
 		opts := pingEnv(t, "", fakehs.Profile{NoPing: true})
@@ -98,4 +121,25 @@ func pingEnv(t *testing.T, url string, p fakehs.Profile) Options {
 	hs := fakehs.New(t, fakehs.WithServerName("localhost"), fakehs.WithAppservice(Registration(opts, url)), fakehs.WithProfile(p), fakehs.WithLogger(opts.Logger))
 	opts.Homeserver = hs.URL()
 	return opts
+}
+
+// TestDroppedPing: only a connection that failed, or timed out at once, is worth another
+// ping; a timeout that took its time is a slow appservice, and a wrong registration stays wrong.
+func TestDroppedPing(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		took time.Duration
+		want bool
+	}{
+		{mautrix.MConnectionFailed, time.Millisecond, true},
+		{mautrix.MConnectionTimeout, 100 * time.Millisecond, true},
+		{mautrix.MConnectionTimeout, quickTimeout, false},
+		{mautrix.MForbidden, time.Millisecond, false},
+		{mautrix.MBadStatus, time.Millisecond, false},
+		{nil, time.Millisecond, false},
+	} {
+		if got := droppedPing(c.err, c.took); got != c.want {
+			t.Errorf("droppedPing(%v, %v) = %v, want %v", c.err, c.took, got, c.want)
+		}
+	}
 }
