@@ -422,7 +422,7 @@ func startSynapse(ctx context.Context, k int, paths []string, say func(string, .
 		if err := pl.start(ctx, c); err != nil {
 			closeSlots(all)
 			pl.close()
-			_ = c.Terminate(ctx)
+			_ = c.Terminate(context.WithoutCancel(ctx))
 			return nil, err
 		}
 	}

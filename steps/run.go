@@ -28,6 +28,11 @@ const FakeOnlyTag = "@fake-only"
 
 // Options configures one run of the features.
 type Options struct {
+	// Context, when it ends, interrupts the run (default: never): scenarios
+	// not started yet fail at once as interrupted, the waits of running ones
+	// end, every world is still torn down and the homeserver stopped, and Run
+	// returns a failure status. zooid sim and zooid bench end it on SIGINT.
+	Context context.Context
 	// Paths are feature files or directories; empty means the module's features/.
 	Paths []string
 	// Homeserver is "fake", "fake-degraded", "synapse" or a URL; empty reads $ZOOID_TEST_HOMESERVER, then "fake".
@@ -75,8 +80,14 @@ type Options struct {
 	testSteps func(sc *godog.ScenarioContext)
 }
 
+// errInterrupted fails the scenarios an interrupted run did not finish.
+var errInterrupted = errors.New("the run was interrupted")
+
 // runner is what every scenario of a run shares.
 type runner struct {
+	// ctx is the run's context (Options.Context): every step's context
+	// descends from it.
+	ctx         context.Context
 	backend     backend
 	log         *slog.Logger
 	wait        time.Duration
@@ -104,7 +115,10 @@ func Run(opts Options) int {
 		fmt.Fprintf(out, "zooid sim: %v\n", err)
 		return 2
 	}
-	ctx := context.Background()
+	ctx := opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	var tm *timings
 	if opts.Timings != nil || opts.Times != nil {
 		tm = &timings{start: time.Now()}
@@ -121,7 +135,8 @@ func Run(opts Options) int {
 		return 2
 	}
 	defer func() {
-		if err := b.close(ctx); err != nil {
+		// An interrupted run still stops its homeserver.
+		if err := b.close(context.WithoutCancel(ctx)); err != nil {
 			fmt.Fprintf(out, "zooid sim: %v\n", err)
 		}
 	}()
@@ -132,7 +147,7 @@ func Run(opts Options) int {
 	if b.kind() != "fake" {
 		opts.Tags = andTags(opts.Tags, "~"+FakeOnlyTag)
 	}
-	r := &runner{backend: b, log: st.log, wait: st.wait, turnTimeout: st.turnTimeout, outcomes: newOutcomes(), testSteps: opts.testSteps, timings: tm}
+	r := &runner{ctx: ctx, backend: b, log: st.log, wait: st.wait, turnTimeout: st.turnTimeout, outcomes: newOutcomes(), testSteps: opts.testSteps, timings: tm}
 	if opts.Report != "" {
 		r.reports = &reports{}
 	}
@@ -150,7 +165,7 @@ func Run(opts Options) int {
 		opts.Random = newSeed()
 	}
 	status := 0
-	for pass := 1; pass <= opts.Repeat; pass++ {
+	for pass := 1; pass <= opts.Repeat && ctx.Err() == nil; pass++ {
 		r.pass = pass
 		seed := int64(0)
 		if opts.Random != 0 {
@@ -171,6 +186,7 @@ func Run(opts Options) int {
 				Paths: opts.Paths, Tags: opts.Tags, Format: opts.Format,
 				Concurrency: opts.Concurrency, Output: out, TestingT: opts.TestingT,
 				Strict: true, NoColors: true, Randomize: seed,
+				DefaultContext: ctx,
 			},
 		}
 		if st := suite.Run(); st > status {
@@ -179,6 +195,10 @@ func Run(opts Options) int {
 	}
 	if flaky, _ := r.outcomes.summary(out, opts.Repeat); flaky > 0 && status == 0 {
 		status = 1
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintf(out, "zooid sim: %v\n", errInterrupted)
+		status = max(status, 1)
 	}
 	if opts.Timings != nil {
 		tm.write(opts.Timings, 15)
@@ -195,6 +215,10 @@ func Run(opts Options) int {
 	}
 	return status
 }
+
+// interrupted says the run's context has ended; a runner built without one
+// (the package's benchmarks and tests) never is.
+func (r *runner) interrupted() bool { return r.ctx != nil && r.ctx.Err() != nil }
 
 // newSeed picks a shuffle seed, positive so that it reads as one and
 // godog never takes it for "no shuffle".
@@ -318,6 +342,12 @@ func (r *runner) initScenario(sc *godog.ScenarioContext) {
 		r.testSteps(sc)
 	}
 	pass := r.pass
+	sc.Before(func(ctx context.Context, s *godog.Scenario) (context.Context, error) {
+		if r.interrupted() {
+			return ctx, errInterrupted
+		}
+		return ctx, nil
+	})
 	if r.timings != nil {
 		sc.Before(func(ctx context.Context, s *godog.Scenario) (context.Context, error) {
 			w.timing = r.timings.begin(s)

@@ -7,26 +7,33 @@ import (
 )
 
 // eventually polls check until it reports done, or fails after the run's wait
-// bound with what was last seen. It never sleeps longer than the poll step,
-// so a step costs as long as the behaviour takes and no more.
-func (w *world) eventually(ctx context.Context, what string, check func() (done bool, seen string, err error)) error {
-	ctx, cancel := w.waitCtx(ctx)
+// bound with what was last seen, or at once when the run is interrupted. It
+// never sleeps longer than the poll step, so a step costs as long as the
+// behaviour takes and no more.
+func (w *world) eventually(parent context.Context, what string, check func() (done bool, seen string, err error)) error {
+	ctx, cancel := w.waitCtx(parent)
 	defer cancel()
 	delay := 5 * time.Millisecond
 	var seen string
 	for {
 		done, s, err := check()
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if done {
+		switch {
+		case err == nil && done:
 			return nil
+		case parent.Err() != nil:
+			// Whatever check saw, it saw it with a cancelled context.
+			return fmt.Errorf("%s: %w; saw %s", what, errInterrupted, seen)
+		case err != nil:
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		seen = s
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			if parent.Err() != nil {
+				return fmt.Errorf("%s: %w; saw %s", what, errInterrupted, seen)
+			}
 			return fmt.Errorf("%s: not within %s; saw %s", what, w.waitBound(), seen)
 		case <-t.C:
 		}

@@ -458,8 +458,11 @@ func setupRows(ctx context.Context, o Options, logf func(string, ...any)) ([]Row
 		logf("the whole fake feature suite")
 		start := time.Now()
 		var out bytes.Buffer
-		status := steps.Run(steps.Options{Homeserver: "fake", Format: "progress", Output: &out, Concurrency: 4})
+		status := steps.Run(steps.Options{Context: ctx, Homeserver: "fake", Format: "progress", Output: &out, Concurrency: 4})
 		el := time.Since(start)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		if status != 0 {
 			logf("the fake suite failed:\n%s", tail(out.String(), 4000))
 		}

@@ -38,7 +38,10 @@ func featureRatios(ctx context.Context, o Options, logf func(string, ...any)) ([
 			logf("the feature suite on %s, pass %d of %d", hs, i+1, runs)
 			var out bytes.Buffer
 			var rt steps.RunTimes
-			st := steps.Run(steps.Options{Homeserver: hs, Output: &out, Times: &rt})
+			st := steps.Run(steps.Options{Context: ctx, Homeserver: hs, Output: &out, Times: &rt})
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
 			if st != 0 {
 				// A pass with a failed scenario has that scenario's time at a
 				// wait bound: it is left out, and the rows say how many were.

@@ -1,16 +1,13 @@
 package simcmd
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/zooid-dev/zooid/internal/bench"
 )
@@ -70,7 +67,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := interruptible(stderr, "zooid bench", "stopping the measurements")
 	defer stop()
 	t, err := bench.Run(ctx, bench.Options{Short: *short, Suite: *suite, Synapse: *synapse, Runs: *runs, SynapseSizes: sizes,
 		Items: items, Agents: *agents, Sessions: *sessions, Log: stderr})

@@ -53,6 +53,9 @@ func cmdSim(args []string, stdout, stderr io.Writer) int {
 	if *verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	ctx, stop := interruptible(stderr, "zooid sim", "stopping the running scenarios and the homeserver")
+	defer stop()
+	opts.Context = ctx
 	start := time.Now()
 	status := steps.Run(opts)
 	if status != 0 {
