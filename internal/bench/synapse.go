@@ -168,12 +168,17 @@ func (s *Synapse) client(ctx context.Context, uid id.UserID, counted bool) (*mau
 	return cli, nil
 }
 
-// sendWorkers is how many messages are in flight at once while seeding:
-// Synapse persists a room's events one batch at a time, and sends that wait
-// in line make its batches bigger. On a quiet 2-core machine a 1k room went
-// at 115–124 events a second with 8, 145–153 with 16, 169–185 with 32 and
-// 144–198 with 64 (docs/performance.md, item 3).
-const sendWorkers = 32
+// sendWorkers is how many messages are in flight at once while seeding. More
+// is faster for a small room and ruinous for a large one: Synapse makes a new
+// event's prev_events of at most 10 of the room's forward extremities, so with
+// more than 10 sends in flight the extremities left over pile up (6,398 in a
+// room of 12k sent 32 at a time), and each send sorts them all
+// (get_prev_events_for_room) and resolves state across them. Sent 32 at a
+// time, a room went from 105 events a second at 2k to 42 at 12k, with
+// Synapse's CPU per event 10 → 25 ms; 8 at a time, 72–92 a second all the
+// way to 12k, with about 7 extremities (2026-12-02, docs/performance.md,
+// item 3).
+const sendWorkers = 8
 
 // SeedRoom sends a room of n messages of SeedRoom's shape (one in ten
 // top-level, one in ten in the long thread, the rest in the latest of 20
