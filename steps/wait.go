@@ -10,8 +10,8 @@ import (
 // bound with what was last seen, or at once when the run is interrupted. It
 // never sleeps longer than the poll step, so a step costs as long as the
 // behaviour takes and no more.
-func (w *world) eventually(parent context.Context, what string, check func() (done bool, seen string, err error)) error {
-	ctx, cancel := w.waitCtx(parent)
+func (w *world) eventually(ctx context.Context, what string, check func() (done bool, seen string, err error)) error {
+	ctx, cancel := w.waitCtx(ctx)
 	defer cancel()
 	delay := 5 * time.Millisecond
 	var seen string
@@ -20,7 +20,7 @@ func (w *world) eventually(parent context.Context, what string, check func() (do
 		switch {
 		case err == nil && done:
 			return nil
-		case parent.Err() != nil:
+		case w.run.interrupted():
 			// Whatever check saw, it saw it with a cancelled context.
 			return fmt.Errorf("%s: %w; saw %s", what, errInterrupted, seen)
 		case err != nil:
@@ -31,7 +31,7 @@ func (w *world) eventually(parent context.Context, what string, check func() (do
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			if parent.Err() != nil {
+			if w.run.interrupted() {
 				return fmt.Errorf("%s: %w; saw %s", what, errInterrupted, seen)
 			}
 			return fmt.Errorf("%s: not within %s; saw %s", what, w.waitBound(), seen)

@@ -12,9 +12,10 @@ import (
 
 // interruptible returns a context that ends on the first SIGINT or SIGTERM,
 // for a command that then winds down (a run of the features stops its
-// scenarios and its Synapse container); it tells stderr it is doing what. After that first signal the default
-// handling is back, so a second one quits at once. stop releases the signals
-// and ends the goroutine that watches them; call it before returning.
+// scenarios and its Synapse container) and says so on stderr (what). After
+// that first signal the default handling is back, so a second one quits at
+// once. stop releases the signals and ends the goroutine that watches them;
+// call it before returning.
 func interruptible(stderr io.Writer, cmd, what string) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 1)
