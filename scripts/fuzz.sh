@@ -4,11 +4,11 @@
 # bugs (testdata/fuzz) also run in the ordinary `go test`. Usage: scripts/fuzz.sh [FUZZTIME]
 #
 # A target that fails and writes a failing input under its testdata/fuzz/, or fails on
-# an input it already had, found a bug: the script fails and prints the whole output. One that fails without writing any is
-# go's fuzzer failing on its own (golang/go#56238: a worker cut off when -fuzztime runs
-# out reads as "context deadline exceeded" or "fuzzing process hung or terminated
-# unexpectedly", with no input to replay): the output is printed, the target runs once
-# more, and a second failure fails the script.
+# an input it already had, found a bug: the script fails and prints the whole output.
+# One that fails without writing any is go's fuzzer failing on its own (golang/go#56238:
+# a worker cut off when -fuzztime runs out reads as "context deadline exceeded" or
+# "fuzzing process hung or terminated unexpectedly", with no input to replay): the
+# output is printed, the target runs once more, and a second failure fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fuzztime=${1:-${FUZZTIME:-10s}}
