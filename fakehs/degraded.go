@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"net/http"
 	"path"
-	"strings"
+	"slices"
 	"sync"
 	"time"
+
+	"maunium.net/go/mautrix/id"
 )
 
 // Profile is a set of ways the server does less than Synapse, for testing
@@ -102,31 +104,48 @@ func (s *Server) visibleUpto(rm *room, upto int64) int64 {
 // requestLog counts requests by method and escaped path.
 type requestLog struct {
 	mu     sync.Mutex
-	counts map[string]int
+	counts map[requestKey]int
+}
+
+// requestKey is what a request is counted by: its method, its escaped path,
+// and the user an appservice asked as (its user_id parameter; "" without one).
+type requestKey struct {
+	method, path string
+	as           id.UserID
 }
 
 func (l *requestLog) add(r *http.Request) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.counts == nil {
-		l.counts = map[string]int{}
+		l.counts = map[requestKey]int{}
 	}
-	l.counts[r.Method+" "+r.URL.EscapedPath()]++
+	l.counts[requestKey{r.Method, r.URL.EscapedPath(), id.UserID(r.URL.Query().Get("user_id"))}]++
 }
 
 // Requests counts the requests received so far whose method is method
 // (empty: any) and whose escaped path matches pattern (path.Match syntax,
 // "*" is one segment; empty: any), faulted ones included.
 func (s *Server) Requests(method, pattern string) int {
+	return s.countRequests(method, pattern, nil)
+}
+
+// RequestsAs is Requests for the requests an appservice made as one of users
+// (its user_id parameter): what a bridge or bot asked, apart from the people
+// in the room.
+func (s *Server) RequestsAs(method, pattern string, users ...id.UserID) int {
+	return s.countRequests(method, pattern, func(u id.UserID) bool { return slices.Contains(users, u) })
+}
+
+func (s *Server) countRequests(method, pattern string, as func(id.UserID) bool) int {
 	s.reqs.mu.Lock()
 	defer s.reqs.mu.Unlock()
 	n := 0
 	for k, c := range s.reqs.counts {
-		m, p, _ := strings.Cut(k, " ")
-		if method != "" && m != method {
+		if method != "" && k.method != method || as != nil && !as(k.as) {
 			continue
 		}
-		if ok, _ := path.Match(pattern, p); ok || pattern == "" {
+		if ok, _ := path.Match(pattern, k.path); ok || pattern == "" {
 			n += c
 		}
 	}

@@ -146,3 +146,49 @@ func TestRequestsAreCounted(t *testing.T) {
 		t.Fatalf("counted %d sends, want 4 (root, reply, edit, reaction)", got)
 	}
 }
+
+// RequestsAs tells an appservice's requests as each of its users apart from
+// the people's, whatever the path.
+func TestRequestsAsAnAppserviceUser(t *testing.T) {
+	s := New(t, WithAppservice(testRegistration("")))
+	ctx := context.Background()
+	ali := newClient(t, s, "ali")
+	room := mustCreateRoom(t, ali, &mautrix.ReqCreateRoom{Preset: "public_chat"})
+	bots := map[id.UserID]*mautrix.Client{}
+	for _, uid := range []id.UserID{"@agent-a:localhost", "@agent-b:localhost"} {
+		bots[uid] = asClient(t, s, uid)
+		if _, _, err := bots[uid].Register(ctx, &mautrix.ReqRegister[any]{Username: uid.Localpart(), Type: mautrix.AuthTypeAppservice, InhibitLogin: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bots[uid].JoinRoomByID(ctx, room); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(cli *mautrix.Client, n int) {
+		for range n {
+			if _, err := cli.Messages(ctx, room, "", "", mautrix.DirectionBackward, nil, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	read(ali, 1)
+	read(bots["@agent-a:localhost"], 2)
+	read(bots["@agent-b:localhost"], 3)
+	const messages = "/_matrix/client/v3/rooms/*/messages"
+	for _, c := range []struct {
+		as   []id.UserID
+		want int
+	}{
+		{[]id.UserID{"@agent-a:localhost"}, 2},
+		{[]id.UserID{"@agent-b:localhost"}, 3},
+		{[]id.UserID{"@agent-a:localhost", "@agent-b:localhost"}, 5},
+		{[]id.UserID{"@ali:localhost"}, 0}, // ali asks with her own token, not as an appservice
+	} {
+		if got := s.RequestsAs("GET", messages, c.as...); got != c.want {
+			t.Errorf("RequestsAs(GET, messages, %v) = %d, want %d", c.as, got, c.want)
+		}
+	}
+	if got := s.Requests("GET", messages); got != 6 {
+		t.Errorf("Requests(GET, messages) = %d, want 6", got)
+	}
+}

@@ -98,6 +98,27 @@ Feature: A thread is a conversation
     And agent-b posts "yes, restarting it now" in the thread
     And agent-a is not prompted with "can you restart it?"
 
+  # The daemon keeps no routing memory across a restart and reads none at start-up:
+  # the first bare reply in a thread it has no memory of reads that thread (its
+  # root and newest replies), however far back in the room the thread began.
+  # Fake-only because the 600 messages would cost a Synapse pass about 15 s;
+  # the scenario above runs the same recall on Synapse.
+  @fake-only
+  Scenario: after a restart, a bare reply in a thread 600 messages back still reaches its agent, and start-up read no history
+    Given the daemon runs as its own process
+    And agent-b will reply "svc-b is degraded"
+    And agent-b will reply "yes, restarting it now"
+    When ori says in "#ops": "@agent-b how is svc-b?"
+    Then agent-b posts "svc-b is degraded" in the thread
+    When mia posts 600 messages in "#ops"
+    And the daemon is killed and started again
+    And ori replies in the thread: "can you restart it?"
+    Then agent-b is prompted with "can you restart it?" in a new session
+    And agent-b posts "yes, restarting it now" in the thread
+    And agent-a is not prompted with "can you restart it?"
+    And the homeserver was asked no GET /_matrix/client/v3/rooms/*/messages as an agent
+    And the homeserver was asked GET /_matrix/client/v1/rooms/*/relations/*/* at most once as an agent
+
   Scenario: after a graceful daemon restart, the fresh agent in an old thread is told to catch up too
     Given the daemon runs as its own process
     And agent-b will reply "svc-b is degraded"

@@ -33,8 +33,10 @@ type homeserver interface {
 	injectFault(f fakehs.Fault) (*fakehs.FaultHandle, error)
 	// degrade changes the server's fakehs.Profile; only fakehs can.
 	degrade(change func(*fakehs.Profile)) error
-	// requests counts the requests the server received (fakehs.Server.Requests); only fakehs can.
-	requests(method, pattern string) (int, error)
+	// requests counts the requests the server received (fakehs.Server.Requests), or
+	// with as those the appservice made as one of those users
+	// (fakehs.Server.RequestsAs); only fakehs can.
+	requests(method, pattern string, as []id.UserID) (int, error)
 }
 
 // roomSeed is a room to create with a ready-made history.
@@ -204,7 +206,10 @@ func (f fakeHS) degrade(change func(*fakehs.Profile)) error {
 	return nil
 }
 
-func (f fakeHS) requests(method, pattern string) (int, error) {
+func (f fakeHS) requests(method, pattern string, as []id.UserID) (int, error) {
+	if as != nil {
+		return f.srv.RequestsAs(method, pattern, as...), nil
+	}
 	return f.srv.Requests(method, pattern), nil
 }
 
@@ -475,7 +480,7 @@ func (synapseHS) degrade(func(*fakehs.Profile)) error {
 	return errors.New("only the fake homeserver changes its profile; tag the scenario " + FakeOnlyTag)
 }
 
-func (synapseHS) requests(string, string) (int, error) {
+func (synapseHS) requests(string, string, []id.UserID) (int, error) {
 	return 0, errors.New("only the fake homeserver counts requests; tag the scenario " + FakeOnlyTag)
 }
 

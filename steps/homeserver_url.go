@@ -265,7 +265,7 @@ func (urlHS) degrade(func(*fakehs.Profile)) error {
 	return errors.New("only the fake homeserver changes its profile; tag the scenario " + FakeOnlyTag)
 }
 
-func (urlHS) requests(string, string) (int, error) {
+func (urlHS) requests(string, string, []id.UserID) (int, error) {
 	return 0, errors.New("only the fake homeserver counts requests; tag the scenario " + FakeOnlyTag)
 }
 

@@ -47,7 +47,7 @@ func humanSteps(w *world) []stepDef {
 			fn:      w.stepClears},
 		{area: "humans", pattern: `^([a-z0-9-]+) posts (\d+) messages in "(#[a-z0-9-]+)"$`,
 			example: `mia posts 10 messages in "#ops"`,
-			doc:     "Posts that many plain top-level messages (mentioning nobody).",
+			doc:     "Posts that many plain top-level messages (mentioning nobody); the current thread stays the one it was.",
 			fn:      w.stepPostsMany},
 		{area: "humans", pattern: `^the daemon is pushed the last message again$`,
 			example: `the daemon is pushed the last message again`,
@@ -157,6 +157,10 @@ func (w *world) stepClears(ctx context.Context, who string) error {
 
 func (w *world) stepPostsMany(ctx context.Context, who, n, roomName string) error {
 	count, _ := strconv.Atoi(n)
+	// Chatter buries the conversation; it doesn't become the thread a later
+	// "replies in the thread" step answers in.
+	current := w.thread
+	defer func() { w.thread = current }()
 	for i := range count {
 		w.stepSeq++
 		if _, err := w.say(ctx, who, roomName, fmt.Sprintf("chatter %d from %s (%d)", i+1, who, w.stepSeq), "", true); err != nil {

@@ -73,15 +73,17 @@ func setupSteps(w *world) []stepDef {
 			example: `the homeserver filters events after the page limit`,
 			doc:     "Turns on one way of doing less than Synapse on the fake homeserver (fakehs.Profile), for the rest of the scenario; fake-degraded runs have them all; @fake-only.",
 			fn:      w.stepDegrade},
-		{area: "setup", pattern: `^the homeserver was asked no (GET|PUT|POST) (/\S+)$`,
+		{area: "setup", pattern: `^the homeserver was asked no (GET|PUT|POST) (/\S+)( as an agent)?$`,
 			example: `the homeserver was asked no GET /_matrix/client/v1/rooms/*/relations/*/*`,
-			doc:     "No request so far matched (path.Match pattern, * is one segment); @fake-only. Checked after a tool result, the count is final.",
-			fn:      w.stepNotAsked},
-		{area: "setup", pattern: `^the homeserver was asked (GET|PUT|POST) (/\S+) at most (once|twice|\d+ times)$`,
+			doc:     "No request so far matched (path.Match pattern, * is one segment); with \"as an agent\", none the daemon made as one of the scenario's agents (people's requests, the harness's included, don't count); @fake-only. Checked after a tool result, the count is final.",
+			fn: func(ctx context.Context, method, pattern, asAgent string) error {
+				return w.stepAskedAtMost(ctx, method, pattern, 0, asAgent != "")
+			}},
+		{area: "setup", pattern: `^the homeserver was asked (GET|PUT|POST) (/\S+) at most (once|twice|\d+ times)( as an agent)?$`,
 			example: `the homeserver was asked GET /_matrix/client/v3/rooms/*/event/* at most twice`,
-			doc:     "At most that many requests so far matched (path.Match pattern, * is one segment), e.g. no polling for what cannot come; @fake-only. Checked after a tool result, the count is final.",
-			fn: func(ctx context.Context, method, pattern, n string) error {
-				return w.stepAskedAtMost(ctx, method, pattern, times(n))
+			doc:     "At most that many requests so far matched (path.Match pattern, * is one segment), e.g. no polling for what cannot come; with \"as an agent\", only those the daemon made as one of the scenario's agents count; @fake-only. Checked after a tool result, the count is final.",
+			fn: func(ctx context.Context, method, pattern, n, asAgent string) error {
+				return w.stepAskedAtMost(ctx, method, pattern, times(n), asAgent != "")
 			}},
 		{area: "setup", pattern: `^([a-z0-9-]+) reacts (\d+) times to the last message of "(#[a-z0-9-]+)"$`,
 			example: `ori reacts 600 times to the last message of "#ops"`,
@@ -267,20 +269,25 @@ func (w *world) stepServerServes(ctx context.Context, roomName, agent string) er
 	return nil
 }
 
-func (w *world) stepNotAsked(ctx context.Context, method, pattern string) error {
-	return w.stepAskedAtMost(ctx, method, pattern, 0)
-}
-
-func (w *world) stepAskedAtMost(ctx context.Context, method, pattern string, most int) error {
+func (w *world) stepAskedAtMost(ctx context.Context, method, pattern string, most int, asAgent bool) error {
 	if err := w.ensureHomeserver(ctx); err != nil {
 		return err
 	}
-	n, err := w.lease.hs.requests(method, pattern)
+	var as []id.UserID
+	who := ""
+	if asAgent {
+		as = []id.UserID{} // no agents: nothing counts
+		for name := range w.agents {
+			as = append(as, w.names().agent(name))
+		}
+		who = " as an agent"
+	}
+	n, err := w.lease.hs.requests(method, pattern, as)
 	if err != nil {
 		return err
 	}
 	if n > most {
-		return fmt.Errorf("the homeserver was asked %s %s %d times, at most %d expected", method, pattern, n, most)
+		return fmt.Errorf("the homeserver was asked %s %s%s %d times, at most %d expected", method, pattern, who, n, most)
 	}
 	return nil
 }

@@ -103,10 +103,11 @@ type Daemon struct {
 	traceW     *trace.Writer
 	stopIntake context.CancelFunc
 
-	// replayed is closed once thread memory is rebuilt from history; events
-	// wait for it so replayed history never overwrites newer routing state.
-	replayed   chan struct{}
-	replayOnce sync.Once
+	// intakeOpen is closed once start-up has adopted the task roots a crash
+	// left unjournaled and answered unfinished turns; events wait for it so a
+	// redelivered trigger finds its turn's record, and a root its task.
+	intakeOpen chan struct{}
+	intakeOnce sync.Once
 
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -161,8 +162,8 @@ func New(opts Options) (*Daemon, error) {
 		agents: make(map[string]*agentRuntime),
 		byUser: make(map[id.UserID]*agentRuntime),
 
-		replayed: make(chan struct{}),
-		trace:    trace.Off,
+		intakeOpen: make(chan struct{}),
+		trace:      trace.Off,
 	}
 	d.pool = newProcPool(orDefault(opts.Config.MaxProcesses, config.DefaultMaxProcesses))
 	for _, a := range opts.Config.Agents {
@@ -230,7 +231,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 func (d *Daemon) Close() error {
 	d.closeOnce.Do(func() {
 		var errs []error
-		d.replayDone() // unblock intake waiting on a replay that will not come
+		d.openIntake() // unblock intake waiting on a start-up that will not finish
 		if d.stopIntake != nil {
 			d.stopIntake()
 		}
@@ -343,4 +344,4 @@ func orDefault(n, def int) int {
 	return def
 }
 
-func (d *Daemon) replayDone() { d.replayOnce.Do(func() { close(d.replayed) }) }
+func (d *Daemon) openIntake() { d.intakeOnce.Do(func() { close(d.intakeOpen) }) }

@@ -2,7 +2,8 @@ package daemon
 
 import (
 	"context"
-	"errors"
+	"slices"
+	"time"
 
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -17,7 +18,7 @@ import (
 // order per room. It must not block on agents: it only queues turns.
 func (d *Daemon) handleEvent(ctx context.Context, ev *event.Event) {
 	select {
-	case <-d.replayed:
+	case <-d.intakeOpen:
 	case <-ctx.Done():
 		return
 	}
@@ -42,6 +43,9 @@ func (d *Daemon) handleEvent(ctx context.Context, ev *event.Event) {
 	}
 	if msg.ThreadRoot != "" {
 		d.rememberTaskThread(r, msg.Room, msg.ThreadRoot)
+		if r.NeedsThreadMemory(msg) {
+			d.recallThread(ctx, r, msg)
+		}
 	}
 	var task *tasks.Task
 	if msg.IsTaskRoot {
@@ -79,7 +83,7 @@ func (d *Daemon) routerOnce() *router.Router {
 }
 
 // rememberTaskThread tells the router a thread is a task thread when its memory
-// of the root is gone (evicted, or older than the start-up replay): a bare
+// of the root is gone (evicted, or from before this daemon started): a bare
 // reply there must still go to the assignee, and never to trigger-any agents.
 func (d *Daemon) rememberTaskThread(r *router.Router, room id.RoomID, root id.EventID) {
 	if _, known := r.Thread(room, root); known {
@@ -92,55 +96,96 @@ func (d *Daemon) rememberTaskThread(r *router.Router, room id.RoomID, root id.Ev
 	r.Observe(router.Message{Room: room, EventID: root, Sender: t.Parent.UserID, IsTaskRoot: true, TaskAssignee: t.Agent})
 }
 
-// replayDepth bounds how much history per room rebuilds the routing memory at
-// start-up: enough for the threads people are still talking in, at the cost of
-// one /messages request per bound room (up to replayRequests on a server that
-// applies the message filter after the page limit).
+// Start-up and recall bounds. An attempt whose root post was in flight at a
+// crash is looked for in its room's newest adoptDepth messages (one /messages
+// request, up to adoptRequests on a server that applies the message filter after
+// the page limit). A thread the router holds no memory of is recalled from its
+// root and newest recallDepth replies, within recallTimeout: the room's intake
+// waits for it, and on a failure the reply is routed without the memory.
 const (
-	replayDepth    = 500
-	replayRequests = 4
+	adoptDepth    = 500
+	adoptRequests = 4
+	recallDepth   = 100
+	recallTimeout = 30 * time.Second
 )
 
-// replayThreadMemory rebuilds who is being addressed in each thread from recent
-// history, so a bare human reply after a daemon restart still reaches the agent
-// the thread was talking to, and binds task roots to their tasks (see
-// tasks.Manager.TaskForRoot). It reads as an agent bound to each room and wakes
-// nobody; a room it cannot read is logged and skipped.
-func (d *Daemon) replayThreadMemory(ctx context.Context) {
-	r := d.routerOnce()
-	readers := map[id.RoomID]id.UserID{}
-	for _, rt := range d.agents {
-		for _, room := range rt.rooms {
-			if _, ok := readers[room]; !ok {
-				readers[room] = rt.userID
-			}
+// adoptTaskRoots reads the recent history of each room where a task's root post
+// was in flight at a crash, so a root that landed is adopted before Recover would
+// cancel its task (tasks.Manager.TaskForRoot); its delivery, still owed, wakes the
+// assignee. Routing memory is not rebuilt here: a thread is recalled when a reply
+// needs it (recallThread). With no such task, start-up reads no history.
+func (d *Daemon) adoptTaskRoots(ctx context.Context) {
+	for _, room := range d.tasks.UncertainRooms() {
+		reader, ok := d.readerOf(room)
+		if !ok {
+			continue
 		}
-	}
-	for room, reader := range readers {
 		// history.RecentMessages pages on where a server filters after the
-		// limit, so a run of reactions doesn't read as an empty room.
-		chunk, err := history.RecentMessages(ctx, d.transport.Client(reader), room, replayDepth, replayRequests)
+		// limit, so a run of reactions doesn't hide the root.
+		chunk, err := history.RecentMessages(ctx, d.transport.Client(reader), room, adoptDepth, adoptRequests)
 		if err != nil {
-			d.log.Warn("rebuilding thread memory", "room", room, "err", err)
+			d.log.Warn("looking for task roots posted before a crash", "room", room, "err", err)
 		}
 		for i := len(chunk) - 1; i >= 0; i-- {
 			ev := chunk[i]
 			ev.RoomID = room
-			if err := ev.Content.ParseRaw(ev.Type); err != nil && !errors.Is(err, event.ErrContentAlreadyParsed) {
-				continue
-			}
-			if msg, ok := router.MessageFromEvent(ev); ok {
-				if msg.IsTaskRoot {
-					// A root posted just before a crash that lost its journal
-					// write is adopted here, before Recover would cancel it;
-					// its delivery, still owed, wakes the assignee.
-					d.noteTaskRoot(ev)
-				}
-				if _, journaled := d.tasks.TaskByThread(room, ev.ID); msg.IsTaskRoot && !journaled {
-					msg.IsTaskRoot, msg.TaskAssignee = false, ""
-				}
-				r.Observe(msg)
+			if msg, ok := router.MessageFromEvent(ev); ok && msg.IsTaskRoot {
+				d.noteTaskRoot(ev)
 			}
 		}
 	}
+}
+
+// readerOf picks the agent whose identity reads room's history for routing: the
+// first in configuration order bound to it.
+func (d *Daemon) readerOf(room id.RoomID) (id.UserID, bool) {
+	d.routerOnce() // resolves every agent's rooms
+	for _, a := range d.opts.Config.Agents {
+		if rt := d.agents[a.Name]; rt.cfg.Matrix != nil && slices.Contains(rt.rooms, room) {
+			return rt.userID, true
+		}
+	}
+	return "", false
+}
+
+// recallThread gives the router its memory of msg's thread when routing msg
+// needs it: after a restart, an eviction, or for a thread whose root predates
+// this daemon. It reads the root and the newest replies before msg and lets the
+// router observe them, oldest first; only roots this daemon journaled open task
+// threads.
+func (d *Daemon) recallThread(ctx context.Context, r *router.Router, msg router.Message) {
+	reader, ok := d.readerOf(msg.Room)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, recallTimeout)
+	defer cancel()
+	root, replies, err := history.ThreadTail(ctx, d.transport.Client(reader), msg.Room, msg.ThreadRoot, recallDepth)
+	if err != nil {
+		d.log.Warn("recalling thread memory", "room", msg.Room, "thread", msg.ThreadRoot, "err", err)
+		return
+	}
+	// Replies newer than msg (the room's intake may lag the server) are not
+	// history yet for msg.
+	for i, ev := range replies {
+		if ev.ID == msg.EventID {
+			replies = replies[i+1:]
+			break
+		}
+	}
+	var past []router.Message
+	if root != nil {
+		if m, ok := router.MessageFromEvent(root); ok {
+			if _, journaled := d.tasks.TaskByThread(msg.Room, root.ID); m.IsTaskRoot && !journaled {
+				m.IsTaskRoot, m.TaskAssignee = false, ""
+			}
+			past = append(past, m)
+		}
+	}
+	for i := len(replies) - 1; i >= 0; i-- {
+		if m, ok := router.MessageFromEvent(replies[i]); ok {
+			past = append(past, m)
+		}
+	}
+	r.Recall(msg.Room, msg.ThreadRoot, past)
 }

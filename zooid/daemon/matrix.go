@@ -137,12 +137,12 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 	}()
 	select {
 	case <-tr.Ready():
-		d.replayThreadMemory(ctx)
+		d.adoptTaskRoots(ctx)
 		d.traceStarts()
 		// Before intake: a redelivered trigger of an unfinished turn must find
 		// its record already answered.
 		d.recoverTurns(ctx)
-		d.replayDone()
+		d.openIntake()
 		// Tasks a previous run left open are closed and reported now that the
 		// daemon can post and wake.
 		if err := d.tasks.Recover(ctx); err != nil {

@@ -120,7 +120,7 @@ func TestHistoryBehindAPageOfReactions(t *testing.T) {
 	if got := fmt.Sprint(bodies(threads.Threads, entryText)); got != "[message 4 message 3 message 2 message 1 message 0]" || threads.HasMore {
 		t.Fatalf("recent threads: %s, has_more %v", got, threads.HasMore)
 	}
-	// What the daemon's start-up replay reads.
+	// What the daemon reads at start-up to adopt a task root.
 	recent, err := history.RecentMessages(ctx, asCli(r.hs, agent), r.c.Room, 500, 4)
 	if err != nil {
 		t.Fatal(err)

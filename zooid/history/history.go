@@ -379,7 +379,8 @@ func (m *messageStream) fetch(ctx context.Context, from string, size int) ([]*ev
 
 // RecentMessages returns up to n message events of room, newest first, in at
 // most maxRequests /messages requests, with the fallback of messageStream:
-// what the daemon's start-up replay reads.
+// what the daemon reads at start-up to adopt a task root posted just before a
+// crash.
 func RecentMessages(ctx context.Context, cli *mautrix.Client, room id.RoomID, n, maxRequests int) ([]*event.Event, error) {
 	ms := &messageStream{cli: cli, room: room}
 	var out []*event.Event

@@ -43,8 +43,18 @@ type walker struct {
 	done    bool
 	fetched bool
 	scanned int
-	// exhausted is set when maxScan was reached.
+	// bound, when set, replaces maxScan: a walk that needs less than a tool
+	// call's worth of the room (ThreadTail's fallback) stops sooner.
+	bound int
+	// exhausted is set when the scan bound was reached.
 	exhausted bool
+}
+
+func (w *walker) scanBound() int {
+	if w.bound > 0 {
+		return w.bound
+	}
+	return maxScan
 }
 
 func (w *walker) load(ctx context.Context, from string) error {
@@ -77,7 +87,7 @@ func (w *walker) load(ctx context.Context, from string) error {
 func (w *walker) nextEvent(ctx context.Context) (*event.Event, string, bool, error) {
 	for {
 		if w.i < len(w.chunk) {
-			if w.scanned >= maxScan {
+			if w.scanned >= w.scanBound() {
 				w.exhausted = true
 				return nil, "", false, nil
 			}
@@ -92,7 +102,7 @@ func (w *walker) nextEvent(ctx context.Context) (*event.Event, string, bool, err
 		if w.done || !w.fetched {
 			return nil, "", false, nil
 		}
-		if w.scanned >= maxScan {
+		if w.scanned >= w.scanBound() {
 			w.exhausted = true
 			return nil, "", false, nil
 		}

@@ -198,6 +198,37 @@ func (r *Router) Observe(m Message) {
 	}
 }
 
+// NeedsThreadMemory reports whether Route's answer for m depends on memory of
+// m's thread that the router does not hold: a person's bare reply (no notice,
+// no mention) in a thread it has neither seen nor recalled. Only then is the
+// implicit addressee needed, so only then must the caller read the thread
+// (Recall) before routing m.
+func (r *Router) NeedsThreadMemory(m Message) bool {
+	if m.IsReset || m.IsTaskResult || m.ThreadRoot == "" || m.MsgType == string(event.MsgNotice) {
+		return false
+	}
+	if r.byUser[m.Sender] != nil || len(r.mentioned(m)) > 0 {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, known := r.threads[threadKey{m.Room, m.ThreadRoot}]
+	return !known
+}
+
+// Recall rebuilds the memory of thread (room, root) from what the homeserver
+// holds of it, oldest first (the root, then its newest replies), waking nobody.
+// Afterwards the thread is known even when nothing in it addressed an agent,
+// so its next replies are routed without reading it again.
+func (r *Router) Recall(room id.RoomID, root id.EventID, msgs []Message) {
+	for _, m := range msgs {
+		r.Observe(m)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.thread(room, root, true)
+}
+
 // Thread returns what the router remembers of the thread (room, root).
 func (r *Router) Thread(room id.RoomID, root id.EventID) (ThreadInfo, bool) {
 	r.mu.Lock()

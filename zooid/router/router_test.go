@@ -263,6 +263,54 @@ func TestObserveRebuildsMemory(t *testing.T) {
 	})
 }
 
+// Only a person's bare reply in a thread the router never saw needs the thread
+// read; everything else routes the same with or without that memory.
+func TestNeedsThreadMemoryOnlyForABareReplyInAnUnknownThread(t *testing.T) {
+	r := New(testAgents())
+	r.Route(Message{Room: roomMain, EventID: "$seen", Sender: alice, Body: "@agent-a hi", Mentions: mentions(userA)})
+	for _, c := range []struct {
+		name string
+		msg  Message
+		want bool
+	}{
+		{"a bare reply in an unknown thread", Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "so?", ThreadRoot: "$old"}, true},
+		{"a bare reply in a thread seen live", Message{Room: roomMain, EventID: "$2", Sender: alice, Body: "so?", ThreadRoot: "$seen"}, false},
+		{"a top-level message", Message{Room: roomMain, EventID: "$3", Sender: alice, Body: "so?"}, false},
+		{"a reply that mentions an agent", Message{Room: roomMain, EventID: "$4", Sender: alice, Body: "@agent-b so?", ThreadRoot: "$old"}, false},
+		{"an agent's post", Message{Room: roomMain, EventID: "$5", Sender: userB, Body: "done", ThreadRoot: "$old"}, false},
+		{"a person's notice", Message{Room: roomMain, EventID: "$6", Sender: alice, Body: "fyi", MsgType: "m.notice", ThreadRoot: "$old"}, false},
+		{"a /clear", Message{Room: roomMain, EventID: "$7", Sender: alice, IsReset: true, ThreadRoot: "$old"}, false},
+		{"a task result", Message{Room: roomMain, EventID: "$8", Sender: alice, Body: "result", IsTaskResult: true, ThreadRoot: "$old"}, false},
+	} {
+		if got := r.NeedsThreadMemory(c.msg); got != c.want {
+			t.Errorf("%s: NeedsThreadMemory = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// Recall rebuilds the addressee from the thread's past, and a thread where
+// nobody was addressed is known afterwards, so it is not read again.
+func TestRecallRebuildsMemoryAndMarksTheThreadKnown(t *testing.T) {
+	r := New(testAgents())
+	r.Recall(roomMain, "$1", []Message{
+		{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-a hi", Mentions: mentions(userA)},
+		{Room: roomMain, EventID: "$2", Sender: userA, Body: "on it", MsgType: "m.notice", ThreadRoot: "$1"},
+		{Room: roomMain, EventID: "$3", Sender: alice, Body: "@agent-b over to you", Mentions: mentions(userB), ThreadRoot: "$1"},
+	})
+	reply := Message{Room: roomMain, EventID: "$4", Sender: alice, Body: "so?", ThreadRoot: "$1"}
+	if r.NeedsThreadMemory(reply) {
+		t.Fatal("a recalled thread still needs memory")
+	}
+	runSteps(t, r, []step{{reply, []string{"agent-b@$1:so?"}}})
+
+	r.Recall(roomMain, "$quiet", []Message{{Room: roomMain, EventID: "$quiet", Sender: alice, Body: "lunch?"}})
+	quiet := Message{Room: roomMain, EventID: "$5", Sender: alice, Body: "pizza", ThreadRoot: "$quiet"}
+	if r.NeedsThreadMemory(quiet) {
+		t.Fatal("a recalled thread that addressed nobody still needs memory")
+	}
+	runSteps(t, r, []step{{quiet, nil}})
+}
+
 func TestIsAgent(t *testing.T) {
 	r := New(testAgents())
 	if name, ok := r.IsAgent(userB); !ok || name != "agent-b" {

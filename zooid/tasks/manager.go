@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -163,6 +164,24 @@ func (m *Manager) enter() bool {
 	return true
 }
 
+// UncertainRooms lists the rooms of attempts Open found reserved without a thread:
+// their root post was in flight at a crash, so it may have landed. The daemon reads
+// those rooms' recent history before Recover, so TaskForRoot can adopt such a root;
+// with none, start-up reads no history at all.
+func (m *Manager) UncertainRooms() []id.RoomID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var rooms []id.RoomID
+	for a := range m.stale {
+		t := m.tasks[a]
+		if t.State == StateReserved && t.ThreadID == "" && !slices.Contains(rooms, t.Room) {
+			rooms = append(rooms, t.Room)
+		}
+	}
+	slices.Sort(rooms)
+	return rooms
+}
+
 // TaskByThread returns the task whose thread root is root in room, open or closed. The
 // daemon uses it for routing (only the assignee is woken by a task root), for gating
 // (the assignee session of an open task is a tools.TaskAssignee) and for depth.
@@ -255,8 +274,8 @@ func (m *Manager) TaskForRoot(room id.RoomID, root id.EventID, sender id.UserID,
 // An attempt still reserved (its post uncertain: the daemon died between journaling
 // and learning the event id) was never routed (routing journals the root first), so
 // its assignee was never woken and nothing of it was interrupted. It goes on:
-// adopted when TaskForRoot met its root since Open (the daemon reads recent history
-// before Recover), else its post is finished with the same txn id (finishPost), if
+// adopted when TaskForRoot met its root since Open (the daemon reads the recent
+// history of UncertainRooms before Recover), else its post is finished with the same txn id (finishPost), if
 // it is younger than RepostWithin. An older one is closed as above, without a thread
 // id, and reported to the caller once: re-posting it might duplicate its root, since
 // the homeserver's txn memory is not forever. If such a root lands after all, the

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,6 +64,10 @@ func TestRecoverAfterSimulatedCrash(t *testing.T) {
 	e.hs.setFail(nil)
 
 	e.reopen()
+	// Open tasks have their threads: start-up has no root to look for.
+	if rooms := e.m.UncertainRooms(); len(rooms) != 0 {
+		t.Fatalf("UncertainRooms after a crash with every root journaled = %v, want none", rooms)
+	}
 	// Until Recover, the journal's open tasks are still open (and hold capacity).
 	if got, ok := e.m.TaskByThread(roomA, t1.ThreadID); !ok || got.State != StateOpen {
 		t.Fatalf("t1 after reopen: %+v %v", got, ok)
@@ -227,9 +232,16 @@ func TestTaskForRootWhileThePostFails(t *testing.T) {
 // that thread, and nothing is reported for it.
 func TestKillNineAfterTheRootLanded(t *testing.T) {
 	e, carol := killedWhileReservingCarol(t)
+	// Carol's root may have landed: start-up looks for it in her room.
+	if rooms := e.m.UncertainRooms(); !slices.Equal(rooms, []id.RoomID{roomA}) {
+		t.Fatalf("UncertainRooms = %v, want [%s]", rooms, roomA)
+	}
 	adopted, ok := e.m.TaskForRoot(roomA, "$landed", "@alice:hs", carol.AttemptID)
 	if !ok || adopted.State != StateOpen || adopted.ThreadID != "$landed" {
 		t.Fatalf("TaskForRoot before Recover: %+v %v", adopted, ok)
+	}
+	if rooms := e.m.UncertainRooms(); len(rooms) != 0 {
+		t.Fatalf("UncertainRooms after the adoption = %v, want none", rooms)
 	}
 	if err := e.m.Recover(context.Background()); err != nil {
 		t.Fatal(err)
