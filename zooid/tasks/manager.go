@@ -61,6 +61,7 @@ type Manager struct {
 	tasks      map[string]*Task     // by attempt id: every journaled task
 	byThread   map[id.EventID]*Task // by thread root, once known
 	reporting  map[string]bool      // attempts whose report runs now
+	owed       map[string]bool      // reporting attempts whose thread was bound meanwhile
 	wakeQueued map[string]bool      // attempts whose wake waits in the caller's queue
 	// callers serialises the reports to one caller thread, so its wakes are
 	// queued in the order its results were posted (see deliver).
@@ -118,6 +119,7 @@ func Open(opts Options) (*Manager, error) {
 		tasks:      make(map[string]*Task, len(ts)),
 		byThread:   make(map[id.EventID]*Task, len(ts)),
 		reporting:  map[string]bool{},
+		owed:       map[string]bool{},
 		wakeQueued: map[string]bool{},
 		callers:    map[Parent]*sync.Mutex{},
 		stale:      map[string]bool{},
@@ -257,11 +259,17 @@ func (m *Manager) TaskForRoot(room id.RoomID, root id.EventID, sender id.UserID,
 		m.log.Info("task root posted before a restart adopted", "attempt", attemptID, "thread", root)
 	}
 	m.byThread[root] = t
-	if t.State == StateClosed && m.claimLocked(attemptID) {
-		go func() {
-			defer m.release(attemptID)
-			m.deliver(context.Background(), attemptID)
-		}()
+	if t.State == StateClosed {
+		if m.claimLocked(attemptID) {
+			go func() {
+				defer m.release(attemptID)
+				m.deliver(context.Background(), attemptID)
+			}()
+		} else if m.reporting[attemptID] {
+			// A report in flight may be past its last look at the thread:
+			// release runs one more.
+			m.owed[attemptID] = true
+		}
 	}
 	return t.clone(), true
 }

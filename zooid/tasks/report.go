@@ -45,10 +45,26 @@ func (m *Manager) claimLocked(attempt string) bool {
 	return true
 }
 
+// release ends a claim. When TaskForRoot bound the task's thread while the
+// claim ran, the report may have looked at the task before that and missed the
+// result event the thread is owed: one more report runs for it, also when
+// Close has begun since (it was asked for before, and Close waits for it).
 func (m *Manager) release(attempt string) {
 	m.mu.Lock()
-	delete(m.reporting, attempt)
+	again := m.owed[attempt]
+	delete(m.owed, attempt)
+	if again {
+		m.wg.Add(1) // the claim passes to the next report
+	} else {
+		delete(m.reporting, attempt)
+	}
 	m.mu.Unlock()
+	if again {
+		go func() {
+			defer m.release(attempt)
+			m.deliver(context.Background(), attempt)
+		}()
+	}
 	m.wg.Done()
 }
 
