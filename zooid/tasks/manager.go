@@ -283,12 +283,12 @@ func (m *Manager) TaskForRoot(room id.RoomID, root id.EventID, sender id.UserID,
 // and learning the event id) was never routed (routing journals the root first), so
 // its assignee was never woken and nothing of it was interrupted. It goes on:
 // adopted when TaskForRoot met its root since Open (the daemon reads the recent
-// history of UncertainRooms before Recover), else its post is finished with the same txn id (finishPost), if
-// it is younger than RepostWithin. An older one is closed as above, without a thread
-// id, and reported to the caller once: re-posting it might duplicate its root, since
-// the homeserver's txn memory is not forever. If such a root lands after all, the
-// daemon meets it carrying the attempt id and TaskForRoot binds it and posts the
-// thread result into it.
+// history of UncertainRooms before Recover), else its post is finished with the
+// same txn id (finishPost), if it is younger than RepostWithin. An older one is
+// closed as above, without a thread id, and reported to the caller once: re-posting
+// it might duplicate its root, since the homeserver's txn memory is not forever. If
+// such a root lands after all, the daemon meets it carrying the attempt id and
+// TaskForRoot binds it and posts the thread result into it.
 func (m *Manager) Recover(ctx context.Context) error {
 	if !m.enter() {
 		return ErrClosed
