@@ -119,6 +119,25 @@ Feature: A thread is a conversation
     And the homeserver was asked no GET /_matrix/client/v3/rooms/*/messages as an agent
     And the homeserver was asked GET /_matrix/client/v1/rooms/*/relations/*/* at most once as an agent
 
+  # When the thread can't be read back, that one reply is routed without the
+  # memory (nobody is the addressee) and the thread stays unknown, so the next
+  # reply reads it again.
+  @fake-only
+  Scenario: after a restart, a thread the homeserver fails to read back loses its addressee for that reply only
+    Given the daemon runs as its own process
+    And agent-b will reply "svc-b is degraded"
+    And agent-b will reply "yes, restarting it now"
+    When ori says in "#ops": "@agent-b how is svc-b?"
+    Then agent-b posts "svc-b is degraded" in the thread
+    When the daemon is killed and started again
+    And the homeserver answers the next 4 GET /_matrix/client/v1/rooms/*/relations/*/* from agent-a with 503 M_UNKNOWN
+    And ori replies in the thread: "can you restart it?"
+    Then the homeserver's last fault fired 4 times
+    And agent-b is not prompted with "can you restart it?"
+    When ori replies in the thread: "hello?"
+    Then agent-b is prompted with "hello?" in a new session
+    And agent-b posts "yes, restarting it now" in the thread
+
   Scenario: after a graceful daemon restart, the fresh agent in an old thread is told to catch up too
     Given the daemon runs as its own process
     And agent-b will reply "svc-b is degraded"
