@@ -346,11 +346,18 @@ func waitNoChildren(ctx context.Context, bound time.Duration) error {
 	}
 }
 
-// childPids lists the processes whose parent is this one, from /proc.
-func childPids() []int {
-	self := os.Getpid()
+// childProc is a process whose parent is this one.
+type childProc struct {
+	pid   int
+	state string // /proc/PID/stat's state: R, S, … and Z for a zombie
+}
+
+// childProcs lists this process's children from /proc, zombies included (a
+// child not yet waited for has not been cleaned up).
+func childProcs() []childProc {
+	self := strconv.Itoa(os.Getpid())
 	ents, _ := os.ReadDir("/proc")
-	var kids []int
+	var kids []childProc
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -358,19 +365,30 @@ func childPids() []int {
 		}
 		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
 		if err != nil {
-			continue
+			continue // ended meanwhile
 		}
-		// Field 4 (ppid) follows the ")" that ends the command name.
+		// "pid (comm) state ppid …": comm may hold spaces and parentheses,
+		// so the fields are counted after its last ')'.
 		i := strings.LastIndexByte(string(data), ')')
 		if i < 0 {
 			continue
 		}
-		f := strings.Fields(string(data[i+1:]))
-		if len(f) > 2 && f[2] == strconv.Itoa(self) && !zombie(f[0]) {
-			kids = append(kids, pid)
+		if f := strings.Fields(string(data[i+1:])); len(f) > 1 && f[1] == self {
+			kids = append(kids, childProc{pid: pid, state: f[0]})
 		}
 	}
 	return kids
+}
+
+// childPids lists the live (not zombie) processes whose parent is this one.
+func childPids() []int {
+	var pids []int
+	for _, c := range childProcs() {
+		if !zombie(c.state) {
+			pids = append(pids, c.pid)
+		}
+	}
+	return pids
 }
 
 func zombie(state string) bool { return state == "Z" || state == "X" }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -43,7 +42,7 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	before := children(t)
+	before := len(childProcs())
 	var later atomic.Int32
 	var out bytes.Buffer
 	done := make(chan int, 1)
@@ -71,7 +70,7 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 	if n := later.Load(); n != 0 {
 		t.Errorf("the scenario after the interrupt ran its step %d times, want 0", n)
 	}
-	if after := children(t); after != before {
+	if after := len(childProcs()); after != before {
 		t.Errorf("%d child processes after the interrupted run, %d before: the hung agent was left running", after, before)
 	}
 	for _, want := range []string{
@@ -83,31 +82,4 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
-}
-
-// children counts this process's live child processes (zombies included:
-// an agent not yet waited for is not cleaned up).
-func children(t *testing.T) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatalf("listing processes: %v", err)
-	}
-	self := strconv.Itoa(os.Getpid())
-	n := 0
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // ended meanwhile
-		}
-		// pid (comm) state ppid …: comm may hold spaces, so split after its ')'.
-		i := strings.LastIndexByte(string(stat), ')')
-		if f := strings.Fields(string(stat[i+1:])); len(f) > 1 && f[1] == self {
-			n++
-		}
-	}
-	return n
 }
