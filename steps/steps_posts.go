@@ -56,19 +56,22 @@ func (m seenMsg) String() string {
 	return fmt.Sprintf("%s %s %s %q", m.sender, m.msgtype, where, m.body)
 }
 
+// seenOf is a message event as the steps compare it.
+func seenOf(ev *event.Event) seenMsg {
+	m := seenMsg{id: ev.ID, sender: ev.Sender, thread: zevent.ThreadRoot(ev)}
+	m.msgtype, _ = ev.Content.Raw["msgtype"].(string)
+	m.body, _ = ev.Content.Raw["body"].(string)
+	return m
+}
+
 // readRoom reads the newest messages of a room through the client-server API
 // as a human member, newest first.
 func (w *world) readRoom(ctx context.Context, r *room, pages int) ([]seenMsg, error) {
 	var out []seenMsg
 	err := w.pageBack(ctx, r, pages, func(ev *event.Event) {
-		if ev.Type != event.EventMessage {
-			return
+		if ev.Type == event.EventMessage {
+			out = append(out, seenOf(ev))
 		}
-		m := seenMsg{id: ev.ID, sender: ev.Sender}
-		m.msgtype, _ = ev.Content.Raw["msgtype"].(string)
-		m.body, _ = ev.Content.Raw["body"].(string)
-		m.thread = zevent.ThreadRoot(ev)
-		out = append(out, m)
 	})
 	return out, err
 }
@@ -117,13 +120,9 @@ func (w *world) readThread(ctx context.Context, r *room, root id.EventID, pages 
 			return nil, fmt.Errorf("reading the thread %s of %s as %s: %w", short(string(root)), r.name, reader.name, err)
 		}
 		for _, ev := range resp.Chunk {
-			if ev.Type != event.EventMessage || zevent.ThreadRoot(ev) != root {
-				continue
+			if m := seenOf(ev); ev.Type == event.EventMessage && m.thread == root {
+				out = append(out, m)
 			}
-			m := seenMsg{id: ev.ID, sender: ev.Sender, thread: root}
-			m.msgtype, _ = ev.Content.Raw["msgtype"].(string)
-			m.body, _ = ev.Content.Raw["body"].(string)
-			out = append(out, m)
 		}
 		if from = resp.NextBatch; from == "" {
 			break
