@@ -176,7 +176,7 @@ func (m *Manager) UncertainRooms() []id.RoomID {
 	var rooms []id.RoomID
 	for a := range m.stale {
 		t := m.tasks[a]
-		if t.State == StateReserved && t.ThreadID == "" && !slices.Contains(rooms, t.Room) {
+		if t.rootUncertain() && !slices.Contains(rooms, t.Room) {
 			rooms = append(rooms, t.Room)
 		}
 	}
@@ -304,7 +304,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		if !t.IsOpen() {
 			continue
 		}
-		if t.State == StateReserved && t.ThreadID == "" && now.Sub(t.Created) < RepostWithin {
+		if t.rootUncertain() && now.Sub(t.Created) < RepostWithin {
 			unposted = append(unposted, t)
 			continue
 		}

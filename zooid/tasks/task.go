@@ -138,6 +138,10 @@ type Task struct {
 // assignee session of an open task is a tools.TaskAssignee.
 func (t Task) IsOpen() bool { return t.State == StateReserved || t.State == StateOpen }
 
+// rootUncertain says the task's root post was in flight (reserved, no thread yet):
+// in a task Open found so, the post may have landed before the crash.
+func (t Task) rootUncertain() bool { return t.State == StateReserved && t.ThreadID == "" }
+
 func (t *Task) clone() Task {
 	c := *t
 	c.Handoffs = append([]Handoff(nil), t.Handoffs...)
