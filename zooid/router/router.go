@@ -207,13 +207,15 @@ func (r *Router) NeedsThreadMemory(m Message) bool {
 	if m.IsReset || m.IsTaskResult || m.ThreadRoot == "" || m.MsgType == string(event.MsgNotice) {
 		return false
 	}
-	if r.byUser[m.Sender] != nil || len(r.mentioned(m)) > 0 {
+	if r.byUser[m.Sender] != nil {
 		return false
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	_, known := r.threads[threadKey{m.Room, m.ThreadRoot}]
-	return !known
+	r.mu.Unlock()
+	// The thread lookup first: in a known thread (most replies) the mention
+	// scan is left to Route alone.
+	return !known && len(r.mentioned(m)) == 0
 }
 
 // Recall rebuilds the memory of thread (room, root) from what the homeserver
