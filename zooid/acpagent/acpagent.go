@@ -333,6 +333,13 @@ func (c *Conn) drainUpdates() {
 	}
 }
 
+// isClosed reports whether Close has begun.
+func (c *Conn) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
 // exited reports whether the process or its protocol stream has ended.
 func (c *Conn) exited() bool {
 	select {
@@ -360,9 +367,7 @@ func (c *Conn) classify(err error) error {
 	case <-t.C:
 		return err
 	}
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
+	closed := c.isClosed()
 	if closed {
 		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
@@ -382,9 +387,7 @@ func (c *Conn) classify(err error) error {
 // NewSession runs session/new with the given working directory and MCP
 // servers.
 func (c *Conn) NewSession(ctx context.Context, cwd string, mcpServers []acp.McpServer) (*Session, error) {
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
+	closed := c.isClosed()
 	if closed {
 		return nil, ErrClosed
 	}
@@ -469,9 +472,7 @@ func (s *Session) Prompt(ctx context.Context, text string, onUpdate func(Update)
 	defer func() { <-s.turn }()
 
 	c := s.c
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
+	closed := c.isClosed()
 	if closed {
 		return "", ErrClosed
 	}
@@ -503,6 +504,12 @@ func (s *Session) Prompt(ctx context.Context, text string, onUpdate func(Update)
 				c.drainUpdates()
 			}
 			return "", fmt.Errorf("prompt: %w", err)
+		}
+		if r.resp.StopReason == acp.StopReasonCancelled && c.isClosed() {
+			// Nobody asked for this cancel: an agent whose input Close just
+			// cut may end its turn as cancelled before it exits. The turn did
+			// not finish, and the caller must not take it as a reply.
+			return "", fmt.Errorf("prompt: agent stopped its turn as the connection closed: %w", ErrClosed)
 		}
 		return r.resp.StopReason, nil
 	case <-ctx.Done():
