@@ -472,6 +472,45 @@ func TestCloseDuringTurnIsNotACrash(t *testing.T) {
 	}
 }
 
+// TestCloseDuringTurnOfAnAgentThatAnswersCancelled pins the race the test
+// above hits now and then: an agent that outlives the end of its input (it
+// ignores SIGTERM) ends the hanging turn as cancelled when Close cuts stdin,
+// and its answer arrives before it exits. No one asked for that cancel, so
+// the turn is ErrClosed, not a reply.
+func TestCloseDuringTurnOfAnAgentThatAnswersCancelled(t *testing.T) {
+	ctl := fakeagent.NewController(t)
+	ctl.Queue("a", fakeagent.Turn{fakeagent.Hang()})
+	spec := agentSpec(t, ctl, "a")
+	spec.Args = append(spec.Args, "--linger")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := acpagent.Start(ctx, spec, acpagent.Options{KillGrace: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	s := newSession(t, c, nil)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Prompt(context.Background(), "hang", nil)
+		done <- err
+	}()
+	if _, err := ctl.WaitPrompts(ctx, "a", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, acpagent.ErrClosed) || errors.Is(err, acpagent.ErrCrashed) {
+			t.Fatalf("prompt during Close: %v, want ErrClosed", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("prompt did not return after Close")
+	}
+}
+
 // BenchmarkPromptRoundTrip measures one short turn (prompt, one chunk,
 // end_turn) against a real agent process.
 func BenchmarkPromptRoundTrip(b *testing.B) {
