@@ -367,8 +367,7 @@ func (c *Conn) classify(err error) error {
 	case <-t.C:
 		return err
 	}
-	closed := c.isClosed()
-	if closed {
+	if c.isClosed() {
 		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
 	t2 := time.NewTimer(3 * time.Second)
@@ -387,8 +386,7 @@ func (c *Conn) classify(err error) error {
 // NewSession runs session/new with the given working directory and MCP
 // servers.
 func (c *Conn) NewSession(ctx context.Context, cwd string, mcpServers []acp.McpServer) (*Session, error) {
-	closed := c.isClosed()
-	if closed {
+	if c.isClosed() {
 		return nil, ErrClosed
 	}
 	if c.exited() {
@@ -461,8 +459,10 @@ func (c *Conn) Capabilities() acp.AgentCapabilities { return c.caps }
 // Prompt sends one text prompt and streams updates to onUpdate (called from
 // one goroutine, in order, never after Prompt returns) until the agent ends
 // the turn. It returns the agent's stop reason. When the process dies
-// mid-turn the error wraps ErrCrashed. When ctx ends it sends session/cancel,
-// waits briefly for the agent's cancelled stop and returns ctx.Err().
+// mid-turn the error wraps ErrCrashed; when Close ends the turn, ErrClosed
+// (also if the agent answered it as cancelled). When ctx ends it sends
+// session/cancel, waits briefly for the agent's cancelled stop and returns
+// ctx.Err().
 func (s *Session) Prompt(ctx context.Context, text string, onUpdate func(Update)) (acp.StopReason, error) {
 	select {
 	case s.turn <- struct{}{}:
@@ -472,8 +472,7 @@ func (s *Session) Prompt(ctx context.Context, text string, onUpdate func(Update)
 	defer func() { <-s.turn }()
 
 	c := s.c
-	closed := c.isClosed()
-	if closed {
+	if c.isClosed() {
 		return "", ErrClosed
 	}
 	if c.exited() {
