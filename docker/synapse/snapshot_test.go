@@ -25,12 +25,7 @@ func TestFindOrBuildSnapshotBuildsOnceAndKeepsTheChain(t *testing.T) {
 	cli := dockerClient(t)
 	ctx := context.Background()
 	repo := fmt.Sprintf("zooid-test-snapshot-%d", time.Now().UnixNano())
-	t.Cleanup(func() {
-		res, _ := cli.ImageList(context.Background(), client.ImageListOptions{Filters: client.Filters{}.Add("reference", repo)})
-		for _, img := range res.Items {
-			_, _ = cli.ImageRemove(context.Background(), img.ID, client.ImageRemoveOptions{Force: true, PruneChildren: true})
-		}
-	})
+	RemoveImagesOnCleanup(t, repo)
 	builds := map[string]int{} // by recipe
 	find := func(base, recipe string) (string, bool) {
 		t.Helper()

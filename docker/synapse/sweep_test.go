@@ -184,12 +184,7 @@ func TestPruneImagesRemovesOlderOnes(t *testing.T) {
 	cli := dockerClient(t)
 	ctx := context.Background()
 	repo := fmt.Sprintf("zooid-test-prune-%d", time.Now().UnixNano())
-	t.Cleanup(func() {
-		res, _ := cli.ImageList(context.Background(), client.ImageListOptions{Filters: client.Filters{}.Add("reference", repo)})
-		for _, img := range res.Items {
-			_, _ = cli.ImageRemove(context.Background(), img.ID, client.ImageRemoveOptions{Force: true, PruneChildren: true})
-		}
-	})
+	RemoveImagesOnCleanup(t, repo)
 	image := func(tag string) string {
 		t.Helper()
 		c := idleContainer(t, cli, map[string]string{testLabel: repo}, false)

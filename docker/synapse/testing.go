@@ -2,9 +2,11 @@ package synapse
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 
+	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 )
 
@@ -63,4 +65,45 @@ var engineHealth = func() error {
 	}
 	defer p.Close()
 	return p.Health(context.Background())
+}
+
+// RemoveImagesOnCleanup removes every image of repo when t ends, and fails t
+// when one stays. Images built on one another go in passes, children first:
+// the engine refuses to remove an image another is built on, forced or not,
+// so a single pass over a chain of snapshots left its lower links behind.
+func RemoveImagesOnCleanup(t testing.TB, repo string) {
+	t.Cleanup(func() {
+		if err := removeImages(context.Background(), repo); err != nil {
+			t.Errorf("cleaning up the test images: %v", err)
+		}
+	})
+}
+
+func removeImages(ctx context.Context, repo string) error {
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		return fmt.Errorf("connecting to the Docker engine: %w", err)
+	}
+	defer cli.Close()
+	for {
+		res, err := cli.ImageList(ctx, client.ImageListOptions{Filters: client.Filters{}.Add("reference", repo)})
+		if err != nil {
+			return fmt.Errorf("listing the images of %s: %w", repo, err)
+		}
+		if len(res.Items) == 0 {
+			return nil
+		}
+		removed := 0
+		var last error
+		for _, img := range res.Items {
+			if _, err := cli.ImageRemove(ctx, img.ID, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil {
+				last = err
+				continue
+			}
+			removed++
+		}
+		if removed == 0 {
+			return fmt.Errorf("removing the images of %s (%d left): %w", repo, len(res.Items), last)
+		}
+	}
 }

@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
-	"github.com/testcontainers/testcontainers-go"
-
 	"github.com/zooid-dev/zooid/docker/synapse"
 )
 
@@ -20,17 +17,7 @@ func TestSnapshotRoomsSendsOnceAndReuses(t *testing.T) {
 	synapse.RequireEngine(t)
 	ctx := context.Background()
 	repo := fmt.Sprintf("zooid-test-bench-snapshot-%d", time.Now().UnixNano())
-	t.Cleanup(func() {
-		cli, err := testcontainers.NewDockerClientWithOpts(context.Background())
-		if err != nil {
-			return
-		}
-		defer cli.Close()
-		res, _ := cli.ImageList(context.Background(), client.ImageListOptions{Filters: client.Filters{}.Add("reference", repo)})
-		for _, img := range res.Items {
-			_, _ = cli.ImageRemove(context.Background(), img.ID, client.ImageRemoveOptions{Force: true, PruneChildren: true})
-		}
-	})
+	synapse.RemoveImagesOnCleanup(t, repo)
 	sizes := []int{30, 60}
 	open := func() []SnapshotRoom {
 		t.Helper()
