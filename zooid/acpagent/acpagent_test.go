@@ -448,6 +448,14 @@ func TestCloseDuringTurnIsNotACrash(t *testing.T) {
 	ctl := fakeagent.NewController(t)
 	ctl.Queue("a", fakeagent.Turn{fakeagent.Hang()})
 	c := start(t, ctl, "a", acpagent.Options{})
+	closeDuringHangingTurn(t, ctl, c)
+}
+
+// closeDuringHangingTurn prompts agent "a" of c with a turn that hangs,
+// closes c once the agent has the prompt, and wants the prompt to end with
+// ErrClosed, not ErrCrashed.
+func closeDuringHangingTurn(t *testing.T, ctl *fakeagent.Controller, c *acpagent.Conn) {
+	t.Helper()
 	s := newSession(t, c, nil)
 	done := make(chan error, 1)
 	go func() {
@@ -489,26 +497,7 @@ func TestCloseDuringTurnOfAnAgentThatAnswersCancelled(t *testing.T) {
 		t.Fatalf("start: %v", err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	s := newSession(t, c, nil)
-	done := make(chan error, 1)
-	go func() {
-		_, err := s.Prompt(context.Background(), "hang", nil)
-		done <- err
-	}()
-	if _, err := ctl.WaitPrompts(ctx, "a", 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, acpagent.ErrClosed) || errors.Is(err, acpagent.ErrCrashed) {
-			t.Fatalf("prompt during Close: %v, want ErrClosed", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("prompt did not return after Close")
-	}
+	closeDuringHangingTurn(t, ctl, c)
 }
 
 // BenchmarkPromptRoundTrip measures one short turn (prompt, one chunk,
