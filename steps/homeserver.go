@@ -84,9 +84,11 @@ type lease struct {
 	handOver func(ctx context.Context, last id.EventID) error
 	// hold, on fakehs, is the listener keeping the push port until hand-over.
 	hold *drain
-	// keep is a room the scenario's agents stay in at teardown: a seeded
-	// copy from the snapshot, whose agents are its own (steps/snapshot.go).
-	keep id.RoomID
+	// sharedAgents: the lease's agent users serve other scenarios too (a
+	// snapshot copy's, steps/snapshot.go), so at teardown they leave every
+	// room the scenario put them in except keep, the copy's seeded room.
+	sharedAgents bool
+	keep         id.RoomID
 }
 
 // backend hands out leases; one backend serves a whole run.
@@ -335,6 +337,9 @@ func (b *sharedBackend) lease(ctx context.Context) (*lease, error) {
 	// Humans are per scenario too: scenarios share the server, and each
 	// registers its own "ori".
 	n.humanPrefix = fmt.Sprintf("h%s%d-", b.runPrefix, seq)
+	// And so are agents: users of the slot's namespace no scenario before
+	// this one used.
+	n.agentScope = fmt.Sprintf("%d-", seq)
 	return &lease{
 		hs: b.hs, names: n, reg: s.reg, listen: s.push.addr, push: s.push,
 		handOver: func(ctx context.Context, last id.EventID) error {

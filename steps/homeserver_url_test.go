@@ -352,3 +352,45 @@ func TestSlotPushPortIsNeverFreeBetweenScenarios(t *testing.T) {
 	}
 	l2.release()
 }
+
+// TestEachScenarioOnASharedServerHasAgentsOfItsOwn: two leases of one slot
+// name agent-a as two users, both in the slot's exclusive namespace, with
+// the slot's appservice bot unchanged; so no scenario's agents are in an
+// earlier one's rooms and none has to leave them (sharedAgents is false).
+func TestEachScenarioOnASharedServerHasAgentsOfItsOwn(t *testing.T) {
+	sock, err := bindPush("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := names{serverName: "localhost", agentPrefix: "zt-"}
+	reg := registration(n, sock.addr)
+	b, err := newSharedBackend(context.Background(), "url", urlHS{base: "http://127.0.0.1:1"}, "r",
+		[]*slot{{names: n, reg: reg, push: sock}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.close(context.Background()) })
+	namespace := regexp.MustCompile("^" + reg.Namespaces.UserIDs[0].Regex + "$")
+	var seen []id.UserID
+	for i := range 2 {
+		l, err := b.lease(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := l.names.agent("agent-a")
+		if !namespace.MatchString(string(a)) {
+			t.Errorf("lease %d: %s is outside the slot's namespace %s", i, a, namespace)
+		}
+		if got := l.names.senderLocalpart(); got != reg.SenderLocalpart {
+			t.Errorf("lease %d: sender localpart %q, want the slot's %q", i, got, reg.SenderLocalpart)
+		}
+		if l.sharedAgents {
+			t.Errorf("lease %d: sharedAgents set, so its agents would leave their rooms at teardown", i)
+		}
+		seen = append(seen, a)
+		l.release()
+	}
+	if seen[0] == seen[1] {
+		t.Fatalf("both scenarios' agent-a is %s", seen[0])
+	}
+}

@@ -13,12 +13,18 @@ import (
 // names maps the names steps speak in ("ori", "agent-a", "#ops") to Matrix ids.
 // The same code serves every homeserver; only the prefixes differ. On a shared
 // Synapse, humans carry a per-run prefix, agents the prefix of the scenario's
-// appservice slot, and aliases a per-scenario suffix, so concurrent scenarios
-// and repeated runs never collide.
+// appservice slot and a per-scenario scope, and aliases a per-scenario
+// suffix, so concurrent scenarios and repeated runs never collide.
 type names struct {
 	serverName  string
 	humanPrefix string // e.g. "" on fakehs, "h3f9a-" on a shared server
 	agentPrefix string // the slot's exclusive namespace prefix, e.g. "zs3-"
+	// agentScope, on a shared server's slot, makes the scenario's agents
+	// users of its own inside the slot's namespace ("7-": @zs3-7-agent-a):
+	// a fresh user is in no other scenario's rooms, so nothing has to leave
+	// them at teardown (each leave was an event for Synapse to persist and
+	// push). Empty on fakehs and for a snapshot copy's agents.
+	agentScope  string
 	aliasSuffix string // e.g. "" on fakehs, "-s7c2e" on a shared server
 }
 
@@ -37,7 +43,7 @@ func (n names) humanLocalpart(name string) string { return n.humanPrefix + name 
 
 // agent is the Matrix user id of an agent named in a step.
 func (n names) agent(name string) id.UserID {
-	return id.NewUserID(n.agentPrefix+name, n.serverName)
+	return id.NewUserID(n.agentPrefix+n.agentScope+name, n.serverName)
 }
 
 // senderLocalpart is the appservice bot's own localpart.

@@ -414,7 +414,7 @@ func (p *pool) lease(e *pooled, hs homeserver, server string) *lease {
 			e.drain = nil
 			return err
 		},
-		keep: e.Room,
+		sharedAgents: true, keep: e.Room,
 		release: func() {
 			if e.drain == nil {
 				if d, err := startDrain(e.push, e.HSToken); err == nil {

@@ -159,11 +159,15 @@ func (w *world) ensureHomeserver(ctx context.Context) error {
 	if err := w.newAppserviceClient(); err != nil {
 		return err
 	}
-	if w.run.backend.kind() != "fake" {
-		// Agent users belong to the slot and outlive the scenario; leaving
-		// its rooms keeps the next scenario's zooid_get_rooms its own.
-		w.closers = append(w.closers, w.leaveAgentRooms)
-	}
+	// w.lease at teardown, not l: claimSeeded may move the scenario to a
+	// snapshot copy, whose agents outlive the scenario; leaving its rooms
+	// keeps the next scenario's zooid_get_rooms its own.
+	w.closers = append(w.closers, func() error {
+		if !w.lease.sharedAgents {
+			return nil
+		}
+		return w.leaveAgentRooms()
+	})
 	return nil
 }
 
