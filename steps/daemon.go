@@ -110,9 +110,9 @@ func (w *world) prepareAgents() (string, error) {
 	}
 	w.ctl = ctl
 	w.closers = append(w.closers, ctl.Close)
-	exe, err := os.Executable()
+	exe, err := childExe()
 	if err != nil {
-		return "", fmt.Errorf("finding this executable for agents: %w", err)
+		return "", fmt.Errorf("the program agents run as: %w", err)
 	}
 	for _, an := range w.agentSeq {
 		if err := os.MkdirAll(filepath.Join(w.dir, "agents", an), 0o700); err != nil {

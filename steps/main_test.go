@@ -6,7 +6,7 @@ import (
 	"github.com/zooid-dev/zooid/internal/testbin"
 )
 
-// TestMain lets the test binary stand in for the zooid command: the daemon
-// starts agents as `<this binary> fake-agent …` and their MCP bridge as
-// `<this binary> mcp …`, exactly as it would run the real binary.
-func TestMain(m *testing.M) { testbin.Main(m) }
+// TestMain lets the test binary stand in for the zooid command where a test
+// starts it (the daemon run as its own process); agents and their MCP bridge
+// run as the lighter stand-in childExe builds, which it removes at the end.
+func TestMain(m *testing.M) { testbin.Main(m, RemoveChildExe) }

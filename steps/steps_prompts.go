@@ -378,9 +378,9 @@ func (w *world) stepSessionNewMCP(ctx context.Context, agent string) error {
 		return fmt.Errorf("%s's session/new mcpServers = %s, want one stdio entry", agent, raw)
 	}
 	st := s.McpServers[0].Stdio
-	exe, err := os.Executable()
+	exe, err := childExe()
 	if err != nil {
-		return fmt.Errorf("finding this executable: %w", err)
+		return err
 	}
 	if st.Command != exe || len(st.Args) == 0 || st.Args[0] != "mcp" {
 		return fmt.Errorf("%s's zooid MCP entry runs %q %q, want %q mcp …", agent, st.Command, st.Args, exe)

@@ -339,7 +339,12 @@ func (w *world) startAsProcess(ctx context.Context) error {
 	}
 	w.tw().proc = p
 	w.closers = append(w.closers, func() error { return w.stopProcess(syscall.SIGTERM) })
-	if err := w.spawnDaemon(ctx, exe); err != nil {
+	// The daemon itself is this executable's zooid-daemon command.
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding this executable: %w", err)
+	}
+	if err := w.spawnDaemon(ctx, self); err != nil {
 		return err
 	}
 	w.started = true

@@ -10,10 +10,10 @@ import (
 	"github.com/zooid-dev/zooid/steps"
 )
 
-// TestMain lets the test binary stand in for zooid-sim: the daemon of the
-// steps benchmarks starts agents as `<this binary> fake-agent …` and their
-// bridge as `<this binary> mcp …`.
-func TestMain(m *testing.M) { testbin.Main(m) }
+// TestMain lets the test binary stand in for zooid-sim where a benchmark
+// starts it (`<this binary> echo …`); the steps benchmarks' agents and
+// bridges run as the stand-in steps builds, removed at the end.
+func TestMain(m *testing.M) { testbin.Main(m, steps.RemoveChildExe) }
 
 func BenchmarkCPU(b *testing.B)                { BenchCPU(b) }
 func BenchmarkEchoUnixSocket(b *testing.B)     { BenchEchoUnixSocket(b) }

@@ -16,8 +16,8 @@ import (
 
 // Main is a TestMain: when the binary was started as `fake-agent …`,
 // `mcp …` or `echo …` it runs that command and exits with its code; otherwise it runs the
-// tests and exits with theirs.
-func Main(m *testing.M) {
+// tests, then each of after, and exits with the tests' code.
+func Main(m *testing.M, after ...func()) {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "fake-agent":
@@ -28,5 +28,9 @@ func Main(m *testing.M) {
 			os.Exit(echo.Main(os.Args[2:], os.Stderr))
 		}
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	for _, f := range after {
+		f()
+	}
+	os.Exit(code)
 }
