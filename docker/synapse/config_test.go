@@ -1,0 +1,38 @@
+package synapse
+
+import (
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// TestConfigTurnsOffWhatZooidDoesNotUse: the test homeserver sends no
+// federation and keeps no user directory or room statistics (config.go says
+// why); the feature pass and the conformance suite run on it in CI.
+func TestConfigTurnsOffWhatZooidDoesNotUse(t *testing.T) {
+	g, err := generate(&settings{serverName: "localhost", port: 8008})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		FederationSenders []string `yaml:"federation_sender_instances"`
+		UserDirectory     *bool    `yaml:"update_user_directory"`
+		Stats             struct {
+			Enabled *bool `yaml:"enabled"`
+		} `yaml:"stats"`
+		Presence struct {
+			Enabled *bool `yaml:"enabled"`
+		} `yaml:"presence"`
+	}
+	if err := yaml.Unmarshal(g.homeserver, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.FederationSenders == nil || len(cfg.FederationSenders) != 0 {
+		t.Errorf("federation_sender_instances = %v, want []", cfg.FederationSenders)
+	}
+	for name, v := range map[string]*bool{"update_user_directory": cfg.UserDirectory, "stats.enabled": cfg.Stats.Enabled, "presence.enabled": cfg.Presence.Enabled} {
+		if v == nil || *v {
+			t.Errorf("%s = %v, want false", name, v)
+		}
+	}
+}
