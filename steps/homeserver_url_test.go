@@ -234,13 +234,14 @@ func TestURLHomeserverFeatures(t *testing.T) {
 		t.Fatalf("a second run on the same server failed (godog status %d)", status)
 	}
 	for _, r := range regs {
-		assertAgentsLeftRooms(t, c, r.reg, r.userPrefix)
+		assertScenariosShareNoAgent(t, c, r.reg, r.userPrefix)
 	}
 }
 
-// assertAgentsLeftRooms checks the teardown: every agent the runs created
-// (found with Synapse's admin API) is in no room any more.
-func assertAgentsLeftRooms(t *testing.T, c *synapse.Container, reg *appservice.Registration, userPrefix string) {
+// assertScenariosShareNoAgent checks the isolation of the runs' scenarios:
+// every agent they created (found with Synapse's admin API) belongs to one
+// scenario (its scope, `<prefix><run>-<n>-`), and no room holds agents of two.
+func assertScenariosShareNoAgent(t *testing.T, c *synapse.Container, reg *appservice.Registration, userPrefix string) {
 	t.Helper()
 	ctx := context.Background()
 	admin, tok, err := c.RegisterUser(ctx, "ztadmin"+randomHex(2), "pw-"+randomHex(8), true)
@@ -260,12 +261,19 @@ func assertAgentsLeftRooms(t *testing.T, c *synapse.Container, reg *appservice.R
 	if _, err := acli.MakeRequest(ctx, http.MethodGet, u, nil, &list); err != nil {
 		t.Fatalf("listing users: %v", err)
 	}
+	scopeRE := regexp.MustCompile("^" + regexp.QuoteMeta(userPrefix) + `[0-9a-f]+-\d+-`)
+	scopeOf := map[id.RoomID]string{}
 	agents := 0
 	for _, user := range list.Users {
 		if !strings.HasPrefix(user.Name.Localpart(), userPrefix) {
 			continue
 		}
 		agents++
+		scope := scopeRE.FindString(user.Name.Localpart())
+		if scope == "" {
+			t.Errorf("%s has no scenario scope (want %s<run>-<n>-name)", user.Name, userPrefix)
+			continue
+		}
 		cli, err := mautrix.NewClient(c.BaseURL(), user.Name, reg.AppToken)
 		if err != nil {
 			t.Fatal(err)
@@ -275,8 +283,11 @@ func assertAgentsLeftRooms(t *testing.T, c *synapse.Container, reg *appservice.R
 		if err != nil {
 			t.Fatalf("rooms of %s: %v", user.Name, err)
 		}
-		if len(joined.JoinedRooms) != 0 {
-			t.Errorf("%s is still in %v after the runs", user.Name, joined.JoinedRooms)
+		for _, r := range joined.JoinedRooms {
+			if other, ok := scopeOf[r]; ok && other != scope {
+				t.Errorf("room %s holds agents of two scenarios: %s… and %s… (%s)", r, other, scope, user.Name)
+			}
+			scopeOf[r] = scope
 		}
 	}
 	if agents < 2 {
