@@ -9,24 +9,15 @@ import (
 	"os"
 	"testing"
 
-	"github.com/zooid-dev/zooid/internal/echo"
-	"github.com/zooid-dev/zooid/steps/fakeagent"
-	"github.com/zooid-dev/zooid/zooid/bridge"
+	"github.com/zooid-dev/zooid/internal/testbin/cmds"
 )
 
 // Main is a TestMain: when the binary was started as `fake-agent …`,
 // `mcp …` or `echo …` it runs that command and exits with its code; otherwise it runs the
 // tests, then each of after, and exits with the tests' code.
 func Main(m *testing.M, after ...func()) {
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case "fake-agent":
-			os.Exit(fakeagent.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
-		case "mcp":
-			os.Exit(bridge.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
-		case "echo":
-			os.Exit(echo.Main(os.Args[2:], os.Stderr))
-		}
+	if code, ok := cmds.Run(os.Args); ok {
+		os.Exit(code)
 	}
 	code := m.Run()
 	for _, f := range after {

@@ -10,21 +10,12 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/zooid-dev/zooid/internal/echo"
-	"github.com/zooid-dev/zooid/steps/fakeagent"
-	"github.com/zooid-dev/zooid/zooid/bridge"
+	"github.com/zooid-dev/zooid/internal/testbin/cmds"
 )
 
 func main() {
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case "fake-agent":
-			os.Exit(fakeagent.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
-		case "mcp":
-			os.Exit(bridge.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
-		case "echo":
-			os.Exit(echo.Main(os.Args[2:], os.Stderr))
-		}
+	if code, ok := cmds.Run(os.Args); ok {
+		os.Exit(code)
 	}
 	fmt.Fprintln(os.Stderr, "usage: child fake-agent|mcp|echo [flags]")
 	os.Exit(2)
