@@ -61,7 +61,7 @@ type Manager struct {
 	tasks      map[string]*Task     // by attempt id: every journaled task
 	byThread   map[id.EventID]*Task // by thread root, once known
 	reporting  map[string]bool      // attempts whose report runs now
-	owed       map[string]bool      // reporting attempts whose thread was bound meanwhile
+	owed       map[string]bool      // reporting attempts asked to report again meanwhile
 	wakeQueued map[string]bool      // attempts whose wake waits in the caller's queue
 	// callers serialises the reports to one caller thread, so its wakes are
 	// queued in the order its results were posted (see deliver).
@@ -260,16 +260,7 @@ func (m *Manager) TaskForRoot(room id.RoomID, root id.EventID, sender id.UserID,
 	}
 	m.byThread[root] = t
 	if t.State == StateClosed {
-		if m.claimLocked(attemptID) {
-			go func() {
-				defer m.release(attemptID)
-				m.deliver(context.Background(), attemptID)
-			}()
-		} else if m.reporting[attemptID] {
-			// A report in flight may be past its last look at the thread:
-			// release runs one more.
-			m.owed[attemptID] = true
-		}
+		m.reportLaterLocked(attemptID)
 	}
 	return t.clone(), true
 }

@@ -618,6 +618,46 @@ func TestAHeldWakeIsJournaledWhenTaken(t *testing.T) {
 	}
 }
 
+// A wake taken in the instant after the report looked at the task (the
+// caller's turn ended just then) still finishes the report in this process.
+// The wake's own report used to find the first one still running and give up,
+// and the first one had seen the wake still queued: the task stayed
+// unreported, its "reported" trace record missing, until the next restart.
+func TestAWakeTakenAsItsReportLooksAwayFinishesTheReport(t *testing.T) {
+	e := newEnv(t)
+	task := e.startOne(caller("alice", roomA, "$home"), "caller", "bob")
+	e.mu.Lock()
+	e.holdWakes = true // alice is mid-turn when the result comes
+	e.mu.Unlock()
+	taken := 0
+	afterWakeLook = func(attempt string) {
+		e.mu.Lock()
+		held := e.held
+		e.held = nil
+		e.mu.Unlock()
+		for _, deliver := range held {
+			deliver() // her turn ends now: the session takes the wake
+			taken++
+		}
+	}
+	t.Cleanup(func() { afterWakeLook = func(string) {} })
+
+	if err := e.m.TurnEnded(context.Background(), task.ThreadID, TurnOutcome{StopReason: "end_turn", LastProse: "done"}); err != nil {
+		t.Fatal(err)
+	}
+	if taken != 1 {
+		t.Fatalf("the wake was taken %d times after the report's look, want 1", taken)
+	}
+	// Close waits for every report this process started or owes.
+	if err := e.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := e.m.TaskByThread(roomA, task.ThreadID)
+	if !got.Report.Woken || !got.Report.Done {
+		t.Fatalf("report %+v after the wake was taken, want woken and done", got.Report)
+	}
+}
+
 // A /clear of the caller's thread is journaled: after a restart, a result
 // delegated from before the clear is posted but wakes nobody.
 func TestAClearedCallerIsNotWokenAfterARestart(t *testing.T) {

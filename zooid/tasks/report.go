@@ -25,6 +25,9 @@ import (
 func (m *Manager) report(ctx context.Context, attempt string) {
 	m.mu.Lock()
 	claimed := m.claimLocked(attempt)
+	if !claimed && m.reporting[attempt] {
+		m.owed[attempt] = true // see reportLaterLocked
+	}
 	m.mu.Unlock()
 	if !claimed {
 		return
@@ -45,10 +48,32 @@ func (m *Manager) claimLocked(attempt string) bool {
 	return true
 }
 
-// release ends a claim. When TaskForRoot bound the task's thread while the
-// claim ran, the report may have looked at the task before that and missed the
-// result event the thread is owed: one more report runs for it, also when
-// Close has begun since (it was asked for before, and Close waits for it).
+// reportLaterLocked starts a report of attempt on its own goroutine, or, when
+// one runs now, has that one run once more when it ends: the running report
+// may be past its last look at what this one was asked for (a thread bound, a
+// wake taken, a caller cleared), and giving up here would leave the task
+// unreported until the next Recover. Call it with m.mu held.
+func (m *Manager) reportLaterLocked(attempt string) {
+	if m.claimLocked(attempt) {
+		go func() {
+			defer m.release(attempt)
+			m.deliver(context.Background(), attempt)
+		}()
+	} else if m.reporting[attempt] {
+		m.owed[attempt] = true
+	}
+}
+
+// reportLater is reportLaterLocked for a caller that does not hold m.mu.
+func (m *Manager) reportLater(attempt string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reportLaterLocked(attempt)
+}
+
+// release ends a claim. When a report was asked for while the claim ran
+// (reportLaterLocked), one more runs, also when Close has begun since (it was
+// asked for before, and Close waits for it).
 func (m *Manager) release(attempt string) {
 	m.mu.Lock()
 	again := m.owed[attempt]
@@ -72,7 +97,7 @@ func (m *Manager) release(attempt string) {
 func (m *Manager) deliver(ctx context.Context, attempt string) {
 	ctx = context.WithoutCancel(ctx)
 	snap, ok := m.snapshot(attempt)
-	if !ok || snap.State != StateClosed || snap.Result == nil {
+	if !ok || snap.State != StateClosed || snap.Result == nil || snap.Report.Done {
 		return
 	}
 	r := *snap.Result
@@ -177,13 +202,18 @@ func (m *Manager) wake(attempt string, snap Task) bool {
 		m.opts.Wake(snap.Parent, wakeText(snap), func() {
 			if m.markWoken(attempt) {
 				// Finish the report (journal it done) off the caller's goroutine.
-				go m.report(context.Background(), attempt)
+				m.reportLater(attempt)
 			}
 		})
 	}
 	now, ok := m.snapshot(attempt)
+	afterWakeLook(attempt)
 	return ok && now.Report.Woken
 }
+
+// afterWakeLook runs between wake's last look at the task and its return; a
+// test replaces it to have the caller take the wake at exactly that moment.
+var afterWakeLook = func(attempt string) {}
 
 // ThreadCleared records that a caller's thread was /clear'ed: results of tasks
 // delegated from it that have not woken it yet will not wake the new session
@@ -210,7 +240,7 @@ func (m *Manager) ThreadCleared(room id.RoomID, root id.EventID) error {
 		if t.State == StateClosed {
 			// A wake that was waiting in the cleared session's queue is gone:
 			// finish the report without it.
-			go m.report(context.Background(), attempt)
+			m.reportLater(attempt)
 		}
 	}
 	return errors.Join(errs...)
