@@ -25,9 +25,6 @@ import (
 func (m *Manager) report(ctx context.Context, attempt string) {
 	m.mu.Lock()
 	claimed := m.claimLocked(attempt)
-	if !claimed && m.reporting[attempt] {
-		m.owed[attempt] = true // see reportLaterLocked
-	}
 	m.mu.Unlock()
 	if !claimed {
 		return
@@ -36,11 +33,19 @@ func (m *Manager) report(ctx context.Context, attempt string) {
 	m.deliver(ctx, attempt)
 }
 
-// claimLocked makes the caller the one goroutine reporting attempt, registered with
-// Close. False when another goroutine reports it, or Close has begun: the journal
-// keeps what is left for the next Recover.
+// claimLocked makes the caller the one goroutine reporting attempt, registered
+// with Close. False when another goroutine reports it, or Close has begun: the
+// journal keeps what is left for the next Recover. When another goroutine
+// reports it, that one runs once more when it ends (release): it may be past
+// its last look at what this caller was asked to report for (a thread bound, a
+// wake taken, a caller cleared), and giving up here would leave the task
+// unreported until the next Recover.
 func (m *Manager) claimLocked(attempt string) bool {
-	if m.reporting[attempt] || m.closing {
+	if m.reporting[attempt] {
+		m.owed[attempt] = true
+		return false
+	}
+	if m.closing {
 		return false
 	}
 	m.reporting[attempt] = true
@@ -48,19 +53,14 @@ func (m *Manager) claimLocked(attempt string) bool {
 	return true
 }
 
-// reportLaterLocked starts a report of attempt on its own goroutine, or, when
-// one runs now, has that one run once more when it ends: the running report
-// may be past its last look at what this one was asked for (a thread bound, a
-// wake taken, a caller cleared), and giving up here would leave the task
-// unreported until the next Recover. Call it with m.mu held.
+// reportLaterLocked claims attempt's report and runs it on its own goroutine
+// (see claimLocked for when it is not claimed). Call it with m.mu held.
 func (m *Manager) reportLaterLocked(attempt string) {
 	if m.claimLocked(attempt) {
 		go func() {
 			defer m.release(attempt)
 			m.deliver(context.Background(), attempt)
 		}()
-	} else if m.reporting[attempt] {
-		m.owed[attempt] = true
 	}
 }
 
@@ -72,7 +72,7 @@ func (m *Manager) reportLater(attempt string) {
 }
 
 // release ends a claim. When a report was asked for while the claim ran
-// (reportLaterLocked), one more runs, also when Close has begun since (it was
+// (claimLocked), one more runs, also when Close has begun since (it was
 // asked for before, and Close waits for it).
 func (m *Manager) release(attempt string) {
 	m.mu.Lock()
