@@ -701,9 +701,16 @@ func (h *History) RoomInfo(ctx context.Context, c tools.Caller) (tools.RoomInfo,
 	return <-named, nil
 }
 
+// roomNamesInFlight bounds the name reads zooid_get_rooms keeps open at once:
+// enough that an agent bound to a handful of rooms waits for one round trip,
+// few enough that one call cannot flood the homeserver.
+const roomNamesInFlight = 8
+
 // Rooms is zooid_get_rooms: the rooms the caller is bound to and has joined, in
 // binding order. A room dropped from zooid.yaml is not listed even while the
-// agent's user is still in it.
+// agent's user is still in it. The rooms' names are read concurrently (at most
+// roomNamesInFlight at once), so the call costs about one name read's round
+// trip however many rooms the agent is bound to, not one per room.
 func (h *History) Rooms(ctx context.Context, c tools.Caller) ([]tools.RoomInfo, error) {
 	cli, err := h.client(c)
 	if err != nil {
@@ -713,11 +720,27 @@ func (h *History) Rooms(ctx context.Context, c tools.Caller) ([]tools.RoomInfo, 
 	if err != nil {
 		return nil, fmt.Errorf("reading joined rooms of %s: %w", c.UserID, err)
 	}
-	out := make([]tools.RoomInfo, 0, len(c.Rooms))
+	var rooms []id.RoomID
 	for _, room := range c.Rooms {
-		if slices.Contains(resp.JoinedRooms, room) && !slices.ContainsFunc(out, func(r tools.RoomInfo) bool { return r.ID == room }) {
-			out = append(out, h.roomInfo(ctx, cli, room))
+		if slices.Contains(resp.JoinedRooms, room) && !slices.Contains(rooms, room) {
+			rooms = append(rooms, room)
 		}
+	}
+	out := make([]tools.RoomInfo, len(rooms))
+	slots := make(chan struct{}, roomNamesInFlight)
+	var wg sync.WaitGroup
+	for i, room := range rooms {
+		wg.Go(func() { // owner: Rooms, which waits for all of them below
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			out[i] = h.roomInfo(ctx, cli, room)
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		// A name read cut short falls back to the room id; say the call was
+		// cancelled rather than answer with names that only look read.
+		return nil, fmt.Errorf("reading the names of %d rooms: %w", len(rooms), err)
 	}
 	return out, nil
 }

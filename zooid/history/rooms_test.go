@@ -200,3 +200,56 @@ func TestRoomInfoReadsMembershipAndNameTogether(t *testing.T) {
 		t.Fatalf("room info: %+v, %v", info, err)
 	}
 }
+
+// zooid_get_rooms reads its rooms' names concurrently: with every name read
+// held by the homeserver, both rooms' reads arrive (one after the other, the
+// second would wait for the first forever). Cancelled while they are held,
+// the call fails with context.Canceled instead of answering with names it
+// could not read, and returns only after every read ended (no goroutine
+// outlives the call).
+func TestRoomsReadsNamesTogether(t *testing.T) {
+	w := newWorld(t, 4, 1, 1)
+	w.start(t, w.HS.URL())
+	held := w.HS.InjectFault(fakehs.Fault{Method: "GET", PathPattern: "/_matrix/client/v3/rooms/*/state/m.room.name/", Hold: true, Count: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type outcome struct {
+		rooms []tools.RoomInfo
+		err   error
+	}
+	done := make(chan outcome, 1)
+	go func() { // owner: this test; ends once cancel ends the held reads
+		rooms, err := w.hist.Rooms(ctx, w.caller("agent-a", w.Busy.RoomID))
+		done <- outcome{rooms, err}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for held.Hits() < 2 {
+		select {
+		case o := <-done:
+			t.Fatalf("rooms returned %+v, %v with its name reads held", o.rooms, o.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("name reads held %d of the 2 rooms': the names were read one after the other", held.Hits())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	o := <-done
+	if !errors.Is(o.err, context.Canceled) {
+		t.Fatalf("rooms cancelled during its name reads: %+v, %v; want context.Canceled", o.rooms, o.err)
+	}
+	// Unheld, the same call answers with both names, in binding order.
+	rooms, err := w.hist.Rooms(context.Background(), w.caller("agent-a", w.Busy.RoomID))
+	if err != nil {
+		t.Fatalf("rooms: %v", err)
+	}
+	var got []string
+	for _, r := range rooms {
+		got = append(got, string(r.ID)+"="+r.Name)
+	}
+	want := []string{string(w.Busy.RoomID) + "=Busy room", string(w.Other.RoomID) + "=Other room"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("rooms %v, want %v", got, want)
+	}
+}
