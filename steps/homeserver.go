@@ -99,6 +99,14 @@ type backend interface {
 	kind() string
 }
 
+// wearing is a backend whose seeded rooms a pass uses up (Synapse started
+// from a snapshot: a scenario that writes to a copy spends it). Without
+// them a later pass would seed every busy room by sending, minutes a room
+// on Synapse, so Run starts such a backend afresh before the next pass.
+type wearing interface {
+	worn() (spent, total int)
+}
+
 // newBackend selects the homeserver: "fake" (default), "fake-degraded",
 // "synapse", or a URL,
 // whose appservice registration comes from the environment (see urlEnv).
@@ -312,6 +320,10 @@ func (b *sharedBackend) close(ctx context.Context) error {
 	}
 	return nil
 }
+
+// worn says how many of the snapshot's seeded rooms the scenarios so far
+// spent, of how many (0, 0 without a snapshot).
+func (b *sharedBackend) worn() (spent, total int) { return b.pool.spent() }
 
 func (b *sharedBackend) lease(ctx context.Context) (*lease, error) {
 	var s *slot

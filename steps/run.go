@@ -78,6 +78,9 @@ type Options struct {
 
 	// testSteps, set by this package's tests, registers extra steps.
 	testSteps func(sc *godog.ScenarioContext)
+	// testBackend, set by this package's tests, starts the homeserver in
+	// place of Homeserver (each time Run starts one).
+	testBackend func(ctx context.Context) (backend, error)
 }
 
 // errInterrupted fails the scenarios an interrupted run did not finish.
@@ -133,10 +136,16 @@ func Run(opts Options) int {
 		_, _ = childExe() // an error is reported by the scenarios that need it
 	}()
 	defer func() { <-built }()
-	b, err := newBackend(ctx, opts.Homeserver, opts.Concurrency, opts.Paths, func(format string, args ...any) {
-		fmt.Fprintf(out, format+"\n", args...)
-		tm.note(fmt.Sprintf(format, args...))
-	})
+	start := func() (backend, error) {
+		if opts.testBackend != nil {
+			return opts.testBackend(ctx)
+		}
+		return newBackend(ctx, opts.Homeserver, opts.Concurrency, opts.Paths, func(format string, args ...any) {
+			fmt.Fprintf(out, format+"\n", args...)
+			tm.note(fmt.Sprintf(format, args...))
+		})
+	}
+	b, err := start()
 	if tm != nil {
 		tm.backend = time.Since(tm.start)
 	}
@@ -145,7 +154,11 @@ func Run(opts Options) int {
 		return 2
 	}
 	defer func() {
-		// An interrupted run still stops its homeserver.
+		// An interrupted run still stops its homeserver (the one of the
+		// last pass: renew closes the ones before).
+		if b == nil {
+			return
+		}
 		if err := b.close(context.WithoutCancel(ctx)); err != nil {
 			fmt.Fprintf(out, "zooid sim: %v\n", err)
 		}
@@ -176,6 +189,25 @@ func Run(opts Options) int {
 	}
 	status := 0
 	for pass := 1; pass <= opts.Repeat && ctx.Err() == nil; pass++ {
+		if pass > 1 {
+			if w, ok := b.(wearing); ok {
+				if spent, total := w.worn(); spent > 0 {
+					fmt.Fprintf(out, "zooid sim: pass %d: the passes before spent %d of the snapshot's %d seeded rooms; starting the %s homeserver again from the snapshot\n",
+						pass, spent, total, b.kind())
+					t0 := time.Now()
+					err := b.close(context.WithoutCancel(ctx))
+					if b, err = renew(err, start); err != nil {
+						fmt.Fprintf(out, "zooid sim: pass %d: %v\n", pass, err)
+						status = max(status, 2)
+						break
+					}
+					r.backend = b
+					if tm != nil {
+						tm.backend += time.Since(t0)
+					}
+				}
+			}
+		}
 		r.pass = pass
 		seed := int64(0)
 		if opts.Random != 0 {
@@ -224,6 +256,20 @@ func Run(opts Options) int {
 		fmt.Fprintf(out, "zooid sim: wrote the report to %s\n", opts.Report)
 	}
 	return status
+}
+
+// renew starts the backend again once the old one's close returned closeErr:
+// a close that failed may have left the old server running, so nothing new
+// is started beside it.
+func renew(closeErr error, start func() (backend, error)) (backend, error) {
+	if closeErr != nil {
+		return nil, fmt.Errorf("restarting the homeserver: %w", closeErr)
+	}
+	b, err := start()
+	if err != nil {
+		return nil, fmt.Errorf("restarting the homeserver: %w", err)
+	}
+	return b, nil
 }
 
 // interrupted says the run's context has ended; a runner built without one

@@ -353,6 +353,22 @@ func (p *pool) giveBack(e *pooled, clean bool) {
 	}
 }
 
+// spent counts the copies scenarios changed (never handed out again) and
+// all copies; a nil pool has none.
+func (p *pool) spent() (spent, total int) {
+	if p == nil {
+		return 0, 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range p.entries {
+		if e.spent {
+			spent++
+		}
+	}
+	return spent, len(p.entries)
+}
+
 // close stops the drains and unbinds the push ports.
 func (p *pool) close() {
 	if p == nil {
