@@ -7,6 +7,7 @@ package history_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -166,31 +167,16 @@ func TestRoomInfoReadsMembershipAndNameTogether(t *testing.T) {
 		namePath   = "/_matrix/client/v3/rooms/*/state/m.room.name/"
 	)
 	held := w.HS.InjectFault(fakehs.Fault{Method: "GET", PathPattern: memberPath, Hold: true, Count: 1})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	type outcome struct {
 		info tools.RoomInfo
 		err  error
 	}
-	done := make(chan outcome, 1)
-	go func() { // owner: this test; ends once cancel ends the held read
+	o := cancelOnceHeld(t, func(ctx context.Context) outcome {
 		info, err := w.hist.RoomInfo(ctx, w.caller("agent-a", w.Busy.RoomID))
-		done <- outcome{info, err}
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for held.Hits() == 0 || w.HS.Requests("GET", namePath) == 0 {
-		select {
-		case o := <-done:
-			t.Fatalf("room info returned %+v, %v with its membership read held", o.info, o.err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("membership reads held %d, name reads %d: the name was not read while the membership read was held", held.Hits(), w.HS.Requests("GET", namePath))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	cancel()
-	o := <-done
+		return outcome{info, err}
+	}, func() bool { return held.Hits() > 0 && w.HS.Requests("GET", namePath) > 0 }, func() string {
+		return fmt.Sprintf("membership reads held %d, name reads %d: the name was not read while the membership read was held", held.Hits(), w.HS.Requests("GET", namePath))
+	})
 	if o.err == nil || !errors.Is(o.err, context.Canceled) {
 		t.Fatalf("room info cancelled during its membership check: %+v, %v; want the check's context.Canceled", o.info, o.err)
 	}
@@ -211,31 +197,16 @@ func TestRoomsReadsNamesTogether(t *testing.T) {
 	w := newWorld(t, 4, 1, 1)
 	w.start(t, w.HS.URL())
 	held := w.HS.InjectFault(fakehs.Fault{Method: "GET", PathPattern: "/_matrix/client/v3/rooms/*/state/m.room.name/", Hold: true, Count: 2})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	type outcome struct {
 		rooms []tools.RoomInfo
 		err   error
 	}
-	done := make(chan outcome, 1)
-	go func() { // owner: this test; ends once cancel ends the held reads
+	o := cancelOnceHeld(t, func(ctx context.Context) outcome {
 		rooms, err := w.hist.Rooms(ctx, w.caller("agent-a", w.Busy.RoomID))
-		done <- outcome{rooms, err}
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for held.Hits() < 2 {
-		select {
-		case o := <-done:
-			t.Fatalf("rooms returned %+v, %v with its name reads held", o.rooms, o.err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("name reads held %d of the 2 rooms': the names were read one after the other", held.Hits())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	cancel()
-	o := <-done
+		return outcome{rooms, err}
+	}, func() bool { return held.Hits() == 2 }, func() string {
+		return fmt.Sprintf("name reads held %d of the 2 rooms': the names were read one after the other", held.Hits())
+	})
 	if !errors.Is(o.err, context.Canceled) {
 		t.Fatalf("rooms cancelled during its name reads: %+v, %v; want context.Canceled", o.rooms, o.err)
 	}
@@ -252,4 +223,32 @@ func TestRoomsReadsNamesTogether(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("rooms %v, want %v", got, want)
 	}
+}
+
+// cancelOnceHeld runs call while the homeserver holds reads (a fakehs Hold
+// fault), waits until held says every read the test expects has arrived,
+// then cancels the call's context and returns what the call returned. The
+// call returning before that, or held staying false for 10 s (notHeld says
+// what was missing), fails the test; either way the deferred cancel ends
+// the held reads, so the call's goroutine ends with the test.
+func cancelOnceHeld[T any](t *testing.T, call func(ctx context.Context) T, held func() bool, notHeld func() string) T {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan T, 1)
+	go func() { done <- call(ctx) }() // owner: cancelOnceHeld; ends once cancel ends the held reads
+	deadline := time.Now().Add(10 * time.Second)
+	for !held() {
+		select {
+		case o := <-done:
+			t.Fatalf("the call returned %+v while the homeserver held its reads", o)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(notHeld())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	return <-done
 }
