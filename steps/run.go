@@ -155,7 +155,7 @@ func Run(opts Options) int {
 	}
 	defer func() {
 		// An interrupted run still stops its homeserver (the one of the
-		// last pass: renew closes the ones before).
+		// last pass: renewIfWorn closes the ones before).
 		if b == nil {
 			return
 		}
@@ -190,22 +190,15 @@ func Run(opts Options) int {
 	status := 0
 	for pass := 1; pass <= opts.Repeat && ctx.Err() == nil; pass++ {
 		if pass > 1 {
-			if w, ok := b.(wearing); ok {
-				if spent, total := w.worn(); spent > 0 {
-					fmt.Fprintf(out, "zooid sim: pass %d: the passes before spent %d of the snapshot's %d seeded rooms; starting the %s homeserver again from the snapshot\n",
-						pass, spent, total, b.kind())
-					t0 := time.Now()
-					err := b.close(context.WithoutCancel(ctx))
-					if b, err = renew(err, start); err != nil {
-						fmt.Fprintf(out, "zooid sim: pass %d: %v\n", pass, err)
-						status = max(status, 2)
-						break
-					}
-					r.backend = b
-					if tm != nil {
-						tm.backend += time.Since(t0)
-					}
-				}
+			t0 := time.Now()
+			if b, err = renewIfWorn(ctx, b, pass, out, start); err != nil {
+				fmt.Fprintf(out, "zooid sim: pass %d: %v\n", pass, err)
+				status = max(status, 2)
+				break
+			}
+			r.backend = b
+			if tm != nil {
+				tm.backend += time.Since(t0)
 			}
 		}
 		r.pass = pass
@@ -258,18 +251,30 @@ func Run(opts Options) int {
 	return status
 }
 
-// renew starts the backend again once the old one's close returned closeErr:
-// a close that failed may have left the old server running, so nothing new
-// is started beside it.
-func renew(closeErr error, start func() (backend, error)) (backend, error) {
-	if closeErr != nil {
-		return nil, fmt.Errorf("restarting the homeserver: %w", closeErr)
+// renewIfWorn returns b as it is unless the passes so far spent seeded rooms
+// of its snapshot (a wearing backend); then it says so, closes b and returns
+// a fresh one from start. On error it returns nil: b is closed, or its close
+// failed and may have left the old server running, so nothing new is
+// started beside it.
+func renewIfWorn(ctx context.Context, b backend, pass int, out io.Writer, start func() (backend, error)) (backend, error) {
+	w, ok := b.(wearing)
+	if !ok {
+		return b, nil
 	}
-	b, err := start()
+	spent, total := w.worn()
+	if spent == 0 {
+		return b, nil
+	}
+	fmt.Fprintf(out, "zooid sim: pass %d: the passes before spent %d of the snapshot's %d seeded rooms; starting the %s homeserver again from the snapshot\n",
+		pass, spent, total, b.kind())
+	if err := b.close(context.WithoutCancel(ctx)); err != nil {
+		return nil, fmt.Errorf("restarting the homeserver: %w", err)
+	}
+	nb, err := start()
 	if err != nil {
 		return nil, fmt.Errorf("restarting the homeserver: %w", err)
 	}
-	return b, nil
+	return nb, nil
 }
 
 // interrupted says the run's context has ended; a runner built without one
