@@ -403,9 +403,7 @@ func (d *Daemon) startProcess(ctx context.Context, rt *agentRuntime, p *proc) (*
 			}
 		},
 	}
-	if rt.cfg.Permission == "allow" {
-		opts.Permission = allowOnce
-	}
+	opts.Permission = permissionPolicy(&rt.cfg)
 	p.cwd = rt.workDir
 	if rt.cfg.Runtime == config.RuntimeDocker {
 		var err error
@@ -476,16 +474,6 @@ func (d *Daemon) endSession(s *session) {
 	if st, ok := s.state.(*agentSession); ok {
 		d.retire(s, st)
 	}
-}
-
-// allowOnce grants a permission request with its first allow option.
-func allowOnce(_ context.Context, req acp.RequestPermissionRequest) acp.RequestPermissionResponse {
-	for _, o := range req.Options {
-		if o.Kind == acp.PermissionOptionKindAllowOnce || o.Kind == acp.PermissionOptionKindAllowAlways {
-			return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeSelected(o.OptionId)}
-		}
-	}
-	return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeCancelled()}
 }
 
 func toolTitle(req acp.RequestPermissionRequest) string {

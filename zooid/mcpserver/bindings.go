@@ -114,13 +114,18 @@ func (s *Server) StdioEntry(bindingID string) acp.McpServer {
 	return s.StdioEntryAt(bindingID, s.bridge, path)
 }
 
+// ServerName is the name of the Zooid MCP server in an agent's session/new:
+// agents name its tools after it (Claude Code: mcp__zooid__<tool>), and the
+// daemon recognises its own tools' permission requests by it.
+const ServerName = "zooid"
+
 // StdioEntryAt is StdioEntry with the bridge's argv prefix and the socket
 // path as the agent sees them: inside a container they are the mount points,
 // not the host's paths.
 func (s *Server) StdioEntryAt(bindingID string, bridgeCmd []string, socket string) acp.McpServer {
 	args := append(append([]string(nil), bridgeCmd[1:]...), "--socket", socket)
 	return acp.McpServer{Stdio: &acp.McpServerStdio{
-		Name:    "zooid",
+		Name:    ServerName,
 		Command: bridgeCmd[0],
 		Args:    args,
 		Env:     []acp.EnvVariable{{Name: bridge.BindingEnv, Value: bindingID}},
