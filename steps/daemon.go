@@ -54,8 +54,11 @@ func (w *world) config(exe string) *config.Config {
 		acpCfg := config.ACP{Command: exe, Args: args,
 			// A test binary runs the agent only when asked to (see fakeagent.ExecIfRequested).
 			Env: map[string]string{fakeagent.ExecEnv: "fake-agent"}}
-		if a.pi != nil {
+		switch {
+		case a.pi != nil:
 			acpCfg = a.pi.acp()
+		case a.real != nil:
+			acpCfg = a.real.acp()
 		}
 		cfg.Agents = append(cfg.Agents, config.Agent{
 			Name:               a.name,
@@ -163,7 +166,7 @@ func (w *world) startDaemon(ctx context.Context) error {
 		turnTimeout = w.turnTimeout
 	}
 	startTimeout := w.run.wait
-	if w.hasPi() {
+	if w.hasRealAgents() {
 		startTimeout = max(startTimeout, piWait)
 	}
 	d, err := daemon.New(daemon.Options{

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -36,13 +35,13 @@ func piSteps(w *world) []stepDef {
 			example: `scout and worker run real pi`,
 			doc:     "Runs declared agents on the pi preset: the real pi-acp and pi of zooid/piext/testdata/pi, with a scripted model (the `'s model will` steps); waits in scenarios with pi agents are 120 s.",
 			fn:      w.stepRunsPi},
-		{area: "script", pattern: `^([a-z0-9-]+)'s model will call (zooid_[a-z_]+)(?: with (\{.*\}))?$`,
+		{area: "script", pattern: `^([a-z0-9-]+)'s model will call ([A-Za-z][A-Za-z0-9_]*)(?: with (\{.*\}))?$`,
 			example: `scout's model will call zooid_send_message with {"room": "{#ops}", "text": "heads-up"}`,
-			doc:     "Appends a tool call to a pi agent's model script (placeholders resolved now); each model request takes the script's next step.",
+			doc:     "Appends a tool call to a real agent's model script (placeholders resolved now); each of its turn's model requests takes the script's next step. Zooid's tools by their own names (the model double finds the name the agent offers them under, such as Claude Code's mcp__zooid__…); other tools by the agent's name for them (Bash).",
 			fn:      w.stepModelCalls},
 		{area: "script", pattern: `^([a-z0-9-]+)'s model will say "([^"]*)"$`,
 			example: `scout's model will say "recent: {result}"`,
-			doc:     "Appends a reply that ends the turn to a pi agent's model script; {result} becomes the text of the last tool result the model got, {prompt} the text of its last prompt.",
+			doc:     "Appends a reply that ends the turn to a real agent's model script; {result} becomes the text of the last tool result the model got, {prompt} the text of its last prompt.",
 			fn:      w.stepModelSays},
 		{area: "posts", pattern: `^([a-z0-9-]+) has started a task for ([a-z0-9-]+): "([^"]+)"$`,
 			example: `scout has started a task for worker: "check the svc-a logs"`,
@@ -62,34 +61,11 @@ type piAgent struct {
 	script string // the model script (JSON lines), see scripted.ts
 }
 
-// piRoot finds the installed pi package: the feature suite runs in steps/,
-// zooid sim at the repository root.
-func piRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		p := filepath.Join(dir, piPackageDir)
-		if _, err := os.Stat(filepath.Join(p, "package.json")); err == nil {
-			if _, err := os.Stat(filepath.Join(p, "node_modules", ".bin", "pi-acp")); err != nil {
-				return "", fmt.Errorf("pi-acp is not installed in %s: run scripts/setup.sh (npm ci there)", p)
-			}
-			return p, nil
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			return "", fmt.Errorf("no %s above the working directory", piPackageDir)
-		}
-		dir = up
-	}
-}
-
 func (w *world) stepRunsPi(list string) error {
 	if w.started {
 		return errors.New("pi agents must be declared before the first action (the daemon is already running)")
 	}
-	root, err := piRoot()
+	root, err := repoPackage(piPackageDir, "pi-acp")
 	if err != nil {
 		return err
 	}
@@ -157,16 +133,6 @@ func (p *piAgent) acp() config.ACP {
 	}}
 }
 
-// hasPi says some agent of the scenario runs real pi.
-func (w *world) hasPi() bool {
-	for _, a := range w.agents {
-		if a.pi != nil {
-			return true
-		}
-	}
-	return false
-}
-
 // appendScript adds one step to a pi agent's model script.
 func (w *world) appendScript(agent string, step map[string]any) error {
 	a, err := w.agent(agent)
@@ -199,11 +165,11 @@ func (w *world) stepModelCalls(ctx context.Context, agent, tool, args string) er
 	if err != nil {
 		return err
 	}
-	return w.appendScript(agent, map[string]any{"call": tool, "args": a})
+	return w.scriptStep(agent, tool, a, "")
 }
 
 func (w *world) stepModelSays(agent, text string) error {
-	return w.appendScript(agent, map[string]any{"say": text})
+	return w.scriptStep(agent, "", nil, text)
 }
 
 func (w *world) stepPostsContaining(ctx context.Context, agent, text string) error {
@@ -264,58 +230,6 @@ func (w *world) stepStartedTask(ctx context.Context, caller, assignee, prompt st
 	}
 	w.tw().tasks = append(w.tw().tasks, t)
 	return nil
-}
-
-// piBarrier shows a pi agent is idle without prompting it (a new thread
-// would be a new session, and pi-acp keeps one session per process): its
-// model has taken every step of its script, and each reply the model gave
-// (scripted.ts logs them beside the script) has been posted by the agent.
-// Nothing is left that could make it post again.
-func (w *world) piBarrier(ctx context.Context, agent string, a *agentDecl) error {
-	return w.eventually(ctx, fmt.Sprintf("%s's model works through its script and its replies are posted", agent), func() (bool, string, error) {
-		lines, err := readLines(a.pi.script)
-		if err != nil {
-			return false, "", err
-		}
-		pos := 0
-		if b, err := os.ReadFile(a.pi.script + ".pos"); err == nil {
-			_, _ = fmt.Sscanf(string(b), "%d", &pos)
-		}
-		if pos < len(lines) {
-			return false, fmt.Sprintf("%d of %d script steps taken", pos, len(lines)), nil
-		}
-		saidLines, err := readLines(a.pi.script + ".said")
-		if err != nil {
-			return false, "", err
-		}
-		var posted []string
-		for _, rn := range a.rooms {
-			r, err := w.room(ctx, rn)
-			if err != nil {
-				return false, "", err
-			}
-			msgs, err := w.readRoom(ctx, r, 3)
-			if err != nil {
-				return false, "", err
-			}
-			mine, _ := w.fromAgent(msgs, agent)
-			for _, m := range mine {
-				posted = append(posted, m.body)
-			}
-		}
-		for _, l := range saidLines {
-			var said string
-			if err := json.Unmarshal([]byte(l), &said); err != nil {
-				return false, "", fmt.Errorf("%s.said: %w", a.pi.script, err)
-			}
-			i := slices.Index(posted, said)
-			if i < 0 {
-				return false, fmt.Sprintf("the model said %q, not posted yet", said), nil
-			}
-			posted = slices.Delete(posted, i, i+1)
-		}
-		return true, "", nil
-	})
 }
 
 // readLines reads the non-empty lines of a file; a missing file has none.

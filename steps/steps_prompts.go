@@ -141,8 +141,8 @@ func (w *world) barrier(ctx context.Context, agent string) error {
 	if len(a.rooms) == 0 {
 		return fmt.Errorf("%s is bound to no room, so nothing can show it is idle", agent)
 	}
-	if a.pi != nil {
-		return w.piBarrier(ctx, agent, a)
+	if a.pi != nil || a.real != nil {
+		return w.modelBarrier(ctx, agent, a)
 	}
 	thread, focus := w.thread, w.focus[agent]
 	defer func() { w.thread, w.focus[agent] = thread, focus }()

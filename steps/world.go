@@ -12,6 +12,7 @@ import (
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/zooid-dev/zooid/modeldouble"
 	"github.com/zooid-dev/zooid/scenarios"
 	"github.com/zooid-dev/zooid/steps/fakeagent"
 	"github.com/zooid-dev/zooid/zooid/daemon"
@@ -26,7 +27,8 @@ type world struct {
 	log *slog.Logger
 
 	lease    *lease
-	dir      string // scratch directory, removed on close
+	model    *modeldouble.Server // the real agents' model API, once one is declared
+	dir      string              // scratch directory, removed on close
 	as       *mautrix.Client
 	ctl      *fakeagent.Controller
 	d        *daemon.Daemon
@@ -85,6 +87,9 @@ type agentDecl struct {
 	trigger string
 	http    bool     // bound to the HTTP transport instead of Matrix
 	pi      *piAgent // runs real pi (steps_pi.go); nil for the scripted agent
+	// real runs a preset's real adapter against the model double
+	// (steps_real.go); nil for the scripted agent.
+	real *realAgent
 	// maxProcs and perProc are its max_processes and sessions_per_process;
 	// zero: the defaults.
 	maxProcs, perProc int
@@ -128,9 +133,9 @@ func (w *world) waitCtx(ctx context.Context) (context.Context, context.CancelFun
 }
 
 // waitBound is how long one wait of a step may take: the run's bound, longer
-// in scenarios with real pi agents.
+// in scenarios with real agents.
 func (w *world) waitBound() time.Duration {
-	if w.hasPi() {
+	if w.hasRealAgents() {
 		return max(w.run.wait, piWait)
 	}
 	return w.run.wait

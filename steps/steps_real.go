@@ -1,0 +1,448 @@
+package steps
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/zooid-dev/zooid/modeldouble"
+	"github.com/zooid-dev/zooid/zooid/config"
+)
+
+// Real agents: the daemon starts a preset's real adapter (Claude Code
+// through claude-agent-acp, gemini-cli, …), exactly as for an operator, with
+// the default permission policy; only the model is scripted. Each agent's
+// model API is the scenario's model double (modeldouble), reached through
+// the agent's own environment, and the `'s model will` steps write its
+// script. The adapters come from scripts/setup.sh (npm ci in
+// adaptersPackageDir).
+
+// adaptersPackageDir is where the pinned adapters of the claude, codex,
+// gemini and opencode presets are installed, relative to the repository root.
+const adaptersPackageDir = "zooid/daemon/testdata/adapters"
+
+// realPresets are the presets whose real adapter these steps can run against
+// the model double, with how each is pointed at it.
+var realPresets = map[string]func(md *modeldouble.Server, agent, home string) (map[string]string, error){
+	"claude": func(md *modeldouble.Server, agent, _ string) (map[string]string, error) {
+		return map[string]string{
+			"ANTHROPIC_BASE_URL": md.BaseURL(agent, modeldouble.Anthropic),
+			"ANTHROPIC_API_KEY":  "modeldouble",
+			// No update checks, telemetry or other traffic of Claude Code's own.
+			"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+		}, nil
+	},
+	"gemini": func(md *modeldouble.Server, agent, home string) (map[string]string, error) {
+		// Usage statistics go to Google (Clearcut) unless the user's settings
+		// turn them off; the environment has no switch for them.
+		settings := `{"privacy": {"usageStatisticsEnabled": false}, "telemetry": {"enabled": false},` +
+			` "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false}}`
+		if err := writeHomeFile(home, ".gemini/settings.json", settings); err != nil {
+			return nil, err
+		}
+		return map[string]string{
+			"GOOGLE_GEMINI_BASE_URL":   md.BaseURL(agent, modeldouble.Gemini),
+			"GEMINI_API_KEY":           "modeldouble",
+			"GEMINI_TELEMETRY_ENABLED": "false",
+		}, nil
+	},
+}
+
+func realSteps(w *world) []stepDef {
+	return []stepDef{
+		{area: "setup", pattern: `^([a-z0-9, -]+?) runs? real (claude|gemini)$`,
+			example: `claude1 runs real claude`,
+			doc:     "Runs declared agents on that preset with its real adapter (the pinned packages of zooid/daemon/testdata/adapters) and the default permission policy, their model API the scenario's model double, scripted by the `'s model will` steps; waits in such scenarios are 120 s.",
+			fn:      w.stepRunsReal},
+		{area: "prompts", pattern: `^([a-z0-9-]+)'s model read the result of ([A-Za-z][A-Za-z0-9_]*): (\{.*\})$`,
+			example: `claude1's model read the result of zooid_get_room_info: {"name": "{#ops}", "transport": "matrix"}`,
+			doc:     "Waits for a model request of a real agent that carries the tool's result (not an error), a JSON object holding each field given with that value (placeholders resolved): the call reached the daemon and its answer reached the model.",
+			fn:      w.stepModelReadResult},
+		{area: "prompts", pattern: `^([a-z0-9-]+)'s model read an error from ([A-Za-z][A-Za-z0-9_]*) containing "([^"]*)"$`,
+			example: `claude1's model read an error from Bash containing "refused permission"`,
+			doc:     "Waits for a model request of a real agent that carries the tool's result as an error whose text contains the given text.",
+			fn:      w.stepModelReadError},
+		{area: "prompts", pattern: `^([a-z0-9-]+)'s working directory has no file "([^"]+)"$`,
+			example: `claude1's working directory has no file "pwned.txt"`,
+			doc:     "Checks that the agent's working directory (its zooid.yaml dir) holds no file of that name: a refused command left nothing behind.",
+			fn:      w.stepNoFile},
+		{area: "prompts", pattern: `^([a-z0-9-]+)'s model is offered the Zooid tools (.+)$`,
+			example: `claude1's model is offered the Zooid tools zooid_get_room_info, zooid_send_message`,
+			doc:     "Checks the Zooid tools (by their own names) offered in the real agent's latest turn request to its model: exactly those listed, each with an input schema.",
+			fn:      w.stepModelOffered},
+	}
+}
+
+// modelResult waits for the first model request of a real agent carrying a
+// result of tool that check accepts.
+func (w *world) modelResult(ctx context.Context, agent, tool, what string, check func(modeldouble.ToolResult) (bool, string)) error {
+	a, err := w.agent(agent)
+	if err != nil {
+		return err
+	}
+	if a.real == nil {
+		return fmt.Errorf("%s runs no real agent against the model double, so nothing records what its model read", agent)
+	}
+	return w.eventually(ctx, fmt.Sprintf("%s's model reading %s", agent, what), func() (bool, string, error) {
+		var seen []string
+		for _, r := range w.model.Requests(agent) {
+			for _, res := range r.ToolResults {
+				if res.Name != tool && !strings.HasSuffix(res.Name, "_"+tool) {
+					continue
+				}
+				ok, why := check(res)
+				if ok {
+					return true, "", nil
+				}
+				seen = append(seen, why)
+			}
+		}
+		if len(seen) == 0 {
+			return false, fmt.Sprintf("no result of %s in %d model requests", tool, len(w.model.Requests(agent))), nil
+		}
+		return false, strings.Join(seen, "; "), nil
+	})
+}
+
+func (w *world) stepModelReadResult(ctx context.Context, agent, tool, js string) error {
+	want, err := w.toolArgs(agent, js)
+	if err != nil {
+		return err
+	}
+	return w.modelResult(ctx, agent, tool, fmt.Sprintf("the result of %s with %s", tool, js), func(res modeldouble.ToolResult) (bool, string) {
+		if res.IsError {
+			return false, fmt.Sprintf("an error: %q", res.Text)
+		}
+		var got map[string]any
+		if err := json.Unmarshal([]byte(jsonObjectIn(res.Text)), &got); err != nil {
+			return false, fmt.Sprintf("not a JSON object: %q", res.Text)
+		}
+		for k, v := range want {
+			if fmt.Sprint(got[k]) != fmt.Sprint(v) {
+				return false, fmt.Sprintf("%s is %v, want %v, in %s", k, got[k], v, res.Text)
+			}
+		}
+		return true, ""
+	})
+}
+
+func (w *world) stepModelReadError(ctx context.Context, agent, tool, text string) error {
+	return w.modelResult(ctx, agent, tool, fmt.Sprintf("an error from %s containing %q", tool, text), func(res modeldouble.ToolResult) (bool, string) {
+		if !res.IsError {
+			return false, fmt.Sprintf("a result, not an error: %q", res.Text)
+		}
+		if !strings.Contains(res.Text, text) {
+			return false, fmt.Sprintf("the error %q", res.Text)
+		}
+		return true, ""
+	})
+}
+
+func (w *world) stepModelOffered(ctx context.Context, agent, list string) error {
+	a, err := w.agent(agent)
+	if err != nil {
+		return err
+	}
+	if a.real == nil {
+		return fmt.Errorf("%s runs no real agent against the model double, so nothing records what its model was offered", agent)
+	}
+	want := bareList(list)
+	slices.Sort(want)
+	return w.eventually(ctx, fmt.Sprintf("%s's model offered exactly %s", agent, strings.Join(want, ", ")), func() (bool, string, error) {
+		var last *modeldouble.Request
+		for _, r := range w.model.Requests(agent) {
+			if len(r.Tools) > 0 {
+				last = &r
+			}
+		}
+		if last == nil {
+			return false, "no turn request yet", nil
+		}
+		var got []string
+		for _, t := range last.Tools {
+			name, ok := zooidToolName(t.Name)
+			if !ok {
+				continue
+			}
+			if len(t.Schema) == 0 {
+				return false, "", fmt.Errorf("%s was offered %s without an input schema", agent, t.Name)
+			}
+			got = append(got, name)
+		}
+		slices.Sort(got)
+		if slices.Equal(got, want) {
+			return true, "", nil
+		}
+		return false, "offered " + strings.Join(got, ", "), nil
+	})
+}
+
+func (w *world) stepNoFile(agent, name string) error {
+	if _, err := w.agent(agent); err != nil {
+		return err
+	}
+	p := filepath.Join(w.dir, "agents", agent, name)
+	if _, err := os.Stat(p); err == nil {
+		return fmt.Errorf("%s's working directory has %s", agent, name)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// jsonObjectIn is the JSON object a tool result's text carries: gemini-cli
+// wraps an MCP tool's text in <untrusted_context> tags before its model sees
+// it, the other agents pass it as it is.
+func jsonObjectIn(text string) string {
+	i, j := strings.Index(text, "{"), strings.LastIndex(text, "}")
+	if i < 0 || j < i {
+		return text
+	}
+	return text[i : j+1]
+}
+
+// zooidToolName reads an offered tool's name as Zooid's own: zooid_x itself
+// or an agent's prefixed form of it (mcp__zooid__zooid_x).
+func zooidToolName(offered string) (string, bool) {
+	if i := strings.LastIndex(offered, "zooid_"); i >= 0 && (i == 0 || offered[i-1] == '_') {
+		return offered[i:], true
+	}
+	return "", false
+}
+
+// writeHomeFile writes a file of an agent's settings under its HOME.
+func writeHomeFile(home, rel, content string) error {
+	p := filepath.Join(home, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(p, []byte(content), 0o600)
+}
+
+// realAgent is what the harness keeps for an agent that runs a preset's real
+// adapter against the model double.
+type realAgent struct {
+	preset string
+	home   string // its HOME: the adapter's settings, sessions and logs
+	env    map[string]string
+}
+
+// repoPackage finds an npm package directory of the repository (rel, from
+// the repository root) whose node_modules/.bin holds bin: the feature suite
+// runs in steps/, zooid sim at the repository root.
+func repoPackage(rel, bin string) (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		p := filepath.Join(dir, rel)
+		if _, err := os.Stat(filepath.Join(p, "package.json")); err == nil {
+			if _, err := os.Stat(filepath.Join(p, "node_modules", ".bin", bin)); err != nil {
+				return "", fmt.Errorf("%s is not installed in %s: run scripts/setup.sh (npm ci there)", bin, p)
+			}
+			return p, nil
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", fmt.Errorf("no %s above the working directory", rel)
+		}
+		dir = up
+	}
+}
+
+func (w *world) stepRunsReal(list, preset string) error {
+	if w.started {
+		return errors.New("real agents must be declared before the first action (the daemon is already running)")
+	}
+	wire, ok := realPresets[preset]
+	if !ok {
+		return fmt.Errorf("no model double wiring for the %s preset yet", preset)
+	}
+	command, _ := config.ACP{Preset: preset}.Resolve()
+	root, err := repoPackage(adaptersPackageDir, command)
+	if err != nil {
+		return err
+	}
+	names := bareList(list)
+	if len(names) == 0 {
+		return fmt.Errorf("no agent named in %q", list)
+	}
+	md, err := w.modelDouble()
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		a, err := w.agent(n)
+		if err != nil {
+			return err
+		}
+		if a.http {
+			return fmt.Errorf("%s is bound to HTTP; real agents here are Matrix agents", n)
+		}
+		home := filepath.Join(w.dir, "home", n)
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			return err
+		}
+		env, err := wire(md, n, home)
+		if err != nil {
+			return fmt.Errorf("pointing %s's %s at the model double: %w", n, preset, err)
+		}
+		env["HOME"] = home
+		env["PATH"] = filepath.Join(root, "node_modules", ".bin") + string(os.PathListSeparator) + os.Getenv("PATH")
+		a.real = &realAgent{preset: preset, home: home, env: env}
+	}
+	// Real agents take seconds to start; the scripted agent's 10 s turn
+	// timeout would cut them off.
+	w.turnTimeout = max(w.turnTimeout, piWait)
+	return nil
+}
+
+// modelDouble starts the scenario's model double on first use. It is closed
+// with the scenario, after the daemon, and a script the agents and the
+// scenario disagreed on (a turn with no step left, a tool not offered)
+// fails the scenario then.
+func (w *world) modelDouble() (*modeldouble.Server, error) {
+	if w.model != nil {
+		return w.model, nil
+	}
+	md, err := modeldouble.Start(modeldouble.WithLogger(w.log.With("component", "modeldouble")))
+	if err != nil {
+		return nil, fmt.Errorf("starting the model double: %w", err)
+	}
+	w.model = md
+	w.closers = append(w.closers, func() error {
+		err := md.Close()
+		var misses []string
+		for _, n := range w.agentSeq {
+			if a := w.agents[n]; a.real != nil {
+				misses = append(misses, md.Script(n).Misses()...)
+			}
+		}
+		if len(misses) > 0 {
+			err = errors.Join(err, fmt.Errorf("the model double's scripts: %s", strings.Join(misses, "; ")))
+		}
+		return err
+	})
+	return md, nil
+}
+
+// acp is a real agent's acp entry in zooid.yaml: the preset, as an operator
+// writes it, with the pinned adapters on its PATH and its model API pointed
+// at the double. Its permission policy is left at the default.
+func (r *realAgent) acp() config.ACP {
+	return config.ACP{Preset: r.preset, Env: r.env}
+}
+
+// hasRealAgents says some agent of the scenario runs a real agent (pi or a
+// preset's adapter), whose start and turns take seconds.
+func (w *world) hasRealAgents() bool {
+	for _, a := range w.agents {
+		if a.pi != nil || a.real != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// scriptStep appends one step to a real agent's model script: pi's scripted
+// provider file or the model double.
+func (w *world) scriptStep(agent string, call string, args map[string]any, say string) error {
+	a, err := w.agent(agent)
+	if err != nil {
+		return err
+	}
+	switch {
+	case a.pi != nil:
+		if call != "" {
+			return w.appendScript(agent, map[string]any{"call": call, "args": args})
+		}
+		return w.appendScript(agent, map[string]any{"say": say})
+	case a.real != nil:
+		sc := w.model.Script(agent)
+		if call == "" {
+			sc.Say(say)
+			return nil
+		}
+		b, err := json.Marshal(args)
+		if err != nil {
+			return err
+		}
+		sc.Call(call, string(b))
+		return nil
+	}
+	return fmt.Errorf("%s runs the scripted agent, which has no model; say first: %s runs real claude (or pi, gemini)", agent, agent)
+}
+
+// modelProgress is how far a real agent's model is through its script, and
+// what it said so far (each of which the agent should post).
+func (w *world) modelProgress(agent string, a *agentDecl) (taken, total int, said []string, err error) {
+	if a.real != nil {
+		sc := w.model.Script(agent)
+		taken, total = sc.Taken()
+		return taken, total, sc.Said(), nil
+	}
+	lines, err := readLines(a.pi.script)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	if b, err := os.ReadFile(a.pi.script + ".pos"); err == nil {
+		_, _ = fmt.Sscanf(string(b), "%d", &taken)
+	}
+	saidLines, err := readLines(a.pi.script + ".said")
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	for _, l := range saidLines {
+		var s string
+		if err := json.Unmarshal([]byte(l), &s); err != nil {
+			return 0, 0, nil, fmt.Errorf("%s.said: %w", a.pi.script, err)
+		}
+		said = append(said, s)
+	}
+	return taken, len(lines), said, nil
+}
+
+// modelBarrier shows a real agent is idle without prompting it (a new
+// thread would be a new session): its model has taken every step of its
+// script, and each reply the model gave has been posted by the agent.
+// Nothing is left that could make it post again.
+func (w *world) modelBarrier(ctx context.Context, agent string, a *agentDecl) error {
+	return w.eventually(ctx, fmt.Sprintf("%s's model works through its script and its replies are posted", agent), func() (bool, string, error) {
+		taken, total, said, err := w.modelProgress(agent, a)
+		if err != nil {
+			return false, "", err
+		}
+		if taken < total {
+			return false, fmt.Sprintf("%d of %d script steps taken", taken, total), nil
+		}
+		var posted []string
+		for _, rn := range a.rooms {
+			r, err := w.room(ctx, rn)
+			if err != nil {
+				return false, "", err
+			}
+			msgs, err := w.readRoom(ctx, r, 3)
+			if err != nil {
+				return false, "", err
+			}
+			mine, _ := w.fromAgent(msgs, agent)
+			for _, m := range mine {
+				posted = append(posted, m.body)
+			}
+		}
+		for _, s := range said {
+			i := slices.Index(posted, s)
+			if i < 0 {
+				return false, fmt.Sprintf("the model said %q, not posted yet", s), nil
+			}
+			posted = slices.Delete(posted, i, i+1)
+		}
+		return true, "", nil
+	})
+}
