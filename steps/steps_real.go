@@ -55,7 +55,7 @@ var realPresets = map[string]func(md *modeldouble.Server, agent, home string) (m
 
 func realSteps(w *world) []stepDef {
 	return []stepDef{
-		{area: "setup", pattern: `^([a-z0-9, -]+?) runs? real (claude|gemini)$`,
+		{area: "setup", pattern: `^([a-z0-9, -]+?) runs? real (claude|gemini|codex|opencode)$`,
 			example: `claude1 runs real claude`,
 			doc:     "Runs declared agents on that preset with its real adapter (the pinned packages of zooid/daemon/testdata/adapters) and the default permission policy, their model API the scenario's model double, scripted by the `'s model will` steps; waits in such scenarios are 120 s.",
 			fn:      w.stepRunsReal},
