@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zooid-dev/zooid/internal/netjail"
 	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/piext"
 	"github.com/zooid-dev/zooid/zooid/zevent"
@@ -59,6 +60,7 @@ type piAgent struct {
 	root   string // the installed pi package (piPackageDir)
 	dir    string // its PI_CODING_AGENT_DIR
 	script string // the model script (JSON lines), see scripted.ts
+	path   string // its PATH: the pinned packages (behind the jail's shim, as root)
 }
 
 func (w *world) stepRunsPi(list string) error {
@@ -84,6 +86,15 @@ func (w *world) stepRunsPi(list string) error {
 		a.pi = &piAgent{root: root, dir: filepath.Join(w.dir, "pi", n), script: filepath.Join(w.dir, "pi", n+".script")}
 		if err := a.pi.prepare(); err != nil {
 			return fmt.Errorf("preparing %s's pi directory: %w", n, err)
+		}
+		a.pi.path = filepath.Join(root, "node_modules", ".bin") + string(os.PathListSeparator) + os.Getenv("PATH")
+		if netjail.Supported() {
+			// pi's model is in-process (scripted.ts): nothing to forward.
+			shims, err := w.jailShim(n, "pi-acp", a.pi.path, "")
+			if err != nil {
+				return fmt.Errorf("jailing %s: %w", n, err)
+			}
+			a.pi.path = shims + string(os.PathListSeparator) + a.pi.path
 		}
 	}
 	// Real pi turns take seconds; the fake agent's 10 s would time them out.
@@ -124,7 +135,7 @@ func (p *piAgent) prepare() error {
 // pi directory.
 func (p *piAgent) acp() config.ACP {
 	return config.ACP{Preset: "pi", Env: map[string]string{
-		"PATH":            filepath.Join(p.root, "node_modules", ".bin") + string(os.PathListSeparator) + os.Getenv("PATH"),
+		"PATH":            p.path,
 		piext.AgentDirEnv: p.dir,
 		"FAUX_SCRIPT":     p.script,
 		"PI_OFFLINE":      "1",

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/zooid-dev/zooid/internal/netjail"
 	"github.com/zooid-dev/zooid/modeldouble"
 	"github.com/zooid-dev/zooid/zooid/config"
 )
@@ -230,7 +231,51 @@ type realAgent struct {
 	preset string
 	home   string // its HOME: the adapter's settings, sessions and logs
 	env    map[string]string
+	// jailed: the adapter runs in a network namespace with only a loopback
+	// and the model double's port (as root; internal/netjail).
+	jailed bool
 }
+
+// jailShim writes a directory holding command as a script that runs the
+// real command (found on path) under netjail with forward (the model
+// double's address; "" for none) forwarded, to go first on the agent's PATH:
+// the daemon still starts the preset's command by its name, and everything
+// the adapter starts (Claude Code, the Zooid bridge) inherits the namespace.
+// An adapter that reaches for anything but its model double then fails at
+// once.
+func (w *world) jailShim(agent, command, path, forward string) (string, error) {
+	real, err := lookPathIn(command, path)
+	if err != nil {
+		return "", err
+	}
+	exe, err := childExe()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(w.dir, "jail", agent)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	fwd := ""
+	if forward != "" {
+		fwd = "--forward " + forward + " "
+	}
+	script := fmt.Sprintf("#!/bin/sh\nexec %s netjail %s-- %s \"$@\"\n", shellQuote(exe), fwd, shellQuote(real))
+	return dir, os.WriteFile(filepath.Join(dir, command), []byte(script), 0o700)
+}
+
+// lookPathIn finds an executable on a PATH list.
+func lookPathIn(command, path string) (string, error) {
+	for _, d := range filepath.SplitList(path) {
+		p := filepath.Join(d, command)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s is not on %s", command, path)
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // repoPackage finds an npm package directory of the repository (rel, from
 // the repository root) whose node_modules/.bin holds bin: the feature suite
@@ -294,8 +339,17 @@ func (w *world) stepRunsReal(list, preset string) error {
 			return fmt.Errorf("pointing %s's %s at the model double: %w", n, preset, err)
 		}
 		env["HOME"] = home
-		env["PATH"] = filepath.Join(root, "node_modules", ".bin") + string(os.PathListSeparator) + os.Getenv("PATH")
-		a.real = &realAgent{preset: preset, home: home, env: env}
+		path := filepath.Join(root, "node_modules", ".bin") + string(os.PathListSeparator) + os.Getenv("PATH")
+		jailed := netjail.Supported()
+		if jailed {
+			shims, err := w.jailShim(n, command, path, strings.TrimPrefix(md.URL(), "http://"))
+			if err != nil {
+				return fmt.Errorf("jailing %s: %w", n, err)
+			}
+			path = shims + string(os.PathListSeparator) + path
+		}
+		env["PATH"] = path
+		a.real = &realAgent{preset: preset, home: home, env: env, jailed: jailed}
 	}
 	// Real agents take seconds to start; the scripted agent's 10 s turn
 	// timeout would cut them off.

@@ -13,6 +13,7 @@ import (
 	"sort"
 
 	"github.com/zooid-dev/zooid/internal/echo"
+	"github.com/zooid-dev/zooid/internal/netjail"
 	"github.com/zooid-dev/zooid/zooid/bridge"
 )
 
@@ -31,6 +32,9 @@ var subcommands = map[string]subcommand{
 	"mcp": {"the Zooid MCP stdio bridge of the harness's agents (internal)", cmdMCP},
 	// bench's cross-process floor: a unix-socket line echo in a process of its own.
 	"echo": {"echo lines on a unix socket: the far end of bench's cross-process floor (internal)", cmdEcho},
+	// Real agents of the harness run in a network namespace with only a loopback
+	// and their model double's port (internal/netjail).
+	"netjail": {"run a command in a network namespace with only loopback and the forwarded ports (internal; root)", cmdNetjail},
 }
 
 // Commands lists zooid-sim's commands, sorted.
@@ -69,6 +73,8 @@ func usage(w io.Writer) {
 }
 
 func cmdEcho(args []string, _, stderr io.Writer) int { return echo.Main(args, stderr) }
+
+func cmdNetjail(args []string, _, stderr io.Writer) int { return netjail.Main(args, stderr) }
 
 func cmdMCP(args []string, stdout, stderr io.Writer) int {
 	return bridge.Main(args, os.Stdin, stdout, stderr)

@@ -1,5 +1,5 @@
 // Package cmds runs the commands a test binary or internal/testbin/child
-// stands in for (fake-agent, mcp, echo). It imports no testing package, so
+// stands in for (fake-agent, mcp, echo, netjail). It imports no testing package, so
 // the child stays light.
 package cmds
 
@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/zooid-dev/zooid/internal/echo"
+	"github.com/zooid-dev/zooid/internal/netjail"
 	"github.com/zooid-dev/zooid/steps/fakeagent"
 	"github.com/zooid-dev/zooid/zooid/bridge"
 )
@@ -24,6 +25,8 @@ func Run(args []string) (code int, ok bool) {
 		return bridge.Main(args[2:], os.Stdin, os.Stdout, os.Stderr), true
 	case "echo":
 		return echo.Main(args[2:], os.Stderr), true
+	case "netjail":
+		return netjail.Main(args[2:], os.Stderr), true
 	}
 	return 0, false
 }
