@@ -62,3 +62,19 @@ Feature: Real agents take real turns
       | caller | assignee |
       | claude | gemini   |
       | gemini | claude   |
+
+  Scenario Outline: <preset> rides out a rate limit and a server error from its model API
+    Given agent "bot" is bound to "#ops"
+    And bot runs real <preset>
+    And bot's model will fail with HTTP 429 and Retry-After 1
+    And bot's model will call zooid_get_room_info
+    And bot's model will fail with HTTP 500
+    And bot's model will say "this room: {result}"
+    When ori says in "#ops": "@bot what room is this?"
+    Then bot's model read the result of zooid_get_room_info: {"id": "#ops", "transport": "matrix"}
+    And bot posts a notice containing "transport" in the thread
+
+    Examples:
+      | preset |
+      | claude |
+      | gemini |

@@ -124,6 +124,20 @@ func (sc *Script) Taken() (taken, total int) {
 	return sc.next, len(sc.steps)
 }
 
+// Unfired lists the scripted faults not answered yet: a scenario that
+// injects a fault proves nothing if the agent never got to it.
+func (sc *Script) Unfired() []Step {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	var out []Step
+	for _, st := range sc.steps[sc.next:] {
+		if st.Fault != nil {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
 // Misses lists what went wrong between the script and the agent: a turn's
 // request with no step left, a tool the agent did not offer.
 func (sc *Script) Misses() []string {

@@ -156,7 +156,7 @@ func (s *Server) record(r Request) {
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
-	s.log.Debug("model request", "agent", r.Agent, "api", r.API, "path", r.Path, "tools", len(r.Tools), "answer", r.Answer)
+	s.log.Debug("model request", "agent", r.Agent, "api", r.API, "path", r.Path, "stream", r.Stream, "tools", len(r.Tools), "answer", r.Answer)
 }
 
 // maxBody bounds a request body: agents send whole conversations, and a
@@ -171,6 +171,13 @@ func (s *Server) serve(w http.ResponseWriter, hr *http.Request) {
 		rec.Answer = "404 not a model API path"
 		s.record(rec)
 		http.Error(w, "modeldouble: paths are /agents/{name}/{anthropic|openai|gemini}/…", http.StatusNotFound)
+		return
+	}
+	if rest == "/" && (hr.Method == http.MethodHead || hr.Method == http.MethodGet) {
+		// Claude Code probes its base URL before its first request.
+		rec.Answer = "root probe"
+		s.record(rec)
+		w.WriteHeader(http.StatusOK)
 		return
 	}
 	endpoint := d.endpoint(hr.Method, rest)
@@ -269,6 +276,9 @@ func splitPath(p string) (agent string, api API, rest string, ok bool) {
 		return "", "", "", false
 	}
 	parts := strings.SplitN(strings.TrimPrefix(p, prefix), "/", 3)
+	if len(parts) == 2 && parts[0] != "" {
+		return parts[0], API(parts[1]), "/", true
+	}
 	if len(parts) < 3 || parts[0] == "" {
 		return "", "", "", false
 	}

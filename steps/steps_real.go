@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/zooid-dev/zooid/internal/netjail"
@@ -60,6 +61,14 @@ func realSteps(w *world) []stepDef {
 			example: `claude1 runs real claude`,
 			doc:     "Runs declared agents on that preset with its real adapter (the pinned packages of zooid/daemon/testdata/adapters) and the default permission policy, their model API the scenario's model double, scripted by the `'s model will` steps; waits in such scenarios are 120 s.",
 			fn:      w.stepRunsReal},
+		{area: "script", pattern: `^([a-z0-9-]+)'s model will fail with HTTP (\d{3})(?: and Retry-After (\d+))?$`,
+			example: `claude1's model will fail with HTTP 429 and Retry-After 1`,
+			doc:     "Appends a fault to a real agent's model script: its next turn request is answered with that status, the API's error body and the Retry-After header; the agent's retry takes the step after. The scenario fails if the fault never fired.",
+			fn:      w.stepModelFails},
+		{area: "script", pattern: `^([a-z0-9-]+)'s model will cut its answer off mid-stream$`,
+			example: `claude1's model will cut its answer off mid-stream`,
+			doc:     "Appends a fault to a real agent's model script: its next turn request gets half an answer and a dropped connection. The scenario fails if the fault never fired.",
+			fn:      w.stepModelCuts},
 		{area: "prompts", pattern: `^([a-z0-9-]+)'s model read the result of ([A-Za-z][A-Za-z0-9_]*): (\{.*\})$`,
 			example: `claude1's model read the result of zooid_get_room_info: {"name": "{#ops}", "transport": "matrix"}`,
 			doc:     "Waits for a model request of a real agent that carries the tool's result (not an error), a JSON object holding each field given with that value (placeholders resolved): the call reached the daemon and its answer reached the model.",
@@ -77,6 +86,40 @@ func realSteps(w *world) []stepDef {
 			doc:     "Checks the Zooid tools (by their own names) offered in the real agent's latest turn request to its model: exactly those listed, each with an input schema.",
 			fn:      w.stepModelOffered},
 	}
+}
+
+func (w *world) modelScript(agent string) (*modeldouble.Script, error) {
+	a, err := w.agent(agent)
+	if err != nil {
+		return nil, err
+	}
+	if a.real == nil {
+		return nil, fmt.Errorf("%s runs no real agent against the model double; say first: %s runs real claude", agent, agent)
+	}
+	return w.model.Script(agent), nil
+}
+
+func (w *world) stepModelFails(agent, status, retryAfter string) error {
+	sc, err := w.modelScript(agent)
+	if err != nil {
+		return err
+	}
+	f := &modeldouble.Fault{Kind: modeldouble.FaultStatus}
+	f.Status, _ = strconv.Atoi(status)
+	if retryAfter != "" {
+		f.RetryAfter, _ = strconv.Atoi(retryAfter)
+	}
+	sc.Add(modeldouble.Step{Fault: f})
+	return nil
+}
+
+func (w *world) stepModelCuts(agent string) error {
+	sc, err := w.modelScript(agent)
+	if err != nil {
+		return err
+	}
+	sc.Add(modeldouble.Step{Fault: &modeldouble.Fault{Kind: modeldouble.FaultCut}})
+	return nil
 }
 
 // modelResult waits for the first model request of a real agent carrying a

@@ -402,6 +402,14 @@ func (w *world) faultsUsed() error {
 			errs = append(errs, fmt.Errorf("the fault (%s) never fired", f.what))
 		}
 	}
+	for _, n := range w.agentSeq {
+		if w.agents[n].real == nil {
+			continue
+		}
+		for _, st := range w.model.Script(n).Unfired() {
+			errs = append(errs, fmt.Errorf("%s's model fault (%s) never fired", n, st))
+		}
+	}
 	return errors.Join(errs...)
 }
 
