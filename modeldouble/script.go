@@ -44,6 +44,41 @@ type Fault struct {
 	RetryAfter int       `json:"retry_after,omitempty"` // seconds
 }
 
+// Validate says what is wrong with a step read from outside (a script file):
+// exactly one kind set, arguments a JSON object, a fault of a known kind.
+func (s Step) Validate() error {
+	kinds := 0
+	for _, set := range []bool{s.Call != "", s.Say != "", s.Fault != nil} {
+		if set {
+			kinds++
+		}
+	}
+	if kinds != 1 {
+		return fmt.Errorf("a step is exactly one of call, say and fault")
+	}
+	if len(s.Args) > 0 && s.Call == "" {
+		return fmt.Errorf("args belong to a call")
+	}
+	if len(s.Args) > 0 {
+		var m map[string]any
+		if err := json.Unmarshal(s.Args, &m); err != nil || m == nil {
+			return fmt.Errorf("args must be a JSON object")
+		}
+	}
+	if f := s.Fault; f != nil {
+		switch f.Kind {
+		case FaultStatus:
+			if f.Status < 400 || f.Status > 599 {
+				return fmt.Errorf("a status fault needs an HTTP error status (400-599), got %d", f.Status)
+			}
+		case FaultCut:
+		default:
+			return fmt.Errorf("unknown fault kind %q (status, cut)", f.Kind)
+		}
+	}
+	return nil
+}
+
 func (s Step) String() string {
 	switch {
 	case s.Fault != nil && s.Fault.Kind == FaultStatus:

@@ -23,10 +23,11 @@ type subcommand struct {
 }
 
 var subcommands = map[string]subcommand{
-	"sim":        {"run the Gherkin feature suite against a homeserver", cmdSim},
-	"fakehs":     {"run the fake Matrix homeserver standalone", cmdFakehs},
-	"fake-agent": {"a scripted ACP agent driven by a test controller", cmdFakeAgent},
-	"bench":      {"measure the ratios of docs/performance.md (go test benchmarks, side by side)", cmdBench},
+	"sim":         {"run the Gherkin feature suite against a homeserver", cmdSim},
+	"fakehs":      {"run the fake Matrix homeserver standalone", cmdFakehs},
+	"modeldouble": {"run scripted model APIs (Anthropic, OpenAI, Gemini) standalone, for real agents", cmdModelDouble},
+	"fake-agent":  {"a scripted ACP agent driven by a test controller", cmdFakeAgent},
+	"bench":       {"measure the ratios of docs/performance.md (go test benchmarks, side by side)", cmdBench},
 	// The harness starts its agents' bridge as `<this binary> mcp`, as the daemon
 	// would start `zooid mcp`.
 	"mcp": {"the Zooid MCP stdio bridge of the harness's agents (internal)", cmdMCP},
