@@ -28,6 +28,7 @@ Feature: Real agents take real turns
       | preset |
       | claude |
       | gemini |
+      | codex  |
 
   Scenario: under permission deny, a shell command is refused in the same turn that a Zooid call goes through
     Given agent "claude1" is bound to "#ops"
@@ -61,7 +62,8 @@ Feature: Real agents take real turns
     Examples:
       | caller | assignee |
       | claude | gemini   |
-      | gemini | claude   |
+      | gemini | codex    |
+      | codex  | claude   |
 
   Scenario Outline: <preset> rides out a rate limit and a server error from its model API
     Given agent "bot" is bound to "#ops"

@@ -219,3 +219,38 @@ func TestMisses(t *testing.T) {
 		t.Fatalf("an unknown API answered %d", status)
 	}
 }
+
+// TestResponsesNamespaces: codex offers its MCP servers' tools inside a
+// namespace; the script names the tool by Zooid's name, the call goes back
+// in the namespace, and the result is recorded under the one name. A
+// WebSocket upgrade is refused with 426, which codex takes as "use HTTPS"
+// at once (any other refusal it retries, then posts a notice of it).
+func TestResponsesNamespaces(t *testing.T) {
+	s := New(t)
+	s.Script("codex").Call("zooid_get_room_info", "").Say("done")
+	tools := `[{"type": "function", "name": "shell", "parameters": {}},
+		{"type": "namespace", "name": "mcp__zooid", "tools": [{"type": "function", "name": "zooid_get_room_info", "parameters": {"type": "object"}}]}]`
+	_, _, body := post(t, s, "codex", OpenAI, "/responses", `{"stream": true, "tools": `+tools+`, "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "room?"}]}]}`)
+	if !strings.Contains(body, `"name":"zooid_get_room_info","namespace":"mcp__zooid"`) {
+		t.Fatalf("the call is not in its namespace: %s", body)
+	}
+	post(t, s, "codex", OpenAI, "/responses", `{"tools": `+tools+`, "input": [
+		{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "room?"}]},
+		{"type": "function_call", "call_id": "c", "namespace": "mcp__zooid", "name": "zooid_get_room_info", "arguments": "{}"},
+		{"type": "function_call_output", "call_id": "c", "output": "ops"}]}`)
+	reqs := s.Requests("codex")
+	if res := reqs[1].ToolResults; len(res) != 1 || res[0].Name != "mcp__zooid__zooid_get_room_info" || res[0].Text != "ops" {
+		t.Fatalf("tool results %+v", res)
+	}
+	req, _ := http.NewRequest(http.MethodGet, s.BaseURL("codex", OpenAI)+"/responses", nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUpgradeRequired {
+		t.Fatalf("a WebSocket upgrade answered %d, want 426", resp.StatusCode)
+	}
+}

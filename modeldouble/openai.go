@@ -95,10 +95,10 @@ func decodeResponses(body []byte, r *Request) error {
 		Instructions string          `json:"instructions"`
 		Input        json.RawMessage `json:"input"`
 		Tools        []struct {
-			Type        string          `json:"type"`
-			Name        string          `json:"name"`
-			Description string          `json:"description"`
-			Parameters  json.RawMessage `json:"parameters"`
+			responsesTool
+			// Tools are a namespace's own (codex offers its MCP servers'
+			// tools so, each server a namespace).
+			Tools []responsesTool `json:"tools"`
 		} `json:"tools"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -106,6 +106,14 @@ func decodeResponses(body []byte, r *Request) error {
 	}
 	r.Model, r.Stream, r.System = req.Model, req.Stream, req.Instructions
 	for _, t := range req.Tools {
+		if t.Type == "namespace" {
+			for _, u := range t.Tools {
+				if u.Name != "" {
+					r.Tools = append(r.Tools, Tool{Name: r.namespaced(t.Name, u.Name), Description: u.Description, Schema: u.Parameters})
+				}
+			}
+			continue
+		}
 		if t.Name != "" {
 			r.Tools = append(r.Tools, Tool{Name: t.Name, Description: t.Description, Schema: t.Parameters})
 		}
@@ -116,12 +124,13 @@ func decodeResponses(body []byte, r *Request) error {
 		return nil
 	}
 	var items []struct {
-		Type    string          `json:"type"`
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-		CallID  string          `json:"call_id"`
-		Name    string          `json:"name"`
-		Output  json.RawMessage `json:"output"`
+		Type      string          `json:"type"`
+		Role      string          `json:"role"`
+		Content   json.RawMessage `json:"content"`
+		CallID    string          `json:"call_id"`
+		Name      string          `json:"name"`
+		Namespace string          `json:"namespace"`
+		Output    json.RawMessage `json:"output"`
 	}
 	if err := json.Unmarshal(req.Input, &items); err != nil {
 		return fmt.Errorf("input: neither a string nor a list of items: %w", err)
@@ -135,7 +144,7 @@ func decodeResponses(body []byte, r *Request) error {
 		switch {
 		case it.Type == "function_call":
 			r.ToolResults = nil
-			names[it.CallID] = it.Name
+			names[it.CallID] = r.namespaced(it.Namespace, it.Name)
 		case it.Type == "function_call_output":
 			r.ToolResults = append(r.ToolResults, ToolResult{CallID: it.CallID, Name: names[it.CallID], Text: strings.Join(textOf(it.Output), "\n")})
 		case it.Role == "system" || it.Role == "developer":
@@ -151,6 +160,40 @@ func decodeResponses(body []byte, r *Request) error {
 	}
 	r.System = strings.Join(system, "\n")
 	return nil
+}
+
+// responsesTool is a tool of a Responses request.
+type responsesTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// namespaced is a namespace's tool by one name, as codex named MCP tools
+// before namespaces (mcp__zooid + zooid_x: mcp__zooid__zooid_x), which is
+// what the script and the steps see; a tool of no namespace keeps its name.
+// The request remembers the pair, so a call of it is answered in the
+// namespace (see unnamespaced).
+func (r *Request) namespaced(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	joined := namespace + "__" + name
+	if r.namespaces == nil {
+		r.namespaces = map[string][2]string{}
+	}
+	r.namespaces[joined] = [2]string{namespace, name}
+	return joined
+}
+
+// unnamespaced splits a tool's one name back into namespace and own name
+// ("" and the name for a tool of no namespace).
+func (r *Request) unnamespaced(tool string) (namespace, name string) {
+	if p, ok := r.namespaces[tool]; ok {
+		return p[0], p[1]
+	}
+	return "", tool
 }
 
 func (o openai) write(w http.ResponseWriter, endpoint string, r *Request, a reply, delay time.Duration, cut bool) {
@@ -198,8 +241,12 @@ func (openai) writeResponses(w http.ResponseWriter, r *Request, a reply, delay t
 	itemID := "item_" + respID
 	var item map[string]any
 	if a.call != "" {
-		item = map[string]any{"type": "function_call", "id": itemID, "call_id": a.callID, "name": a.call,
+		ns, name := r.unnamespaced(a.call)
+		item = map[string]any{"type": "function_call", "id": itemID, "call_id": a.callID, "name": name,
 			"arguments": string(a.args), "status": "completed"}
+		if ns != "" {
+			item["namespace"] = ns
+		}
 	} else {
 		item = map[string]any{"type": "message", "id": itemID, "role": "assistant", "status": "completed",
 			"content": []any{map[string]any{"type": "output_text", "text": a.text, "annotations": []any{}}}}

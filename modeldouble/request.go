@@ -59,6 +59,9 @@ type Request struct {
 	// jsonSchema is the schema of the JSON answer the request asks for, if
 	// it asks for one: housekeeping is answered with a value of it.
 	jsonSchema json.RawMessage
+	// namespaces maps an offered tool's one name to the namespace and name
+	// the agent gave it (OpenAI Responses namespaces: codex's MCP servers).
+	namespaces map[string][2]string
 	// Answer says what the double answered ("call …", "say …", "HTTP 429",
 	// "housekeeping", "no step left").
 	Answer string `json:"answer"`

@@ -180,6 +180,16 @@ func (s *Server) serve(w http.ResponseWriter, hr *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
+	if strings.EqualFold(hr.Header.Get("Upgrade"), "websocket") {
+		// The double serves HTTP only. codex tries the Responses API over
+		// a WebSocket first and takes 426 as "use HTTPS" at once; any
+		// other refusal it retries five times, then tells the user (the
+		// Matrix thread) it is "Falling back from WebSockets to HTTPS".
+		rec.Answer = "426 no WebSocket transport"
+		s.record(rec)
+		writeJSON(w, http.StatusUpgradeRequired, d.errorBody(http.StatusUpgradeRequired, "modeldouble serves no WebSocket transport; use HTTPS"))
+		return
+	}
 	endpoint := d.endpoint(hr.Method, rest)
 	if endpoint == "" {
 		rec.Answer = fmt.Sprintf("404 %s %s", hr.Method, rest)

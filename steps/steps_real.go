@@ -28,6 +28,14 @@ import (
 // gemini and opencode presets are installed, relative to the repository root.
 const adaptersPackageDir = "zooid/daemon/testdata/adapters"
 
+// adapterBins are the directories of adaptersPackageDir holding the
+// adapters' commands: npm's bin links, and opencode's native binary, whose
+// package declares no bin.
+var adapterBins = []string{
+	filepath.Join("node_modules", ".bin"),
+	filepath.Join("node_modules", "opencode-linux-x64-baseline", "bin"),
+}
+
 // realPresets are the presets whose real adapter these steps can run against
 // the model double, with how each is pointed at it.
 var realPresets = map[string]func(md *modeldouble.Server, agent, home string) (map[string]string, error){
@@ -321,7 +329,7 @@ func lookPathIn(command, path string) (string, error) {
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // repoPackage finds an npm package directory of the repository (rel, from
-// the repository root) whose node_modules/.bin holds bin: the feature suite
+// the repository root) one of whose adapterBins holds bin: the feature suite
 // runs in steps/, zooid sim at the repository root.
 func repoPackage(rel, bin string) (string, error) {
 	dir, err := os.Getwd()
@@ -331,10 +339,12 @@ func repoPackage(rel, bin string) (string, error) {
 	for {
 		p := filepath.Join(dir, rel)
 		if _, err := os.Stat(filepath.Join(p, "package.json")); err == nil {
-			if _, err := os.Stat(filepath.Join(p, "node_modules", ".bin", bin)); err != nil {
-				return "", fmt.Errorf("%s is not installed in %s: run scripts/setup.sh (npm ci there)", bin, p)
+			for _, b := range adapterBins {
+				if _, err := os.Stat(filepath.Join(p, b, bin)); err == nil {
+					return p, nil
+				}
 			}
-			return p, nil
+			return "", fmt.Errorf("%s is not installed in %s: run scripts/setup.sh (npm ci there)", bin, p)
 		}
 		up := filepath.Dir(dir)
 		if up == dir {
@@ -382,7 +392,11 @@ func (w *world) stepRunsReal(list, preset string) error {
 			return fmt.Errorf("pointing %s's %s at the model double: %w", n, preset, err)
 		}
 		env["HOME"] = home
-		path := filepath.Join(root, "node_modules", ".bin") + string(os.PathListSeparator) + os.Getenv("PATH")
+		var bins []string
+		for _, b := range adapterBins {
+			bins = append(bins, filepath.Join(root, b))
+		}
+		path := strings.Join(append(bins, os.Getenv("PATH")), string(os.PathListSeparator))
 		jailed := netjail.Supported()
 		if jailed {
 			shims, err := w.jailShim(n, command, path, strings.TrimPrefix(md.URL(), "http://"))

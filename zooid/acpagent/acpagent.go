@@ -581,7 +581,25 @@ func (cl *client) RequestPermission(ctx context.Context, req acp.RequestPermissi
 		resp = Deny(req)
 	}
 	granted := Granted(req, resp)
-	cl.c.log.Info("agent permission request", "session", req.SessionId, "tool", req.ToolCall.ToolCallId, "granted", granted)
+	title, kind := "", ""
+	if t := req.ToolCall.Title; t != nil {
+		title = *t
+		if len(title) > 200 {
+			title = title[:200] + "…"
+		}
+	}
+	if k := req.ToolCall.Kind; k != nil {
+		kind = string(*k)
+	}
+	opts := make([]string, len(req.Options))
+	for i, o := range req.Options {
+		opts[i] = string(o.OptionId)
+	}
+	cl.c.log.Info("agent permission request", "session", req.SessionId, "tool", req.ToolCall.ToolCallId,
+		"title", title, "kind", kind, "options", opts, "granted", granted)
+	if raw, err := json.Marshal(req); err == nil {
+		cl.c.log.Debug("agent permission request in full", "request", string(raw))
+	}
 	if cl.c.opts.OnPermission != nil {
 		cl.c.opts.OnPermission(req, granted)
 	}

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 
@@ -26,8 +27,10 @@ import (
 // input) and its title as the adapter builds it for an MCP tool of the server
 // named mcpserver.ServerName. A shell command whose text is a Zooid tool's
 // name has the kind "execute" and is never taken for one
-// (TestOwnToolRequests). Adapters that ask no permission for MCP tools
-// (codex-acp, opencode, pi) need no rule; an agent started by a command that
+// (TestOwnToolRequests). codex asks only before MCP tools that may change
+// something (zooid_send_message, the task tools), through an approval whose
+// raw input names the server. Adapters that ask no permission for MCP tools
+// (opencode, pi) need no rule; an agent started by a command that
 // is no preset's adapter gets none either, since nothing says how it titles
 // its requests, and its Zooid calls follow its `permission:`.
 
@@ -35,16 +38,17 @@ import (
 // of the daemon's own, as the adapter presents it; ok is false otherwise.
 func ownTool(adapter string, req acp.RequestPermissionRequest) (tool string, ok bool) {
 	tc := req.ToolCall
-	if tc.Kind == nil || *tc.Kind != acp.ToolKindOther || tc.Title == nil {
+	if tc.Title == nil {
 		return "", false
 	}
 	title := *tc.Title
+	kindOther := tc.Kind != nil && *tc.Kind == acp.ToolKindOther
 	switch adapter {
 	case "claude":
 		// claude-agent-acp titles a tool it has no rule for by its name, and
 		// Claude Code names MCP tools mcp__<server>__<tool>.
 		name, found := strings.CutPrefix(title, "mcp__"+mcpserver.ServerName+"__")
-		if !found {
+		if !found || !kindOther {
 			return "", false
 		}
 		tool = name
@@ -53,7 +57,16 @@ func ownTool(adapter string, req acp.RequestPermissionRequest) (tool string, ok 
 		// offers the "allow every tool of this server" option only for MCP
 		// tools.
 		name, found := strings.CutSuffix(title, " ("+mcpserver.ServerName+" MCP Server)")
-		if !found || !offersOption(req, "proceed_always_server") {
+		if !found || !kindOther || !offersOption(req, "proceed_always_server") {
+			return "", false
+		}
+		tool = name
+	case "codex":
+		// codex asks before MCP tools that are not read-only, as an
+		// elicitation: its raw input names the server it is for and the
+		// kind of approval, and its message the tool.
+		name, found := codexMCPApproval(title, tc.RawInput)
+		if !found {
 			return "", false
 		}
 		tool = name
@@ -66,6 +79,42 @@ func ownTool(adapter string, req acp.RequestPermissionRequest) (tool string, ok 
 		}
 	}
 	return "", false
+}
+
+// codexMCPApproval reads codex-acp's approval of an MCP tool call (codex-acp
+// 0.16.0: title "Approve MCP tool call", raw input {server_name, request:
+// {_meta: {codex_approval_kind: "mcp_tool_call"}, message: "Allow the <server>
+// MCP server to run tool \"<tool>\"?"}}) for the daemon's server, and
+// names the tool.
+func codexMCPApproval(title string, raw any) (string, bool) {
+	if title != "Approve MCP tool call" {
+		return "", false
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return "", false
+	}
+	var in struct {
+		ServerName string `json:"server_name"`
+		Request    struct {
+			Meta struct {
+				Kind string `json:"codex_approval_kind"`
+			} `json:"_meta"`
+			Message string `json:"message"`
+		} `json:"request"`
+	}
+	if json.Unmarshal(b, &in) != nil || in.ServerName != mcpserver.ServerName || in.Request.Meta.Kind != "mcp_tool_call" {
+		return "", false
+	}
+	rest, found := strings.CutPrefix(in.Request.Message, "Allow the "+mcpserver.ServerName+" MCP server to run tool \"")
+	if !found {
+		return "", false
+	}
+	name, found := strings.CutSuffix(rest, "\"?")
+	if !found || strings.Contains(name, "\"") {
+		return "", false
+	}
+	return name, true
 }
 
 func offersOption(req acp.RequestPermissionRequest, id acp.PermissionOptionId) bool {

@@ -38,6 +38,21 @@ func permReq(kind acp.ToolKind, title string, opts []acp.PermissionOption) acp.R
 	}}
 }
 
+// codexReq is codex-acp 0.16.0's approval of an MCP tool call, as it sent it
+// for zooid_complete_task in features/real_agents.feature.
+func codexReq(server, kind, message string) acp.RequestPermissionRequest {
+	title := "Approve MCP tool call"
+	return acp.RequestPermissionRequest{SessionId: "s1", Options: []acp.PermissionOption{
+		{Kind: acp.PermissionOptionKindAllowOnce, Name: "Allow", OptionId: "approved"},
+		{Kind: acp.PermissionOptionKindAllowAlways, Name: "Allow for this session", OptionId: "approved-for-session"},
+		{Kind: acp.PermissionOptionKindAllowAlways, Name: "Allow and don't ask again", OptionId: "approved-always"},
+		{Kind: acp.PermissionOptionKindRejectOnce, Name: "Cancel", OptionId: "cancel"},
+	}, ToolCall: acp.ToolCallUpdate{ToolCallId: "call_worker_0", Title: &title, RawInput: map[string]any{
+		"id": "mcp_tool_call_approval_call_worker_0", "server_name": server, "turn_id": "t1",
+		"request": map[string]any{"_meta": map[string]any{"codex_approval_kind": kind}, "message": message, "mode": "form"},
+	}}}
+}
+
 // TestOwnToolRequests holds the match of the daemon's own tools to the shapes
 // each adapter gives them, and refuses every look-alike a model could steer:
 // a shell command spelled like a Zooid tool, another MCP server's tool of the
@@ -61,7 +76,13 @@ func TestOwnToolRequests(t *testing.T) {
 		{"gemini: another server", "gemini", permReq(acp.ToolKindOther, "zooid_get_members (other MCP Server)", geminiMCPOptions), ""},
 		{"gemini shape under claude", "claude", permReq(acp.ToolKindOther, "zooid_get_members (zooid MCP Server)", geminiMCPOptions), ""},
 		{"a command that is no preset's adapter", "", permReq(acp.ToolKindOther, "mcp__zooid__zooid_get_room_info", claudeOptions), ""},
-		{"codex asks no permission for MCP tools", "codex", permReq(acp.ToolKindOther, "mcp__zooid__zooid_get_room_info", claudeOptions), ""},
+		{"codex: a Zooid tool", "codex", codexReq("zooid", "mcp_tool_call", `Allow the zooid MCP server to run tool "zooid_complete_task"?`), "zooid_complete_task"},
+		{"codex: another server", "codex", codexReq("other", "mcp_tool_call", `Allow the other MCP server to run tool "zooid_complete_task"?`), ""},
+		{"codex: another server claiming zooid's message", "codex", codexReq("other", "mcp_tool_call", `Allow the zooid MCP server to run tool "zooid_complete_task"?`), ""},
+		{"codex: not an MCP tool approval", "codex", codexReq("zooid", "exec", `Allow the zooid MCP server to run tool "zooid_complete_task"?`), ""},
+		{"codex: no tool of the daemon's", "codex", codexReq("zooid", "mcp_tool_call", `Allow the zooid MCP server to run tool "zooid_rm"?`), ""},
+		{"codex shape under claude", "claude", codexReq("zooid", "mcp_tool_call", `Allow the zooid MCP server to run tool "zooid_complete_task"?`), ""},
+		{"claude shape under codex", "codex", permReq(acp.ToolKindOther, "mcp__zooid__zooid_get_room_info", claudeOptions), ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -105,6 +126,8 @@ func TestPermissionPolicy(t *testing.T) {
 		{"deny: a custom agent", config.Agent{ACP: config.ACP{Command: "./my-agent"}, Permission: config.PermissionDeny}, zooidCall, "reject"},
 		{"deny: gemini's MCP request", config.Agent{ACP: config.ACP{Preset: "gemini"}, Permission: config.PermissionDeny},
 			permReq(acp.ToolKindOther, "zooid_get_room_info (zooid MCP Server)", geminiMCPOptions), "proceed_once"},
+		{"deny: codex's MCP approval", config.Agent{ACP: config.ACP{Preset: "codex"}, Permission: config.PermissionDeny},
+			codexReq("zooid", "mcp_tool_call", `Allow the zooid MCP server to run tool "zooid_send_message"?`), "approved"},
 		{"deny: gemini's shell", config.Agent{ACP: config.ACP{Preset: "gemini"}, Permission: config.PermissionDeny},
 			permReq(acp.ToolKindExecute, "rm -rf /", geminiExecOptions), "cancel"},
 	}
@@ -114,7 +137,7 @@ func TestPermissionPolicy(t *testing.T) {
 			if got := selected(resp); got != c.option {
 				t.Fatalf("selected %q, want %q", got, c.option)
 			}
-			if want := c.option == "allow" || c.option == "proceed_once"; acpagent.Granted(c.req, resp) != want {
+			if want := c.option == "allow" || c.option == "proceed_once" || c.option == "approved"; acpagent.Granted(c.req, resp) != want {
 				t.Fatalf("granted = %v, want %v", !want, want)
 			}
 		})
