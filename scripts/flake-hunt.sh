@@ -43,11 +43,11 @@ for hs in $homeservers; do
 	fi
 	echo "=== flake hunt on $hs: $repeat passes at concurrency $conc (${left}s left)"
 	status=0
-	# @pi scenarios start real pi processes (node, seconds of CPU each): eight at
-	# once beside the hog measure node's start-up, not the daemon's timing; they
-	# run in the README test command and on Synapse.
+	# @pi and @real-agents scenarios start real agents (node, seconds of CPU
+	# each): eight at once beside the hog measure their start-up, not the
+	# daemon's timing; they run in the README test command and on Synapse.
 	timeout --kill-after=30 "$left" "$bin/zooid" sim --homeserver "$hs" \
-		--repeat "$repeat" --concurrency "$conc" --random "$seed" --tags '~@pi' || status=$?
+		--repeat "$repeat" --concurrency "$conc" --random "$seed" --tags '~@pi && ~@real-agents' || status=$?
 	if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
 		echo "flake hunt: $hs overran the ${budget}s budget (a hung scenario is a failure too)" >&2
 	fi
