@@ -80,3 +80,24 @@ Feature: Real agents take real turns
       | preset |
       | claude |
       | gemini |
+
+  Scenario Outline: <preset> picks its thread up after a daemon restart, told to catch up, and catches up
+    Given agent "bot" is bound to "#ops"
+    And bot runs real <preset>
+    And the daemon runs as its own process
+    And bot's model will say "svc-b is degraded"
+    When ori says in "#ops": "@bot how is svc-b?"
+    Then bot posts a notice containing "svc-b is degraded" in the thread
+    When the daemon is killed and started again
+    And bot's model will call zooid_get_thread_history with {"thread_id": "$thread"}
+    And bot's model will say "caught up: {result}"
+    And ori replies in the thread: "can you restart it?"
+    Then bot's model is prompted with "catch up with zooid_get_thread_history"
+    And bot's model read the result of zooid_get_thread_history: {"has_more": false}
+    And bot posts a notice containing "how is svc-b?" in the thread
+
+    Examples:
+      | preset |
+      | claude |
+      | gemini |
+      | codex  |

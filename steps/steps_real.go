@@ -85,6 +85,10 @@ func realSteps(w *world) []stepDef {
 			example: `claude1's model read an error from Bash containing "refused permission"`,
 			doc:     "Waits for a model request of a real agent that carries the tool's result as an error whose text contains the given text.",
 			fn:      w.stepModelReadError},
+		{area: "prompts", pattern: `^([a-z0-9-]+)'s model is prompted with "([^"]*)"$`,
+			example: `claude1's model is prompted with "catch up with zooid_get_thread_history"`,
+			doc:     "Waits for a turn request of a real agent's model whose prompt (the daemon's prompt as the agent passed it on, without the agent's own reminders) contains the text.",
+			fn:      w.stepModelPrompted},
 		{area: "prompts", pattern: `^([a-z0-9-]+)'s working directory has no file "([^"]+)"$`,
 			example: `claude1's working directory has no file "pwned.txt"`,
 			doc:     "Checks that the agent's working directory (its zooid.yaml dir) holds no file of that name: a refused command left nothing behind.",
@@ -161,6 +165,25 @@ func (w *world) modelResult(ctx context.Context, agent, tool, what string, check
 	})
 }
 
+func (w *world) stepModelPrompted(ctx context.Context, agent, text string) error {
+	if _, err := w.modelScript(agent); err != nil {
+		return err
+	}
+	return w.eventually(ctx, fmt.Sprintf("%s's model prompted with %q", agent, text), func() (bool, string, error) {
+		var seen []string
+		for _, r := range w.model.Requests(agent) {
+			if len(r.Tools) == 0 {
+				continue
+			}
+			if strings.Contains(r.Prompt, text) {
+				return true, "", nil
+			}
+			seen = append(seen, fmt.Sprintf("%q", r.Prompt))
+		}
+		return false, "prompts: " + strings.Join(slices.Compact(seen), ", "), nil
+	})
+}
+
 func (w *world) stepModelReadResult(ctx context.Context, agent, tool, js string) error {
 	want, err := w.toolArgs(agent, js)
 	if err != nil {
@@ -170,9 +193,9 @@ func (w *world) stepModelReadResult(ctx context.Context, agent, tool, js string)
 		if res.IsError {
 			return false, fmt.Sprintf("an error: %q", res.Text)
 		}
-		var got map[string]any
-		if err := json.Unmarshal([]byte(jsonObjectIn(res.Text)), &got); err != nil {
-			return false, fmt.Sprintf("not a JSON object: %q", res.Text)
+		got, ok := resultObject(res.Text)
+		if !ok {
+			return false, fmt.Sprintf("no JSON object in %q", res.Text)
 		}
 		for k, v := range want {
 			if fmt.Sprint(got[k]) != fmt.Sprint(v) {
@@ -247,15 +270,45 @@ func (w *world) stepNoFile(agent, name string) error {
 	return nil
 }
 
-// jsonObjectIn is the JSON object a tool result's text carries: gemini-cli
-// wraps an MCP tool's text in <untrusted_context> tags before its model sees
-// it, the other agents pass it as it is.
-func jsonObjectIn(text string) string {
-	i, j := strings.Index(text, "{"), strings.LastIndex(text, "}")
-	if i < 0 || j < i {
-		return text
+// resultObject is the JSON object a tool result's text carries, as each
+// agent passes it to its model: as it is (Claude Code), wrapped in
+// <untrusted_context> tags (gemini-cli), or after a "Wall time: …
+// Output:" preamble as MCP content parts, [{"type": "text", "text": "{…}"}]
+// (codex).
+func resultObject(text string) (map[string]any, bool) {
+	for i := 0; i < len(text); i++ {
+		if text[i] != '{' && text[i] != '[' {
+			continue
+		}
+		var v any
+		if json.NewDecoder(strings.NewReader(text[i:])).Decode(&v) != nil {
+			continue
+		}
+		parts, isList := v.([]any)
+		if obj, ok := v.(map[string]any); ok {
+			parts = []any{obj}
+			if inner, ok := contentText(obj); ok {
+				return resultObject(inner)
+			}
+			if !isList {
+				return obj, true
+			}
+		}
+		for _, p := range parts {
+			if m, ok := p.(map[string]any); ok {
+				if inner, ok := contentText(m); ok {
+					return resultObject(inner)
+				}
+			}
+		}
 	}
-	return text[i : j+1]
+	return nil, false
+}
+
+// contentText reads an MCP text content part, {"type": "text", "text": …}.
+func contentText(m map[string]any) (string, bool) {
+	t, ok := m["text"].(string)
+	return t, ok && m["type"] == "text" && len(m) == 2
 }
 
 // zooidToolName reads an offered tool's name as Zooid's own: zooid_x itself
