@@ -101,3 +101,20 @@ Feature: Real agents take real turns
       | claude |
       | gemini |
       | codex  |
+
+  Scenario Outline: <preset>'s model reads a refused call and recovers
+    Given agent "bot" is bound to "#ops"
+    And bot runs real <preset>
+    And bot's model will call zooid_get_thread_history with {"thread_id": "not-an-event-id"}
+    And bot's model will call zooid_get_room_info
+    And bot's model will say "recovered: {result}"
+    When ori says in "#ops": "@bot what is this room?"
+    Then bot's model read an error from zooid_get_thread_history containing "invalid_argument: thread_id"
+    And bot's model read the result of zooid_get_room_info: {"id": "#ops", "transport": "matrix"}
+    And bot posts a notice containing "recovered:" in the thread
+
+    Examples:
+      | preset |
+      | claude |
+      | gemini |
+      | codex  |

@@ -103,7 +103,8 @@ func (gemini) decode(_, rest string, body []byte, r *Request) error {
 		for _, p := range c.Parts {
 			switch {
 			case p.FunctionResponse != nil:
-				results = append(results, ToolResult{CallID: p.FunctionResponse.ID, Name: p.FunctionResponse.Name, Text: geminiResultText(p.FunctionResponse.Response)})
+				text, isErr := geminiResultText(p.FunctionResponse.Response)
+				results = append(results, ToolResult{CallID: p.FunctionResponse.ID, Name: p.FunctionResponse.Name, Text: text, IsError: isErr})
 			case p.Text != "":
 				texts = append(texts, p.Text)
 			}
@@ -125,20 +126,20 @@ func (gemini) decode(_, rest string, body []byte, r *Request) error {
 }
 
 // geminiResultText reads a functionResponse's response: gemini-cli wraps a
-// tool's text as {"output": "…"} (or {"error": "…"}); anything else is kept
-// as its JSON.
-func geminiResultText(raw json.RawMessage) string {
+// tool's text as {"output": "…"}, or a failed one's as {"error": "…"};
+// anything else is kept as its JSON.
+func geminiResultText(raw json.RawMessage) (text string, isError bool) {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(raw, &m) == nil {
 		for _, k := range []string{"output", "error", "content"} {
 			if v, ok := m[k]; ok {
 				if t := textOf(v); len(t) > 0 {
-					return strings.Join(t, "\n")
+					return strings.Join(t, "\n"), k == "error"
 				}
 			}
 		}
 	}
-	return string(raw)
+	return string(raw), false
 }
 
 func (gemini) write(w http.ResponseWriter, _ string, r *Request, a reply, delay time.Duration, cut bool) {

@@ -83,7 +83,7 @@ func realSteps(w *world) []stepDef {
 			fn:      w.stepModelReadResult},
 		{area: "prompts", pattern: `^([a-z0-9-]+)'s model read an error from ([A-Za-z][A-Za-z0-9_]*) containing "([^"]*)"$`,
 			example: `claude1's model read an error from Bash containing "refused permission"`,
-			doc:     "Waits for a model request of a real agent that carries the tool's result as an error whose text contains the given text.",
+			doc:     "Waits for a model request of a real agent that carries the tool's result as an error (marked so where its API has the mark: Anthropic's is_error, Gemini's error response; OpenAI's function outputs have none) whose text contains the given text.",
 			fn:      w.stepModelReadError},
 		{area: "prompts", pattern: `^([a-z0-9-]+)'s model is prompted with "([^"]*)"$`,
 			example: `claude1's model is prompted with "catch up with zooid_get_thread_history"`,
@@ -136,7 +136,7 @@ func (w *world) stepModelCuts(agent string) error {
 
 // modelResult waits for the first model request of a real agent carrying a
 // result of tool that check accepts.
-func (w *world) modelResult(ctx context.Context, agent, tool, what string, check func(modeldouble.ToolResult) (bool, string)) error {
+func (w *world) modelResult(ctx context.Context, agent, tool, what string, check func(modeldouble.API, modeldouble.ToolResult) (bool, string)) error {
 	a, err := w.agent(agent)
 	if err != nil {
 		return err
@@ -151,7 +151,7 @@ func (w *world) modelResult(ctx context.Context, agent, tool, what string, check
 				if res.Name != tool && !strings.HasSuffix(res.Name, "_"+tool) {
 					continue
 				}
-				ok, why := check(res)
+				ok, why := check(r.API, res)
 				if ok {
 					return true, "", nil
 				}
@@ -189,7 +189,7 @@ func (w *world) stepModelReadResult(ctx context.Context, agent, tool, js string)
 	if err != nil {
 		return err
 	}
-	return w.modelResult(ctx, agent, tool, fmt.Sprintf("the result of %s with %s", tool, js), func(res modeldouble.ToolResult) (bool, string) {
+	return w.modelResult(ctx, agent, tool, fmt.Sprintf("the result of %s with %s", tool, js), func(_ modeldouble.API, res modeldouble.ToolResult) (bool, string) {
 		if res.IsError {
 			return false, fmt.Sprintf("an error: %q", res.Text)
 		}
@@ -207,8 +207,10 @@ func (w *world) stepModelReadResult(ctx context.Context, agent, tool, js string)
 }
 
 func (w *world) stepModelReadError(ctx context.Context, agent, tool, text string) error {
-	return w.modelResult(ctx, agent, tool, fmt.Sprintf("an error from %s containing %q", tool, text), func(res modeldouble.ToolResult) (bool, string) {
-		if !res.IsError {
+	return w.modelResult(ctx, agent, tool, fmt.Sprintf("an error from %s containing %q", tool, text), func(api modeldouble.API, res modeldouble.ToolResult) (bool, string) {
+		// OpenAI's function outputs carry no error mark: there the text alone
+		// says it.
+		if !res.IsError && api != modeldouble.OpenAI {
 			return false, fmt.Sprintf("a result, not an error: %q", res.Text)
 		}
 		if !strings.Contains(res.Text, text) {
