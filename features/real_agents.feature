@@ -25,10 +25,11 @@ Feature: Real agents take real turns
     And bot's model is offered the Zooid tools zooid_get_recent_threads, zooid_get_thread_history, zooid_get_history, zooid_get_members, zooid_get_room_info, zooid_get_rooms, zooid_send_message and zooid_start_task_threads
 
     Examples:
-      | preset |
-      | claude |
-      | gemini |
-      | codex  |
+      | preset   |
+      | claude   |
+      | gemini   |
+      | codex    |
+      | opencode |
 
   Scenario: under permission deny, a shell command is refused in the same turn that a Zooid call goes through
     Given agent "claude1" is bound to "#ops"
@@ -60,10 +61,11 @@ Feature: Real agents take real turns
     And lead posts a notice containing "svc-a: disk full on db-2" in the thread
 
     Examples:
-      | caller | assignee |
-      | claude | gemini   |
-      | gemini | codex    |
-      | codex  | claude   |
+      | caller   | assignee |
+      | claude   | gemini   |
+      | gemini   | codex    |
+      | codex    | opencode |
+      | opencode | claude   |
 
   Scenario Outline: <preset> rides out a rate limit and a server error from its model API
     Given agent "bot" is bound to "#ops"
@@ -97,10 +99,11 @@ Feature: Real agents take real turns
     And bot posts a notice containing "how is svc-b?" in the thread
 
     Examples:
-      | preset |
-      | claude |
-      | gemini |
-      | codex  |
+      | preset   |
+      | claude   |
+      | gemini   |
+      | codex    |
+      | opencode |
 
   Scenario Outline: <preset>'s model reads a refused call and recovers
     Given agent "bot" is bound to "#ops"
@@ -114,7 +117,8 @@ Feature: Real agents take real turns
     And bot posts a notice containing "recovered:" in the thread
 
     Examples:
-      | preset |
-      | claude |
-      | gemini |
-      | codex  |
+      | preset   |
+      | claude   |
+      | gemini   |
+      | codex    |
+      | opencode |
