@@ -64,25 +64,16 @@ type piAgent struct {
 }
 
 func (w *world) stepRunsPi(list string) error {
-	if w.started {
-		return errors.New("pi agents must be declared before the first action (the daemon is already running)")
+	agents, err := w.matrixAgents(list)
+	if err != nil {
+		return err
 	}
 	root, err := repoPackage(piPackageDir, "pi-acp")
 	if err != nil {
 		return err
 	}
-	names := bareList(list)
-	if len(names) == 0 {
-		return fmt.Errorf("no agent named in %q", list)
-	}
-	for _, n := range names {
-		a, err := w.agent(n)
-		if err != nil {
-			return err
-		}
-		if a.http {
-			return fmt.Errorf("%s is bound to HTTP; pi agents here are Matrix agents", n)
-		}
+	for _, a := range agents {
+		n := a.name
 		a.pi = &piAgent{root: root, dir: filepath.Join(w.dir, "pi", n), script: filepath.Join(w.dir, "pi", n+".script")}
 		if err := a.pi.prepare(); err != nil {
 			return fmt.Errorf("preparing %s's pi directory: %w", n, err)

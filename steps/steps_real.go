@@ -61,6 +61,8 @@ var realPresets = map[string]func(md *modeldouble.Server, agent, home string) (m
 			"GEMINI_TELEMETRY_ENABLED": "false",
 		}, nil
 	},
+	"codex":    wireCodex,    // real_codex.go
+	"opencode": wireOpencode, // real_opencode.go
 }
 
 func realSteps(w *world) []stepDef {
@@ -409,10 +411,32 @@ func repoPackage(rel, bin string) (string, error) {
 	}
 }
 
-func (w *world) stepRunsReal(list, preset string) error {
+// matrixAgents finds the declared Matrix agents a step names, as a list
+// ("a and b"), before the daemon starts: a real agent is configured into
+// the daemon's zooid.yaml.
+func (w *world) matrixAgents(list string) ([]*agentDecl, error) {
 	if w.started {
-		return errors.New("real agents must be declared before the first action (the daemon is already running)")
+		return nil, errors.New("real agents must be declared before the first action (the daemon is already running)")
 	}
+	names := bareList(list)
+	if len(names) == 0 {
+		return nil, fmt.Errorf("no agent named in %q", list)
+	}
+	var out []*agentDecl
+	for _, n := range names {
+		a, err := w.agent(n)
+		if err != nil {
+			return nil, err
+		}
+		if a.http {
+			return nil, fmt.Errorf("%s is bound to HTTP; real agents here are Matrix agents", n)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func (w *world) stepRunsReal(list, preset string) error {
 	wire, ok := realPresets[preset]
 	if !ok {
 		return fmt.Errorf("no model double wiring for the %s preset yet", preset)
@@ -422,22 +446,16 @@ func (w *world) stepRunsReal(list, preset string) error {
 	if err != nil {
 		return err
 	}
-	names := bareList(list)
-	if len(names) == 0 {
-		return fmt.Errorf("no agent named in %q", list)
+	agents, err := w.matrixAgents(list)
+	if err != nil {
+		return err
 	}
 	md, err := w.modelDouble()
 	if err != nil {
 		return err
 	}
-	for _, n := range names {
-		a, err := w.agent(n)
-		if err != nil {
-			return err
-		}
-		if a.http {
-			return fmt.Errorf("%s is bound to HTTP; real agents here are Matrix agents", n)
-		}
+	for _, a := range agents {
+		n := a.name
 		home := filepath.Join(w.dir, "home", n)
 		if err := os.MkdirAll(home, 0o700); err != nil {
 			return err
