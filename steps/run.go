@@ -104,6 +104,26 @@ type runner struct {
 	reports *reports
 	// timings collects the phases of every scenario when Options.Timings is set.
 	timings *timings
+	// realAgents holds a slot for each scenario running real agents now
+	// (realAgentSlots at most).
+	realAgents chan struct{}
+}
+
+// realAgentSlots is how many scenarios with real agents (tagged @pi or
+// @real-agents) run at once, whatever the run's concurrency: each starts node
+// or native agent processes costing seconds of CPU, and four at once on two
+// cores starve the scripted scenarios beside them of the CPU their
+// 10-second waits assume.
+const realAgentSlots = 2
+
+// runsRealAgents says a scenario's tags mark it as running real agents.
+func runsRealAgents(s *godog.Scenario) bool {
+	for _, t := range s.Tags {
+		if t.Name == "@pi" || t.Name == "@real-agents" {
+			return true
+		}
+	}
+	return false
 }
 
 // Run runs the features and returns the godog exit status: 0 when all
@@ -170,7 +190,8 @@ func Run(opts Options) int {
 	if b.kind() != "fake" {
 		opts.Tags = andTags(opts.Tags, "~"+FakeOnlyTag)
 	}
-	r := &runner{ctx: ctx, backend: b, log: st.log, wait: st.wait, turnTimeout: st.turnTimeout, outcomes: newOutcomes(), testSteps: opts.testSteps, timings: tm}
+	r := &runner{ctx: ctx, backend: b, log: st.log, wait: st.wait, turnTimeout: st.turnTimeout, outcomes: newOutcomes(), testSteps: opts.testSteps, timings: tm,
+		realAgents: make(chan struct{}, realAgentSlots)}
 	if opts.Report != "" {
 		r.reports = &reports{}
 	}
@@ -406,6 +427,15 @@ func (r *runner) initScenario(sc *godog.ScenarioContext) {
 	sc.Before(func(ctx context.Context, s *godog.Scenario) (context.Context, error) {
 		if r.interrupted() {
 			return ctx, errInterrupted
+		}
+		if runsRealAgents(s) {
+			select {
+			case r.realAgents <- struct{}{}:
+				// Given back when the world closes, whatever the outcome.
+				w.closers = append(w.closers, func() error { <-r.realAgents; return nil })
+			case <-ctx.Done():
+				return ctx, ctx.Err()
+			}
 		}
 		return ctx, nil
 	})
