@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // post sends a body to one of agent's API paths and returns the status, the
@@ -252,5 +253,18 @@ func TestResponsesNamespaces(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUpgradeRequired {
 		t.Fatalf("a WebSocket upgrade answered %d, want 426", resp.StatusCode)
+	}
+}
+
+// TestSlowStream: a delayed step spaces its stream's events out, so the
+// whole answer takes at least the delay times the gaps between events.
+func TestSlowStream(t *testing.T) {
+	s := New(t)
+	s.Script("a").Add(Step{Say: "slow words here", Delay: 20 * time.Millisecond})
+	start := time.Now()
+	_, _, body := post(t, s, "a", Anthropic, "/v1/messages", `{"stream": true, "tools": [{"name": "t", "input_schema": {}}], "messages": [{"role": "user", "content": "hi"}]}`)
+	events := sseData(t, body)
+	if min := time.Duration(len(events)-1) * 20 * time.Millisecond; time.Since(start) < min {
+		t.Fatalf("%d events in %v, want at least %v", len(events), time.Since(start), min)
 	}
 }

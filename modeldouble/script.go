@@ -20,7 +20,9 @@ type Step struct {
 	// Fault answers with a failure instead; the agent is expected to retry,
 	// and its retry takes the next step.
 	Fault *Fault `json:"fault,omitempty"`
-	// Delay holds the answer back this long before its first byte.
+	// Delay slows the answer: a streamed one waits this long before each
+	// event after the first (a slow stream), a JSON one once before its body.
+	// In a script file it is nanoseconds (time.Duration's JSON).
 	Delay time.Duration `json:"delay,omitempty"`
 }
 
