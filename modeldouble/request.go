@@ -67,21 +67,6 @@ type Request struct {
 	Answer string `json:"answer"`
 }
 
-// ToolNamed finds an offered tool by the script's name for it (see
-// resolveTool).
-func (r *Request) ToolNamed(name string) (Tool, bool) {
-	n, err := resolveTool(name, r.Tools)
-	if err != nil {
-		return Tool{}, false
-	}
-	for _, t := range r.Tools {
-		if t.Name == n {
-			return t, true
-		}
-	}
-	return Tool{}, false
-}
-
 // promptText keeps what a human or the daemon wrote of a user message:
 // Claude Code prepends <system-reminder> blocks of its own.
 func promptText(parts []string) string {

@@ -101,7 +101,6 @@ type Script struct {
 	steps  []Step
 	next   int
 	misses []string
-	fired  map[FaultKind]int
 	said   []string
 }
 
@@ -133,12 +132,6 @@ func (sc *Script) take() (Step, int, bool) {
 	}
 	st := sc.steps[sc.next]
 	sc.next++
-	if st.Fault != nil {
-		if sc.fired == nil {
-			sc.fired = map[FaultKind]int{}
-		}
-		sc.fired[st.Fault.Kind]++
-	}
 	return st, sc.next - 1, true
 }
 
@@ -187,7 +180,13 @@ func (sc *Script) Misses() []string {
 func (sc *Script) Fired(k FaultKind) int {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	return sc.fired[k]
+	n := 0
+	for _, st := range sc.steps[:sc.next] {
+		if st.Fault != nil && st.Fault.Kind == k {
+			n++
+		}
+	}
+	return n
 }
 
 // Said lists the texts the model answered with (placeholders resolved), in

@@ -41,7 +41,6 @@ type Server struct {
 	mu      sync.Mutex
 	scripts map[string]*Script
 	reqs    []Request
-	changed chan struct{} // closed and replaced at every recorded request
 	once    sync.Once
 }
 
@@ -75,7 +74,7 @@ func Start(opts ...Option) (*Server, error) {
 	}
 	s := &Server{
 		log: cfg.logger, ln: ln, url: "http://" + ln.Addr().String(), done: make(chan struct{}),
-		scripts: map[string]*Script{}, changed: make(chan struct{}),
+		scripts: map[string]*Script{},
 	}
 	s.http = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
@@ -128,14 +127,6 @@ func (s *Server) Requests(agent string) []Request {
 	return out
 }
 
-// Changed is closed at the next recorded request: a barrier to wait on for
-// "the model has been asked" instead of polling with sleeps.
-func (s *Server) Changed() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.changed
-}
-
 // Close stops the server, cutting open streams. It is idempotent.
 func (s *Server) Close() error {
 	var err error
@@ -153,8 +144,6 @@ func (s *Server) Close() error {
 func (s *Server) record(r Request) {
 	s.mu.Lock()
 	s.reqs = append(s.reqs, r)
-	close(s.changed)
-	s.changed = make(chan struct{})
 	s.mu.Unlock()
 	s.log.Debug("model request", "agent", r.Agent, "api", r.API, "path", r.Path, "stream", r.Stream, "tools", len(r.Tools), "answer", r.Answer)
 }

@@ -139,12 +139,8 @@ func (w *world) stepModelCuts(agent string) error {
 // modelResult waits for the first model request of a real agent carrying a
 // result of tool that check accepts.
 func (w *world) modelResult(ctx context.Context, agent, tool, what string, check func(modeldouble.API, modeldouble.ToolResult) (bool, string)) error {
-	a, err := w.agent(agent)
-	if err != nil {
+	if _, err := w.modelScript(agent); err != nil {
 		return err
-	}
-	if a.real == nil {
-		return fmt.Errorf("%s runs no real agent against the model double, so nothing records what its model read", agent)
 	}
 	return w.eventually(ctx, fmt.Sprintf("%s's model reading %s", agent, what), func() (bool, string, error) {
 		var seen []string
@@ -223,12 +219,8 @@ func (w *world) stepModelReadError(ctx context.Context, agent, tool, text string
 }
 
 func (w *world) stepModelOffered(ctx context.Context, agent, list string) error {
-	a, err := w.agent(agent)
-	if err != nil {
+	if _, err := w.modelScript(agent); err != nil {
 		return err
-	}
-	if a.real == nil {
-		return fmt.Errorf("%s runs no real agent against the model double, so nothing records what its model was offered", agent)
 	}
 	want := bareList(list)
 	slices.Sort(want)
@@ -339,9 +331,6 @@ type realAgent struct {
 	preset string
 	home   string // its HOME: the adapter's settings, sessions and logs
 	env    map[string]string
-	// jailed: the adapter runs in a network namespace with only a loopback
-	// and the model double's port (as root; internal/netjail).
-	jailed bool
 }
 
 // jailShim writes a directory holding command as a script that runs the
@@ -479,7 +468,7 @@ func (w *world) stepRunsReal(list, preset string) error {
 			path = shims + string(os.PathListSeparator) + path
 		}
 		env["PATH"] = path
-		a.real = &realAgent{preset: preset, home: home, env: env, jailed: jailed}
+		a.real = &realAgent{preset: preset, home: home, env: env}
 	}
 	// Real agents take seconds to start; the scripted agent's 10 s turn
 	// timeout would cut them off.

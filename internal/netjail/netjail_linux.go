@@ -28,6 +28,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -35,7 +36,7 @@ import (
 )
 
 // innerEnv carries the forwarding sockets from the outer stage to the inner
-// one: "port=socket,…".
+// one: "127.0.0.1:PORT=SOCKET,…".
 const innerEnv = "ZOOID_NETJAIL_INNER"
 
 // Supported says whether this process can make network namespaces.
@@ -131,14 +132,7 @@ func runInner(inner string, cmd []string, stderr io.Writer) int {
 	}
 	c := exec.Command(cmd[0], cmd[1:]...)
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
-	env := os.Environ()
-	for i, e := range env {
-		if strings.HasPrefix(e, innerEnv+"=") {
-			env = append(env[:i], env[i+1:]...)
-			break
-		}
-	}
-	c.Env = env
+	c.Env = slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, innerEnv+"=") })
 	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return runPassingSignals(c, stderr)
 }
