@@ -4,12 +4,13 @@ Feature: Real agents take real turns
   As an operator with the default zooid.yaml
   I want the agent's real adapter to find the Zooid tools, call them and answer with what they said
 
-  These scenarios start each preset's real adapter (zooid/daemon/testdata/adapters) from the
-  preset, under the default permission policy (deny). Only the model is scripted: a model double
+  These scenarios start each preset's real adapter (zooid/daemon/testdata/adapters; pi and
+  pi-acp from zooid/piext/testdata/pi) from the preset, under the default permission policy (deny). Only the model is scripted: a model double
   on loopback answers each of the agent's model requests with the next step of its script, and
   records what the agent sent it: the tools it offered, the tool results it passed back.
   Claude Code and gemini-cli ask their client before every MCP tool call; the daemon grants
-  those for its own tools, and only those.
+  those for its own tools, and only those. pi has no use for the MCP server in session/new: it
+  gets the same tools through the extension the daemon installs in its pi directory.
 
   Background:
     Given the homeserver has users "ori"
@@ -30,6 +31,7 @@ Feature: Real agents take real turns
       | gemini   |
       | codex    |
       | opencode |
+      | pi       |
 
   Scenario: under permission deny, a shell command is refused in the same turn that a Zooid call goes through
     Given agent "claude1" is bound to "#ops"
@@ -65,7 +67,8 @@ Feature: Real agents take real turns
       | claude   | gemini   |
       | gemini   | codex    |
       | codex    | opencode |
-      | opencode | claude   |
+      | opencode | pi       |
+      | pi       | claude   |
 
   Scenario Outline: <preset> rides out a rate limit and a server error from its model API
     Given agent "bot" is bound to "#ops"
@@ -82,6 +85,7 @@ Feature: Real agents take real turns
       | preset |
       | claude |
       | gemini |
+      | pi     |
 
   Scenario Outline: <preset> picks its thread up after a daemon restart, told to catch up, and catches up
     Given agent "bot" is bound to "#ops"
@@ -104,6 +108,7 @@ Feature: Real agents take real turns
       | gemini   |
       | codex    |
       | opencode |
+      | pi       |
 
   Scenario Outline: <preset>'s model reads a refused call and recovers
     Given agent "bot" is bound to "#ops"
@@ -122,3 +127,4 @@ Feature: Real agents take real turns
       | gemini   |
       | codex    |
       | opencode |
+      | pi       |

@@ -51,7 +51,7 @@ func definitions(w *world) []stepDef {
 	all = append(all, longSteps(w)...)
 	all = append(all, faultSteps(w)...)
 	all = append(all, restartSteps(w)...)
-	all = append(all, piSteps(w)...)
+	all = append(all, modelSteps(w)...)
 	all = append(all, realSteps(w)...)
 	return all
 }

@@ -54,10 +54,7 @@ func (w *world) config(exe string) *config.Config {
 		acpCfg := config.ACP{Command: exe, Args: args,
 			// A test binary runs the agent only when asked to (see fakeagent.ExecIfRequested).
 			Env: map[string]string{fakeagent.ExecEnv: "fake-agent"}}
-		switch {
-		case a.pi != nil:
-			acpCfg = a.pi.acp()
-		case a.real != nil:
+		if a.real != nil {
 			acpCfg = a.real.acp()
 		}
 		cfg.Agents = append(cfg.Agents, config.Agent{
@@ -167,7 +164,7 @@ func (w *world) startDaemon(ctx context.Context) error {
 	}
 	startTimeout := w.run.wait
 	if w.hasRealAgents() {
-		startTimeout = max(startTimeout, piWait)
+		startTimeout = max(startTimeout, realWait)
 	}
 	d, err := daemon.New(daemon.Options{
 		Config: cfg, Logger: w.log.With("component", "daemon"),

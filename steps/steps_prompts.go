@@ -141,7 +141,7 @@ func (w *world) barrier(ctx context.Context, agent string) error {
 	if len(a.rooms) == 0 {
 		return fmt.Errorf("%s is bound to no room, so nothing can show it is idle", agent)
 	}
-	if a.pi != nil || a.real != nil {
+	if a.real != nil {
 		return w.modelBarrier(ctx, agent, a)
 	}
 	thread, focus := w.thread, w.focus[agent]

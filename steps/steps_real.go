@@ -36,40 +36,55 @@ var adapterBins = []string{
 	filepath.Join("node_modules", "opencode-linux-x64-baseline", "bin"),
 }
 
-// realPresets are the presets whose real adapter these steps can run against
-// the model double, with how each is pointed at it.
-var realPresets = map[string]func(md *modeldouble.Server, agent, home string) (map[string]string, error){
-	"claude": func(md *modeldouble.Server, agent, _ string) (map[string]string, error) {
-		return map[string]string{
-			"ANTHROPIC_BASE_URL": md.BaseURL(agent, modeldouble.Anthropic),
-			"ANTHROPIC_API_KEY":  "modeldouble",
-			// No update checks, telemetry or other traffic of Claude Code's own.
-			"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-		}, nil
-	},
-	"gemini": func(md *modeldouble.Server, agent, home string) (map[string]string, error) {
-		// Usage statistics go to Google (Clearcut) unless the user's settings
-		// turn them off; the environment has no switch for them.
-		settings := `{"privacy": {"usageStatisticsEnabled": false}, "telemetry": {"enabled": false},` +
-			` "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false}}`
-		if err := writeHomeFile(home, ".gemini/settings.json", settings); err != nil {
-			return nil, err
-		}
-		return map[string]string{
-			"GOOGLE_GEMINI_BASE_URL":   md.BaseURL(agent, modeldouble.Gemini),
-			"GEMINI_API_KEY":           "modeldouble",
-			"GEMINI_TELEMETRY_ENABLED": "false",
-		}, nil
-	},
-	"codex":    wireCodex,    // real_codex.go
-	"opencode": wireOpencode, // real_opencode.go
+// realPreset is a preset whose real adapter these steps can run against the
+// model double.
+type realPreset struct {
+	// pkg is the npm package directory (from the repository root) that
+	// pins the adapter.
+	pkg string
+	// wire points the agent at the double: its environment, and files it
+	// writes under the agent's HOME.
+	wire func(md *modeldouble.Server, agent, home string) (map[string]string, error)
+}
+
+// realPresets are the presets these steps can run for real.
+var realPresets = map[string]realPreset{
+	"claude":   {adaptersPackageDir, wireClaude},
+	"gemini":   {adaptersPackageDir, wireGemini},
+	"codex":    {adaptersPackageDir, wireCodex},    // real_codex.go
+	"opencode": {adaptersPackageDir, wireOpencode}, // real_opencode.go
+	"pi":       {piPackageDir, wirePi},             // real_pi.go
+}
+
+func wireClaude(md *modeldouble.Server, agent, _ string) (map[string]string, error) {
+	return map[string]string{
+		"ANTHROPIC_BASE_URL": md.BaseURL(agent, modeldouble.Anthropic),
+		"ANTHROPIC_API_KEY":  "modeldouble",
+		// No update checks, telemetry or other traffic of Claude Code's own.
+		"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+	}, nil
+}
+
+func wireGemini(md *modeldouble.Server, agent, home string) (map[string]string, error) {
+	// Usage statistics go to Google (Clearcut) unless the user's settings
+	// turn them off; the environment has no switch for them.
+	settings := `{"privacy": {"usageStatisticsEnabled": false}, "telemetry": {"enabled": false},` +
+		` "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false}}`
+	if err := writeHomeFile(home, ".gemini/settings.json", settings); err != nil {
+		return nil, err
+	}
+	return map[string]string{
+		"GOOGLE_GEMINI_BASE_URL":   md.BaseURL(agent, modeldouble.Gemini),
+		"GEMINI_API_KEY":           "modeldouble",
+		"GEMINI_TELEMETRY_ENABLED": "false",
+	}, nil
 }
 
 func realSteps(w *world) []stepDef {
 	return []stepDef{
-		{area: "setup", pattern: `^([a-z0-9, -]+?) runs? real (claude|gemini|codex|opencode)$`,
+		{area: "setup", pattern: `^([a-z0-9, -]+?) runs? real (claude|gemini|codex|opencode|pi)$`,
 			example: `claude1 runs real claude`,
-			doc:     "Runs declared agents on that preset with its real adapter (the pinned packages of zooid/daemon/testdata/adapters) and the default permission policy, their model API the scenario's model double, scripted by the `'s model will` steps; waits in such scenarios are 120 s.",
+			doc:     "Runs declared agents on that preset with its real adapter (the pinned packages of zooid/daemon/testdata/adapters; pi's, with the Node it needs, of zooid/piext/testdata/pi) and the default permission policy, their model API the scenario's model double, scripted by the `'s model will` steps; waits in such scenarios are 120 s.",
 			fn:      w.stepRunsReal},
 		{area: "script", pattern: `^([a-z0-9-]+)'s model will fail with HTTP (\d{3})(?: and Retry-After (\d+))?$`,
 			example: `claude1's model will fail with HTTP 429 and Retry-After 1`,
@@ -426,12 +441,12 @@ func (w *world) matrixAgents(list string) ([]*agentDecl, error) {
 }
 
 func (w *world) stepRunsReal(list, preset string) error {
-	wire, ok := realPresets[preset]
+	rp, ok := realPresets[preset]
 	if !ok {
 		return fmt.Errorf("no model double wiring for the %s preset yet", preset)
 	}
 	command, _ := config.ACP{Preset: preset}.Resolve()
-	root, err := repoPackage(adaptersPackageDir, command)
+	root, err := repoPackage(rp.pkg, command)
 	if err != nil {
 		return err
 	}
@@ -449,7 +464,7 @@ func (w *world) stepRunsReal(list, preset string) error {
 		if err := os.MkdirAll(home, 0o700); err != nil {
 			return err
 		}
-		env, err := wire(md, n, home)
+		env, err := rp.wire(md, n, home)
 		if err != nil {
 			return fmt.Errorf("pointing %s's %s at the model double: %w", n, preset, err)
 		}
@@ -472,7 +487,7 @@ func (w *world) stepRunsReal(list, preset string) error {
 	}
 	// Real agents take seconds to start; the scripted agent's 10 s turn
 	// timeout would cut them off.
-	w.turnTimeout = max(w.turnTimeout, piWait)
+	w.turnTimeout = max(w.turnTimeout, realWait)
 	return nil
 }
 
@@ -512,73 +527,34 @@ func (r *realAgent) acp() config.ACP {
 	return config.ACP{Preset: r.preset, Env: r.env}
 }
 
-// hasRealAgents says some agent of the scenario runs a real agent (pi or a
-// preset's adapter), whose start and turns take seconds.
+// hasRealAgents says some agent of the scenario runs a preset's real
+// adapter, whose start and turns take seconds.
 func (w *world) hasRealAgents() bool {
 	for _, a := range w.agents {
-		if a.pi != nil || a.real != nil {
+		if a.real != nil {
 			return true
 		}
 	}
 	return false
 }
 
-// scriptStep appends one step to a real agent's model script: pi's scripted
-// provider file or the model double.
+// scriptStep appends one step to a real agent's model script: a tool call
+// (call, with args) or a reply that ends the turn (say).
 func (w *world) scriptStep(agent string, call string, args map[string]any, say string) error {
-	a, err := w.agent(agent)
+	sc, err := w.modelScript(agent)
 	if err != nil {
 		return err
 	}
-	switch {
-	case a.pi != nil:
-		if call != "" {
-			return w.appendScript(agent, map[string]any{"call": call, "args": args})
-		}
-		return w.appendScript(agent, map[string]any{"say": say})
-	case a.real != nil:
-		sc := w.model.Script(agent)
-		if call == "" {
-			sc.Say(say)
-			return nil
-		}
-		b, err := json.Marshal(args)
-		if err != nil {
-			return err
-		}
-		sc.Call(call, string(b))
+	if call == "" {
+		sc.Say(say)
 		return nil
 	}
-	return fmt.Errorf("%s runs the scripted agent, which has no model; say first: %s runs real claude (or pi, gemini)", agent, agent)
-}
-
-// modelProgress is how far a real agent's model is through its script, and
-// what it said so far (each of which the agent should post).
-func (w *world) modelProgress(agent string, a *agentDecl) (taken, total int, said []string, err error) {
-	if a.real != nil {
-		sc := w.model.Script(agent)
-		taken, total = sc.Taken()
-		return taken, total, sc.Said(), nil
-	}
-	lines, err := readLines(a.pi.script)
+	b, err := json.Marshal(args)
 	if err != nil {
-		return 0, 0, nil, err
+		return err
 	}
-	if b, err := os.ReadFile(a.pi.script + ".pos"); err == nil {
-		_, _ = fmt.Sscanf(string(b), "%d", &taken)
-	}
-	saidLines, err := readLines(a.pi.script + ".said")
-	if err != nil {
-		return 0, 0, nil, err
-	}
-	for _, l := range saidLines {
-		var s string
-		if err := json.Unmarshal([]byte(l), &s); err != nil {
-			return 0, 0, nil, fmt.Errorf("%s.said: %w", a.pi.script, err)
-		}
-		said = append(said, s)
-	}
-	return taken, len(lines), said, nil
+	sc.Call(call, string(b))
+	return nil
 }
 
 // modelBarrier shows a real agent is idle without prompting it (a new
@@ -587,10 +563,9 @@ func (w *world) modelProgress(agent string, a *agentDecl) (taken, total int, sai
 // Nothing is left that could make it post again.
 func (w *world) modelBarrier(ctx context.Context, agent string, a *agentDecl) error {
 	return w.eventually(ctx, fmt.Sprintf("%s's model works through its script and its replies are posted", agent), func() (bool, string, error) {
-		taken, total, said, err := w.modelProgress(agent, a)
-		if err != nil {
-			return false, "", err
-		}
+		sc := w.model.Script(agent)
+		taken, total := sc.Taken()
+		said := sc.Said()
 		if taken < total {
 			return false, fmt.Sprintf("%d of %d script steps taken", taken, total), nil
 		}

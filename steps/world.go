@@ -85,8 +85,7 @@ type agentDecl struct {
 	name    string
 	rooms   []string
 	trigger string
-	http    bool     // bound to the HTTP transport instead of Matrix
-	pi      *piAgent // runs real pi (steps_pi.go); nil for the scripted agent
+	http    bool // bound to the HTTP transport instead of Matrix
 	// real runs a preset's real adapter against the model double
 	// (steps_real.go); nil for the scripted agent.
 	real *realAgent
@@ -136,7 +135,7 @@ func (w *world) waitCtx(ctx context.Context) (context.Context, context.CancelFun
 // in scenarios with real agents.
 func (w *world) waitBound() time.Duration {
 	if w.hasRealAgents() {
-		return max(w.run.wait, piWait)
+		return max(w.run.wait, realWait)
 	}
 	return w.run.wait
 }

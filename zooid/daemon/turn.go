@@ -138,8 +138,11 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 	var buf strings.Builder
 	budget := newProseBudget()
 	d.trace.Record(tracePrompt(s.key, req, fresh))
+	adapter := adapterOf(rt.cfg.ACP)
 	stop, err := st.acp.Prompt(turnCtx, req.text, func(u acpagent.Update) {
 		switch {
+		case u.Text != "" && adapterStatus(adapter, u.Raw):
+			d.log.Info("agent adapter status, not posted", "agent", rt.cfg.Name, "text", u.Text)
 		case u.Text != "":
 			buf.WriteString(budget.take(u.Text))
 		case u.ToolCall != nil || u.ToolCallUpdate != nil || u.Raw.Plan != nil:

@@ -186,11 +186,20 @@ func mcpTools(t *testing.T, sock, acp string) []map[string]any {
 	return out
 }
 
+// piBin is the bin directory of the pinned pi packages, which holds the Node
+// they need (npm's node package: pi 1.6 needs Node 22.19 or newer, newer than
+// a machine's own Node may be).
+const piBin = "testdata/pi/node_modules/.bin"
+
+// node is the pinned Node of testdata/pi.
 func node(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("node")
+	p, err := filepath.Abs(filepath.Join(piBin, "node"))
 	if err != nil {
-		t.Fatal("node is required for the pi extension tests (scripts/setup.sh checks for npm): ", err)
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("the pi extension tests need the Node of testdata/pi (run scripts/setup.sh, which runs npm ci there): %v", err)
 	}
 	return p
 }
@@ -359,7 +368,7 @@ func runPi(t *testing.T, sock, acp, tool string) piRun {
 func runPiArgs(t *testing.T, sock, acp, tool, args string) piRun {
 	t.Helper()
 	node(t)
-	bin, err := filepath.Abs("testdata/pi/node_modules/.bin/pi")
+	bin, err := filepath.Abs(filepath.Join(piBin, "pi"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +391,8 @@ func runPiArgs(t *testing.T, sock, acp, tool, args string) piRun {
 	cmd := exec.CommandContext(ctx, bin, "--offline", "-p", "--mode", "json", "--session", session,
 		"--provider", "faux", "--model", "faux-1", "-e", faux, "what is going on?")
 	cmd.Dir = work
-	cmd.Env = append(os.Environ(), piext.AgentDirEnv+"="+agentDir, piext.SocketEnv+"="+sock, "FAUX_TOOL="+tool, "FAUX_ARGS="+args)
+	// pi's shebang asks PATH for node: the pinned one comes first.
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"), piext.AgentDirEnv+"="+agentDir, piext.SocketEnv+"="+sock, "FAUX_TOOL="+tool, "FAUX_ARGS="+args)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -2,7 +2,19 @@
 // calls the tool named by FAUX_TOOL (arguments FAUX_ARGS, JSON); its second
 // echoes the tool result's text, so the result is seen to reach the model. It
 // also prints the tools the model was offered as "FAUX_TOOLS <json>" on stderr.
-import { registerFauxProvider, fauxAssistantMessage, fauxToolCall, fauxText } from "@mariozechner/pi-ai";
+import { registerFauxProvider, fauxAssistantMessage, fauxToolCall, fauxText } from "@earendil-works/pi-ai";
+
+// offered replays the transcript's system messages (pi-ai 1.6 declares tools
+// there, toolsAdded and toolsRemoved) into the names of the tools on offer.
+function offered(context) {
+	const names = new Set((context.tools || []).map((t) => t.name));
+	for (const m of context.messages || []) {
+		if (m.role !== "system") continue;
+		for (const t of m.toolsAdded || []) names.add(t.name);
+		for (const t of m.toolsRemoved || []) names.delete(t.name);
+	}
+	return [...names];
+}
 
 export default function faux(pi) {
 	const reg = registerFauxProvider({ provider: "faux", models: [{ id: "faux-1" }] });
@@ -10,7 +22,7 @@ export default function faux(pi) {
 	const args = JSON.parse(process.env.FAUX_ARGS || "{}");
 	reg.setResponses([
 		(context) => {
-			process.stderr.write("FAUX_TOOLS " + JSON.stringify((context.tools || []).map((t) => t.name)) + "\n");
+			process.stderr.write("FAUX_TOOLS " + JSON.stringify(offered(context)) + "\n");
 			return fauxAssistantMessage(fauxToolCall(tool, args), { stopReason: "toolUse" });
 		},
 		(context) => {
