@@ -102,7 +102,12 @@ func runOuter(forwards []string, stderr io.Writer) int {
 	c := exec.Command(self, os.Args[1:]...)
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
 	c.Env = append(os.Environ(), innerEnv+"="+strings.Join(pairs, ","))
-	c.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
+	// A PID namespace too: its first process is the inner stage, and when
+	// that dies (with this one, by Pdeathsig) the kernel kills everything
+	// left in the namespace. Without it a grandchild the adapter started
+	// (codex-acp's native binary, which does not exit at the end of its
+	// stdin) outlived a killed daemon, holding its sessions' files.
+	c.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
 	return runPassingSignals(c, stderr)
 }
 

@@ -9,8 +9,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestMain lets the test binary stand in for the netjail command.
@@ -98,5 +101,59 @@ func TestExitStatusPassesThrough(t *testing.T) {
 	}
 	if code := Main([]string{"--forward", "10.0.0.1:80", "--", "true"}, &bytes.Buffer{}); code != 2 {
 		t.Fatalf("a forward beyond the loopback was taken (exit %d)", code)
+	}
+}
+
+// TestNothingOutlivesTheJail: a grandchild of the jailed command that its
+// parent left behind (reparented, ignoring the end of its stdin and
+// SIGTERM) dies when the jail is killed.
+func TestNothingOutlivesTheJail(t *testing.T) {
+	if !Supported() {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI runs as root, and a network namespace needs root")
+		}
+		t.Skip("a network namespace needs root; this test runs as root in CI")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The orphan is found by its name, as the host sees it: its pid inside
+	// the jail is the namespace's. The script spells the name in two parts,
+	// so that only the orphan's command line holds it whole.
+	n := strconv.Itoa(os.Getpid())
+	marker := "zooid-netjail-orphan-" + n
+	script := fmt.Sprintf(`(trap '' TERM; exec -a "zooid-netjail-""orphan-%s" sleep 300) </dev/null >/dev/null 2>&1 & exec sleep 300`, n)
+	c := exec.Command(exe, "netjail", "--", "bash", "-c", script)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	orphans := func() []string {
+		out, _ := exec.Command("pgrep", "-f", marker).Output()
+		return strings.Fields(string(out))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(orphans()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the jailed command's background child never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := c.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Wait()
+	deadline = time.Now().Add(10 * time.Second)
+	for left := orphans(); len(left) > 0; left = orphans() {
+		if time.Now().After(deadline) {
+			for _, p := range left {
+				if pid, err := strconv.Atoi(p); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			t.Fatalf("processes %v outlived the killed jail", left)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

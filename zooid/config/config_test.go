@@ -493,12 +493,6 @@ agents:
     acp: { command: /bin/true }
     matrix: { user_id: '@a', rooms: ['#r'] }
 `, []string{`zooid.yaml:9: agents.a.user: uid 4000000 has no passwd entry: give its group too, as 4000000:GID`}},
-		{"a user for an agent on the pi preset", okTransport + `user: "4000000:4000000"
-agents:
-  a:
-    acp: { preset: pi }
-    matrix: { user_id: '@a', rooms: ['#r'] }
-`, []string{`zooid.yaml:7: agents.a.user: an agent on the pi preset can't run as a user of its own yet (its pi directory lives in the state dir): remove user: for it`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml), "zooid.yaml", testEnv)

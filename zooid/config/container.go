@@ -23,14 +23,18 @@ const (
 )
 
 // Where a container sees what the daemon mounts into it. The daemon mounts
-// nothing else: the agent's socket directory, the bridge (read-only) and the
-// agent's working directory.
+// nothing else: the agent's socket directory, the bridge (read-only), the
+// agent's working directory and, for the pi preset, its pi directory.
 const (
 	// ContainerSocketDir is the agent's socket directory inside its container.
 	ContainerSocketDir = "/zooid/run"
 	// ContainerBridge is the static `zooid` binary inside the container;
 	// the agent starts `/zooid/bin/zooid mcp` as its MCP server.
 	ContainerBridge = "/zooid/bin/zooid"
+	// ContainerPiDir is a pi agent's pi directory (PI_CODING_AGENT_DIR: its
+	// settings, sessions and the Zooid extension) inside its container, and
+	// the container's HOME, where pi-acp keeps its session map.
+	ContainerPiDir = "/zooid/pi"
 	// DefaultContainerWorkdir is where the agent's directory is mounted.
 	DefaultContainerWorkdir = "/work"
 	// DefaultNetwork gives a container no network at all: it reaches the
@@ -175,9 +179,6 @@ func (p *parser) finishContainer(a *Agent, at *yaml.Node, path string) {
 	}
 	if a.HTTP != nil {
 		p.errorf(at, path+".runtime", "runtime docker is for matrix agents for now: an http agent runs locally")
-	}
-	if a.ACP.Preset == "pi" {
-		p.errorf(at, path+".runtime", "the pi preset does not run in a container yet (its extension is installed on the host): use runtime local")
 	}
 }
 

@@ -76,13 +76,6 @@ agents:
     acp: { command: /agent }
     matrix: { user_id: '@a', rooms: ['#r'] }
 `, []string{`zooid.yaml:10: agents.a.container.network: must be a docker network name such as none, host or a network of yours, got "container:db"`}},
-		{"pi in a container", okTransport + `agents:
-  a:
-    runtime: docker
-    container: { image: agent:1 }
-    acp: { preset: pi }
-    matrix: { user_id: '@a', rooms: ['#r'] }
-`, []string{`zooid.yaml:8: agents.a.runtime: the pi preset does not run in a container yet (its extension is installed on the host): use runtime local`}},
 		{"an http agent in a container", okTransport + `  hooks: { type: http, port: 3000 }
 agents:
   a:

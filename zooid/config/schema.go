@@ -63,10 +63,6 @@ func (p *parser) parse(data []byte) *Config {
 					a.User = topUser
 					p.userLines[a.Name] = topUserLine
 				}
-				if a.User != nil && usesPiPreset(a.ACP) {
-					p.errorAt(p.userLines[a.Name], "agents."+a.Name+".user", "an agent on the pi preset can't run as a user of its own yet (its pi directory lives in the state dir): remove user: for it")
-					continue
-				}
 				cfg.Agents = append(cfg.Agents, a)
 			}
 		}

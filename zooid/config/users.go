@@ -10,10 +10,6 @@ import (
 	"github.com/zooid-dev/zooid/zooid/unixuser"
 )
 
-// usesPiPreset says the agent runs pi through the pi preset (the daemon then
-// keeps a pi directory for it under the state dir).
-func usesPiPreset(a ACP) bool { return a.Preset == "pi" && a.Command == "" }
-
 // user reads a user: value (a name, uid or uid:gid) and resolves it on this
 // machine. Root and the daemon's own user are refused: either could read
 // everything the daemon keeps from agents.
@@ -136,8 +132,8 @@ func (p *parser) checkUsers(cfg *Config) {
 }
 
 // checkStateDir: the state dir must be the daemon's and not listable by u,
-// and nothing in it reachable by u but the working directories of the agents
-// that run as u (own). The daemon
+// and nothing in it reachable by u but the working and pi directories of the
+// agents that run as u (own). The daemon
 // makes it 0711 when agents have users (so each can reach its own directory
 // under agents/) and everything else in it 0700 or 0600; this catches what
 // an earlier run or an operator left looser.
@@ -167,7 +163,9 @@ func (p *parser) checkStateDir(dir string, u unixuser.User, own map[string]bool,
 	}
 	for _, e := range entries {
 		path := filepath.Join(dir, e.Name())
-		if e.Name() != "agents" {
+		// agents/ holds the default working directories, pi/ the default pi
+		// directories: one per agent, each its own user's.
+		if e.Name() != "agents" && e.Name() != "pi" {
 			if reachable(path, e.IsDir()) {
 				fail("can reach %s in the state dir: chmod go-rwx it", path)
 			}

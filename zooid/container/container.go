@@ -4,7 +4,8 @@
 // process, started with `docker run -i --rm`, so ACP runs over the CLI's
 // stdio exactly as over a local agent's. A container gets three mounts and
 // nothing else of the host: its agent's socket directory, the static bridge
-// (read-only) and the agent's working directory.
+// (read-only) and the agent's working directory; a pi agent's also gets its
+// pi directory, where the daemon installs the Zooid extension.
 //
 // Every container carries the daemon's identity as a label (LabelDaemon), so
 // a daemon removes the containers a killed predecessor left (RemoveOrphans)
@@ -84,6 +85,9 @@ type Run struct {
 	SocketDir string
 	// WorkDir is the host directory mounted at Settings.Workdir.
 	WorkDir string
+	// PiDir, for an agent on the pi preset, is its host pi directory,
+	// mounted at config.ContainerPiDir; "" for other agents.
+	PiDir string
 	// UID and GID run the container's processes: the agent's user: when it
 	// has one, else the daemon's.
 	UID, GID int
@@ -102,12 +106,15 @@ type Started struct {
 // line. The container is named zooid-<daemon>-<agent>-<random>, labelled
 // with the daemon and the agent, runs as r.UID and r.GID with no
 // capabilities and no privilege gain, keeps no log (its stdout is the ACP
-// stream), and sees the host only through the three mounts.
+// stream), and sees the host only through the three mounts (four for pi).
 func (d *Docker) Prepare(r Run) (*Started, error) {
 	if r.Settings == nil || r.Settings.Image == "" {
 		return nil, fmt.Errorf("container for %s: no image", r.Agent)
 	}
-	for what, p := range map[string]string{"socket directory": r.SocketDir, "bridge": r.Settings.Bridge, "working directory": r.WorkDir} {
+	for what, p := range map[string]string{"socket directory": r.SocketDir, "bridge": r.Settings.Bridge, "working directory": r.WorkDir, "pi directory": r.PiDir} {
+		if what == "pi directory" && p == "" {
+			continue
+		}
 		if !filepath.IsAbs(p) || strings.ContainsAny(p, ",\"\n") {
 			return nil, fmt.Errorf("container for %s: the %s %q must be an absolute path without commas or quotes (docker --mount syntax)", r.Agent, what, p)
 		}
@@ -140,10 +147,11 @@ func (d *Docker) Prepare(r Run) (*Started, error) {
 		"--mount", "type=bind,source=" + r.SocketDir + ",target=" + config.ContainerSocketDir,
 		"--mount", "type=bind,source=" + s.Bridge + ",target=" + config.ContainerBridge + ",readonly",
 		"--mount", "type=bind,source=" + r.WorkDir + ",target=" + s.Workdir,
-		"--workdir", s.Workdir,
-		"--env-file", envFile,
-		s.Image, r.Command,
 	}
+	if r.PiDir != "" {
+		args = append(args, "--mount", "type=bind,source="+r.PiDir+",target="+config.ContainerPiDir)
+	}
+	args = append(args, "--workdir", s.Workdir, "--env-file", envFile, s.Image, r.Command)
 	args = append(args, r.Args...)
 	return &Started{Name: name, Command: d.cli(), Args: args, envFile: envFile}, nil
 }

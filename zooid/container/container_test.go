@@ -80,6 +80,35 @@ func TestPrepareMountsThreeThingsAndLabelsTheContainer(t *testing.T) {
 	}
 }
 
+// TestPrepareMountsAPiAgentsPiDirectory: the fourth mount, for the pi preset
+// only, where the daemon installed the Zooid extension.
+func TestPrepareMountsAPiAgentsPiDirectory(t *testing.T) {
+	d := &Docker{Daemon: "d1", EnvDir: filepath.Join(t.TempDir(), "containers")}
+	run := Run{
+		Agent:     "pia",
+		Settings:  &config.Container{Image: "img:1", Workdir: "/work", Network: "none", Bridge: "/opt/zooid-static"},
+		Command:   "pi-acp",
+		SocketDir: "/run/zooid/pia",
+		WorkDir:   "/srv/agents/pia",
+		PiDir:     "/srv/pi/pia",
+	}
+	s, err := d.Prepare(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Join(s.Args, " ")
+	if !strings.Contains(line, "--mount type=bind,source=/srv/pi/pia,target=/zooid/pi ") {
+		t.Errorf("docker %s\nlacks the pi directory's mount", line)
+	}
+	if n := strings.Count(line, "--mount"); n != 4 {
+		t.Errorf("%d mounts, want 4: %s", n, line)
+	}
+	run.PiDir = "pi/pia"
+	if _, err := d.Prepare(run); err == nil || !strings.Contains(err.Error(), `the pi directory "pi/pia" must be an absolute path`) {
+		t.Errorf("a relative pi directory: err %v, want a refusal", err)
+	}
+}
+
 func TestPrepareRefusesWhatDockerWouldMisread(t *testing.T) {
 	d := &Docker{Daemon: "d1", EnvDir: t.TempDir()}
 	ok := &config.Container{Image: "img:1", Workdir: "/work", Network: "none", Bridge: "/opt/zooid"}

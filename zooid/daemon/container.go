@@ -12,6 +12,8 @@ import (
 	"github.com/zooid-dev/zooid/zooid/acpagent"
 	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/container"
+	"github.com/zooid-dev/zooid/zooid/mcpserver"
+	"github.com/zooid-dev/zooid/zooid/piext"
 )
 
 // dockerCLIEnv names the daemon's variables the docker CLI itself may need
@@ -71,6 +73,31 @@ func containerEnv(secrets []string, a config.Agent) []string {
 	return env
 }
 
+// containerPiEnv gives a pi agent's container what piEnv gives a local one,
+// as the container sees it: its pi directory and its socket at their mount
+// points (a PI_CODING_AGENT_DIR in acp.env names the host directory that is
+// mounted). HOME is the pi directory too, unless the operator set one:
+// pi-acp keeps its session map under ~/.pi, which must outlive the container
+// for a session to be loaded after a restart.
+func containerPiEnv(env []string, pi bool) []string {
+	if !pi {
+		return env
+	}
+	home := true
+	env = slices.DeleteFunc(env, func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "HOME" {
+			home = false
+		}
+		return name == piext.AgentDirEnv || name == piext.SocketEnv
+	})
+	env = append(env, piext.AgentDirEnv+"="+config.ContainerPiDir, piext.SocketEnv+"="+config.ContainerSocketDir+"/"+mcpserver.SocketName)
+	if home {
+		env = append(env, "HOME="+config.ContainerPiDir)
+	}
+	return env
+}
+
 // containerSpec is the docker run command that starts rt's agent in a
 // container of its own, and the container to remove when it ends.
 func (d *Daemon) containerSpec(rt *agentRuntime) (acpagent.Spec, *container.Started, error) {
@@ -92,9 +119,10 @@ func (d *Daemon) containerSpec(rt *agentRuntime) (acpagent.Spec, *container.Star
 		Settings:  rt.cfg.Container,
 		Command:   command,
 		Args:      args,
-		Env:       containerEnv(d.secrets(), rt.cfg),
+		Env:       containerPiEnv(containerEnv(d.secrets(), rt.cfg), rt.piDir != ""),
 		SocketDir: sockDir,
 		WorkDir:   rt.workDir,
+		PiDir:     rt.piDir,
 	})
 	if err != nil {
 		return acpagent.Spec{}, nil, err

@@ -44,3 +44,22 @@ func TestPiAgentsGetTheExtensionInTheirOwnPiDir(t *testing.T) {
 		t.Fatalf("configured PI_CODING_AGENT_DIR: dir %s, err %v; want %s", dir, err, own)
 	}
 }
+
+// TestContainerPiEnv: a pi agent's container names its pi directory and
+// socket by their mount points, never by the host paths acp.env may give,
+// and gets HOME there unless the operator set one.
+func TestContainerPiEnv(t *testing.T) {
+	base := []string{"PI_CODING_AGENT_DIR=/srv/host/pi-a", "MODEL=fast", "ZOOID_SOCKET=/run/host.sock"}
+	got := containerPiEnv(slices.Clone(base), true)
+	want := []string{"MODEL=fast", "PI_CODING_AGENT_DIR=/zooid/pi", "ZOOID_SOCKET=/zooid/run/zooid.sock", "HOME=/zooid/pi"}
+	if !slices.Equal(got, want) {
+		t.Errorf("pi container env %v, want %v", got, want)
+	}
+	got = containerPiEnv([]string{"HOME=/home/pi"}, true)
+	if want := []string{"HOME=/home/pi", "PI_CODING_AGENT_DIR=/zooid/pi", "ZOOID_SOCKET=/zooid/run/zooid.sock"}; !slices.Equal(got, want) {
+		t.Errorf("with the operator's HOME: %v, want %v", got, want)
+	}
+	if got := containerPiEnv(slices.Clone(base), false); !slices.Equal(got, base) {
+		t.Errorf("another agent's container env %v, want it unchanged", got)
+	}
+}

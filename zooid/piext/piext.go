@@ -8,6 +8,7 @@ package piext
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
@@ -60,44 +61,78 @@ func DefaultAgentDir() (string, error) {
 	return filepath.Join(home, ".pi", "agent"), nil
 }
 
+// Owner is the unix user a pi agent runs as, when it has one of its own.
+type Owner struct{ UID, GID int }
+
 // Install writes the extension to <agentDir>/extensions/zooid.ts unless a file
 // of the same version is there already. It reports whether it wrote. A zooid.ts
 // that is not ours (no version header) is refused rather than overwritten.
-func Install(agentDir string) (bool, error) {
-	dir := filepath.Join(agentDir, "extensions")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return false, fmt.Errorf("installing the pi extension: %w", err)
+//
+// With an owner (an agent with a user: of its own), the extensions directory
+// and the file are handed to that user, so the pi it runs can read them. The
+// agent directory may then be that user's, written by a daemon running as
+// root: every path is opened through os.Root, so a symlink the user planted
+// (extensions -> /etc) is refused rather than followed out of the directory.
+func Install(agentDir string, owner *Owner) (bool, error) {
+	wrote, err := install(agentDir, owner)
+	if err != nil {
+		return false, fmt.Errorf("installing the pi extension in %s: %w", agentDir, err)
+	}
+	return wrote, nil
+}
+
+func install(agentDir string, owner *Owner) (bool, error) {
+	root, err := os.OpenRoot(agentDir)
+	if err != nil {
+		return false, err
+	}
+	defer root.Close()
+	const dir = "extensions"
+	if err := root.MkdirAll(dir, 0o700); err != nil {
+		return false, err
+	}
+	if owner != nil {
+		if err := root.Lchown(dir, owner.UID, owner.GID); err != nil {
+			return false, err
+		}
 	}
 	path := filepath.Join(dir, FileName)
 	src, version := Source()
-	old, err := os.ReadFile(path)
+	old, err := root.ReadFile(path)
 	switch {
 	case err == nil:
 		first, _, _ := bytes.Cut(old, []byte("\n"))
 		if !bytes.HasPrefix(first, []byte(versionPrefix)) {
-			return false, fmt.Errorf("installing the pi extension: %s exists and is not Zooid's (no %q header); move it away", path, strings.TrimSpace(versionPrefix))
+			return false, fmt.Errorf("%s exists and is not Zooid's (no %q header); move it away", filepath.Join(agentDir, path), strings.TrimSpace(versionPrefix))
 		}
 		if string(bytes.TrimPrefix(first, []byte(versionPrefix))) == version {
 			return false, nil
 		}
 	case !errors.Is(err, os.ErrNotExist):
-		return false, fmt.Errorf("installing the pi extension: %w", err)
+		return false, err
 	}
 	// Write then rename, so a pi starting meanwhile never loads half a file.
-	tmp, err := os.CreateTemp(dir, ".zooid-*.ts.tmp")
+	tmp := filepath.Join(dir, ".zooid-"+rand.Text()+".ts.tmp")
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return false, fmt.Errorf("installing the pi extension: %w", err)
+		return false, err
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(src); err != nil {
-		tmp.Close()
-		return false, fmt.Errorf("installing the pi extension: %w", err)
+	defer root.Remove(tmp)
+	if _, err := f.Write(src); err != nil {
+		f.Close()
+		return false, err
 	}
-	if err := tmp.Close(); err != nil {
-		return false, fmt.Errorf("installing the pi extension: %w", err)
+	if owner != nil {
+		if err := f.Chown(owner.UID, owner.GID); err != nil {
+			f.Close()
+			return false, err
+		}
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return false, fmt.Errorf("installing the pi extension: %w", err)
+	if err := f.Close(); err != nil {
+		return false, err
+	}
+	if err := root.Rename(tmp, path); err != nil {
+		return false, err
 	}
 	return true, nil
 }

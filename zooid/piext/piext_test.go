@@ -33,7 +33,7 @@ func TestInstallWritesReplacesAndLeavesOthersAlone(t *testing.T) {
 	}
 	src, version := piext.Source()
 
-	wrote, err := piext.Install(dir)
+	wrote, err := piext.Install(dir, nil)
 	if err != nil || !wrote {
 		t.Fatalf("first install: wrote %v, err %v; want a write", wrote, err)
 	}
@@ -45,7 +45,7 @@ func TestInstallWritesReplacesAndLeavesOthersAlone(t *testing.T) {
 		t.Fatalf("header %q, want version %s", first, version)
 	}
 
-	if wrote, err := piext.Install(dir); err != nil || wrote {
+	if wrote, err := piext.Install(dir, nil); err != nil || wrote {
 		t.Fatalf("same version again: wrote %v, err %v; want no write", wrote, err)
 	}
 
@@ -53,7 +53,7 @@ func TestInstallWritesReplacesAndLeavesOthersAlone(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ext, piext.FileName), []byte(stale), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if wrote, err := piext.Install(dir); err != nil || !wrote {
+	if wrote, err := piext.Install(dir, nil); err != nil || !wrote {
 		t.Fatalf("older version: wrote %v, err %v; want a replacement", wrote, err)
 	}
 	if got, _ := os.ReadFile(filepath.Join(ext, piext.FileName)); string(got) != string(src) {
@@ -72,11 +72,55 @@ func TestInstallWritesReplacesAndLeavesOthersAlone(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ext, piext.FileName), []byte(foreign), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := piext.Install(dir); err == nil || !strings.Contains(err.Error(), "is not Zooid's") {
+	if _, err := piext.Install(dir, nil); err == nil || !strings.Contains(err.Error(), "is not Zooid's") {
 		t.Fatalf("a zooid.ts that is not ours: err %v, want a refusal", err)
 	}
 	if got, _ := os.ReadFile(filepath.Join(ext, piext.FileName)); string(got) != foreign {
 		t.Fatal("a zooid.ts that is not ours was overwritten")
+	}
+}
+
+// TestInstallStaysInsideTheAgentDir: an agent with a user of its own owns its
+// pi directory, which a daemon running as root writes into. A symlink planted
+// there is not followed out of it.
+func TestInstallStaysInsideTheAgentDir(t *testing.T) {
+	for _, c := range []struct{ name, link, target string }{
+		{"extensions is a link out", "extensions", ""},
+		{"zooid.ts is a link out", filepath.Join("extensions", piext.FileName), piext.FileName},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, outside := t.TempDir(), t.TempDir()
+			target := filepath.Join(outside, c.target)
+			if c.target != "" {
+				if err := os.WriteFile(target, []byte("// zooid-extension-version: 0\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.MkdirAll(filepath.Join(dir, "extensions"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if c.link == "extensions" {
+				os.Remove(filepath.Join(dir, "extensions"))
+			}
+			if err := os.Symlink(target, filepath.Join(dir, c.link)); err != nil {
+				t.Fatal(err)
+			}
+			_, err := piext.Install(dir, nil)
+			if err == nil || !strings.Contains(err.Error(), "path escapes from parent") {
+				t.Fatalf("Install through %s -> %s: err %v, want a refusal to leave the directory", c.link, target, err)
+			}
+			entries, _ := os.ReadDir(outside)
+			for _, e := range entries {
+				if e.Name() != c.target {
+					t.Errorf("Install wrote %s outside the agent dir", e.Name())
+				}
+			}
+			if c.target != "" {
+				if got, _ := os.ReadFile(target); string(got) != "// zooid-extension-version: 0\n" {
+					t.Errorf("the file outside was rewritten: %q", got)
+				}
+			}
+		})
 	}
 }
 
@@ -376,7 +420,7 @@ func runPiArgs(t *testing.T, sock, acp, tool, args string) piRun {
 		t.Fatalf("pi is not installed (run scripts/setup.sh, which runs npm ci in zooid/piext/testdata/pi): %v", err)
 	}
 	agentDir := t.TempDir()
-	if _, err := piext.Install(agentDir); err != nil {
+	if _, err := piext.Install(agentDir, nil); err != nil {
 		t.Fatal(err)
 	}
 	work := t.TempDir()
