@@ -4,10 +4,11 @@ Feature: pi agents, for real
   As an operator who sets acp.preset to pi
   I want pi to read and post with the Zooid tools, and to take and finish delegated tasks
 
-  pi has no MCP client: the daemon installs its pi extension, which gives pi the same tools
-  against the same socket. These scenarios run the real pi-acp and pi pinned in
-  zooid/piext/testdata/pi, started by the daemon from the pi preset; only the model is
-  scripted, each of its answers the next step of the agent's script.
+  pi-acp passes the MCP server of session/new to no one: the daemon installs its pi extension,
+  which gives pi the same tools against the same socket. These scenarios run the real pi-acp
+  and pi pinned in zooid/piext/testdata/pi, started by the daemon from the pi preset; only the
+  model is scripted: a model double answers each of pi's model requests with the next step of
+  the agent's script.
 
   Background:
     Given the homeserver has users "ori"
