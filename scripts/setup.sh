@@ -19,7 +19,7 @@ if git ls-files --error-unmatch '*package-lock.json' >/dev/null 2>&1 || [ -n "$(
   done
 fi
 
-# The report's browser test (scenarios/report) drives Debian's chromium headless;
+# The report's browser test (sim/report) drives Debian's chromium headless;
 # without it that test fails, so install it when missing (needs root and apt).
 if ! command -v chromium >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

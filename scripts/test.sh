@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # README's test command: set-up, then every Go test (the feature suite runs as
-# subtests of ./steps) against the embedded fake homeserver, with the race detector.
+# subtests of ./sim/steps) against the embedded fake homeserver, with the race detector.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh

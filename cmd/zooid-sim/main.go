@@ -7,9 +7,9 @@ package main
 import (
 	"os"
 
-	"github.com/zooid-dev/zooid/internal/simcmd"
+	"github.com/zooid-dev/zooid/sim/cli"
 )
 
 func main() {
-	os.Exit(simcmd.Main(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

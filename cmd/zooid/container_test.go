@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zooid-dev/zooid/steps/fakeagent"
+	"github.com/zooid-dev/zooid/fakeagent"
 	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/container"
 )
@@ -135,7 +135,7 @@ func TestDockerRuntime(t *testing.T) {
 	bridge := filepath.Join(dir, "zooid-static")
 	agentBin := filepath.Join(dir, "fake-agent-static")
 	buildStatic(t, "./cmd/zooid", bridge)
-	buildStatic(t, "./steps/fakeagent/cmd/fake-agent", agentBin)
+	buildStatic(t, "./cmd/fake-agent", agentBin)
 	image := scratchImage(t, agentBin)
 
 	// agent-a's working directory is mounted at /work: its controller's

@@ -19,22 +19,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooid-dev/zooid/fakeagent"
 	"github.com/zooid-dev/zooid/internal/childproc"
-	"github.com/zooid-dev/zooid/internal/simcmd"
-	"github.com/zooid-dev/zooid/steps/fakeagent"
+	"github.com/zooid-dev/zooid/sim/cli"
 )
 
 // execEnv makes the test binary behave as the zooid command, so the test runs
 // the real subcommands as real processes without a separate build step. With
 // "1" it plays zooid-sim too (as if installed next to zooid): the harness
-// commands go to simcmd. With "alone" it is zooid by itself, exec and all.
+// commands go to cli. With "alone" it is zooid by itself, exec and all.
 const execEnv = "ZOOID_TEST_AS_ZOOID"
 
 func TestMain(m *testing.M) {
 	switch os.Getenv(execEnv) {
 	case "1":
 		if len(os.Args) > 1 && slices.Contains(harnessCommands, os.Args[1]) {
-			os.Exit(simcmd.Main(os.Args[1:], os.Stdout, os.Stderr))
+			os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 		}
 		os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
 	case "alone":

@@ -16,7 +16,7 @@ const harnessBinary = "zooid-sim"
 
 // harnessCommands are the `zooid` commands zooid-sim serves; zooid execs it with
 // the same arguments, as git runs its external subcommands.
-var harnessCommands = []string{"sim", "fakehs", "modeldouble", "fake-agent", "bench"}
+var harnessCommands = []string{"sim", "fakehs", "modeldouble", "fake-agent", "bench", "replay", "report"}
 
 // findHarness returns zooid-sim next to the executable self, else the one on
 // PATH (found by lookPath). Next to self comes first so a build directory holding

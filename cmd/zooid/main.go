@@ -1,7 +1,8 @@
 // Command zooid is the Zooid daemon and its companions: the config check, the
 // appservice registration, the MCP bridge agents start and the room recorder.
-// The test harness (sim, fakehs, fake-agent, bench) is the separate zooid-sim binary,
-// which `zooid <that command>` execs (harness.go).
+// The test harness (sim, fakehs, modeldouble, fake-agent, bench, replay,
+// report) is the separate zooid-sim binary, which `zooid <that command>`
+// execs (harness.go).
 package main
 
 import (
@@ -25,8 +26,6 @@ var subcommands = map[string]subcommand{
 	"check":        {"validate a config file: zooid check --config zooid.yaml", cmdCheck},
 	"registration": {"print the appservice registration for a config: zooid registration --config zooid.yaml --url http://127.0.0.1:9000", cmdRegistration},
 	"mcp":          {"the Zooid MCP stdio bridge agents start (internal; put into session/new by the daemon)", cmdMCP},
-	"report":       {"render a recording and its trace as one HTML page: zooid report --html OUT.html scenarios/x.json", cmdReport},
-	"replay":       {"replay a recording with its trace through today's daemon and diff: zooid replay scenarios/x.json (exit 0 reproduced, 1 diverged)", cmdReplay},
 	"record":       {"record a room as a replayable scenario: ZOOID_RECORD_TOKEN=... zooid record --homeserver URL --room '#ops:server' > scenarios/x.json", cmdRecord},
 }
 

@@ -84,7 +84,7 @@ func urlTarget(t *testing.T, baseURL string) Target {
 	// A server known by URL may show new events a moment after their send returns.
 	target := Target{Name: baseURL, BaseURL: baseURL, ServerName: serverName, VisibilityWait: 10 * time.Second}
 	// The features take several registrations as comma-separated lists
-	// (steps/homeserver_url.go); the suite uses the first.
+	// (sim/steps/homeserver_url.go); the suite uses the first.
 	first := func(k string) string { v, _, _ := strings.Cut(os.Getenv(k), ","); return v }
 	asToken, hsToken := first("ZOOID_TEST_AS_TOKEN"), first("ZOOID_TEST_HS_TOKEN")
 	pushAddr, prefix := first("ZOOID_TEST_AS_PUSH_ADDR"), first("ZOOID_TEST_AS_USER_PREFIX")

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
-	"github.com/zooid-dev/zooid/steps/fakeagent"
+	"github.com/zooid-dev/zooid/fakeagent"
 	"github.com/zooid-dev/zooid/zooid/acpagent"
 )
 

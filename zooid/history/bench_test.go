@@ -9,8 +9,8 @@ import (
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/zooid-dev/zooid/busyroom"
 	"github.com/zooid-dev/zooid/fakehs"
-	"github.com/zooid-dev/zooid/internal/busyroom"
 	"github.com/zooid-dev/zooid/zooid/history"
 	"github.com/zooid-dev/zooid/zooid/tools"
 )

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zooid-dev/zooid/steps/fakeagent"
+	"github.com/zooid-dev/zooid/fakeagent"
 	"github.com/zooid-dev/zooid/zooid/acpagent"
 	"github.com/zooid-dev/zooid/zooid/httpapi"
 )

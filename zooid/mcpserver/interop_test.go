@@ -21,7 +21,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"maunium.net/go/mautrix/id"
 
-	"github.com/zooid-dev/zooid/internal/busyroom"
+	"github.com/zooid-dev/zooid/busyroom"
 	"github.com/zooid-dev/zooid/internal/childproc"
 	"github.com/zooid-dev/zooid/zooid/tools"
 )

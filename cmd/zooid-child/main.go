@@ -1,0 +1,22 @@
+// Command child runs the commands the harness starts as child processes
+// (fake-agent, mcp, echo) without the weight of a test binary: a test binary
+// runs every package init it links (godog, testcontainers, jsonschema) at
+// each start, 141 ms of CPU against this binary's 52 ms (docs/performance.md),
+// and a Synapse pass starts hundreds of them. steps builds it once per test
+// process (sim/steps/childexe.go).
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/zooid-dev/zooid/sim/testbin/cmds"
+)
+
+func main() {
+	if code, ok := cmds.Run(os.Args); ok {
+		os.Exit(code)
+	}
+	fmt.Fprintln(os.Stderr, "usage: child fake-agent|mcp|echo [flags]")
+	os.Exit(2)
+}

@@ -1,0 +1,194 @@
+package replay
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	acp "github.com/coder/acp-go-sdk"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/fakeagent"
+	"github.com/zooid-dev/zooid/scenarios"
+	"github.com/zooid-dev/zooid/zooid/trace"
+)
+
+// Script plays the agents' side of a recording that carries a trace: it
+// answers each prompt a live daemon sends with the turn the trace recorded
+// for it, and pairs the live run's events with the recorded ones (Observe)
+// so the recorded ids in those turns become the run's. Run uses one; so does
+// the steps' played room (a feature's Background that plays a recording).
+// All methods are safe for concurrent use.
+type Script struct {
+	plan *plan
+	live func(name string) id.UserID
+
+	mu     sync.Mutex
+	idmap  map[string]string // recorded id -> this run's id
+	paired []bool            // plan.events already paired with a live event
+	ids    []id.EventID      // this run's id of each recording event, once known
+	notes  []string
+}
+
+// NewScript reads rec's trace; live names this run's user of each member
+// (called when needed, not now).
+func NewScript(rec *scenarios.Recording, live func(name string) id.UserID) (*Script, error) {
+	want, err := RecordedTrace(rec)
+	if err != nil {
+		return nil, err
+	}
+	p, err := newPlan(rec, want)
+	if err != nil {
+		return nil, err
+	}
+	return newScript(p, len(rec.Events), live), nil
+}
+
+func newScript(p *plan, events int, live func(string) id.UserID) *Script {
+	return &Script{plan: p, live: live, idmap: map[string]string{},
+		paired: make([]bool, len(p.events)), ids: make([]id.EventID, events)}
+}
+
+// MadeByDaemon says whether recording event i is a post the daemon made
+// (an agent's prose, a task root, a result): a replay does not send it, the
+// daemon makes it again.
+func (s *Script) MadeByDaemon(i int) bool { return s.plan.made[i] }
+
+// EventID is this run's id of recording event i, once it was sent (SetEventID)
+// or seen made by the daemon (Observe); "" before.
+func (s *Script) EventID(i int) id.EventID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ids[i]
+}
+
+// SetEventID records the id recording event i got when it was sent.
+func (s *Script) SetEventID(i int, e id.EventID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ids[i] = e
+}
+
+func (s *Script) liveIDs() []id.EventID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]id.EventID(nil), s.ids...)
+}
+
+// Notes are what the script could not do (a recorded tool call whose
+// arguments were cut short in the trace).
+func (s *Script) Notes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.notes...)
+}
+
+// Observe takes one record of the live run's trace of the played room. An
+// event is paired with the first recorded event of the same sender, type and
+// text (ids aside) not yet paired.
+func (s *Script) Observe(r trace.Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.idmap[string(s.plan.wantRoom)]; !ok && r.Room != "" {
+		s.idmap[string(s.plan.wantRoom)] = string(r.Room)
+	}
+	e := r.Event
+	if e == nil || isState(e.Type) {
+		return
+	}
+	key := eventKey(s.liveName(e.Sender), e)
+	for k, pe := range s.plan.events {
+		if s.paired[k] || pe.key != key {
+			continue
+		}
+		s.paired[k] = true
+		s.idmap[string(pe.rec.ID)] = string(e.ID)
+		if pe.index >= 0 && s.ids[pe.index] == "" {
+			s.ids[pe.index] = e.ID
+		}
+		return
+	}
+}
+
+// liveName is the member name of a live user id ("" for none).
+func (s *Script) liveName(u id.UserID) string {
+	for n := range s.plan.user {
+		if s.live(n) == u {
+			return n
+		}
+	}
+	return ""
+}
+
+// mapIDs turns the recorded ids in a text into this run's: event and room
+// ids as paired so far, user ids by member name.
+func (s *Script) mapIDs(text string) string {
+	text = idRE.ReplaceAllStringFunc(text, func(x string) string {
+		if to, ok := s.idmap[x]; ok && to != "" {
+			return to
+		}
+		return x
+	})
+	return userRE.ReplaceAllStringFunc(text, func(x string) string {
+		if n, ok := s.plan.name[id.UserID(x)]; ok {
+			if u := s.live(n); u != "" {
+				return string(u)
+			}
+		}
+		return x
+	})
+}
+
+// Respond is a fakeagent.Controller responder: it answers a prompt with the
+// recorded turn it matches — the agent's first unused turn with the same
+// text (ids aside), else its first unused turn. With none left it returns
+// false (the controller's queue, then the default reply, answer).
+func (s *Script) Respond(agent string, pr fakeagent.Prompt) (fakeagent.Turn, bool) {
+	key := mask(pr.Text)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var t *turn
+	for _, c := range s.plan.turns[agent] {
+		if !c.used && c.key == key {
+			t = c
+			break
+		}
+	}
+	if t == nil {
+		for _, c := range s.plan.turns[agent] {
+			if !c.used {
+				t = c
+				break
+			}
+		}
+	}
+	if t == nil {
+		return nil, false
+	}
+	t.used = true
+	out := fakeagent.Turn{}
+	for _, a := range t.actions {
+		switch {
+		case a.say != "":
+			out = append(out, fakeagent.Say(s.mapIDs(a.say)))
+		case a.tool != "":
+			args := map[string]any{}
+			if err := json.Unmarshal([]byte(s.mapIDs(a.args)), &args); err != nil {
+				s.notes = append(s.notes, fmt.Sprintf("%s's recorded call of %s has arguments that are not a JSON object (cut short in the trace?): %v", agent, a.tool, err))
+				continue
+			}
+			out = append(out, fakeagent.CallTool(a.tool, args))
+		case a.crash:
+			out = append(out, fakeagent.Crash())
+		case a.hang:
+			out = append(out, fakeagent.Hang())
+		case a.stop != "":
+			out = append(out, fakeagent.Stop(acp.StopReason(a.stop)))
+		}
+	}
+	if len(out) == 0 {
+		// A turn that said nothing: the default reply would post "ok".
+		out = append(out, fakeagent.Stop(acp.StopReasonEndTurn))
+	}
+	return out, true
+}

@@ -1,0 +1,69 @@
+package steps
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+// childPackage is the stand-in the harness starts for agents (fake-agent)
+// and their MCP bridge (mcp) in a test binary.
+const childPackage = "github.com/zooid-dev/zooid/cmd/zooid-child"
+
+var child struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// childExe is the program the harness runs agents and their bridge as. In a
+// test binary it is cmd/zooid-child, built once per process into a
+// temporary directory (RemoveChildExe removes it): re-executing the test
+// binary itself ran all its package inits at every agent and bridge start,
+// 141 ms of CPU each against 52 ms, on a 2-core machine where a Synapse pass
+// starts hundreds of them. Elsewhere (zooid sim) it is this executable, which
+// serves the same commands.
+func childExe() (string, error) {
+	if !testing.Testing() {
+		return os.Executable()
+	}
+	child.once.Do(func() { child.dir, child.path, child.err = buildChild() })
+	return child.path, child.err
+}
+
+// buildChild builds childPackage with the test binary's race setting, so
+// the race detector still watches agents and bridges under go test -race.
+func buildChild() (dir, path string, err error) {
+	dir, err = os.MkdirTemp("", "zooid-child-")
+	if err != nil {
+		return "", "", fmt.Errorf("a directory for the agents' stand-in: %w", err)
+	}
+	path = filepath.Join(dir, "zooid-child")
+	args := []string{"build", "-o", path}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	args = append(args, childPackage)
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goTool); err != nil {
+		goTool = "go"
+	}
+	if out, err := exec.Command(goTool, args...).CombinedOutput(); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", "", fmt.Errorf("building the agents' stand-in (%s %v): %w\n%s", goTool, args, err, out)
+	}
+	return dir, path, nil
+}
+
+// RemoveChildExe removes the stand-in childExe built, if it built one; a
+// test binary's TestMain calls it once its tests are done.
+func RemoveChildExe() {
+	if child.dir != "" {
+		_ = os.RemoveAll(child.dir)
+	}
+}

@@ -1,0 +1,42 @@
+package steps
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestAgentsAndBridgesRunAsTheSmallStandIn: in a test binary the program
+// agents and bridges run as is cmd/zooid-child, not this binary; it
+// serves the bridge's command (a flag it does not know is the bridge's usage
+// error, exit 2) and carries this binary's race setting.
+func TestAgentsAndBridgesRunAsTheSmallStandIn(t *testing.T) {
+	exe, err := childExe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exe == self {
+		t.Fatalf("agents run as the test binary itself (%s)", exe)
+	}
+	out, err := exec.Command(exe, "mcp", "--no-such-flag").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "flag provided but not defined: -no-such-flag") {
+		t.Fatalf("%s mcp --no-such-flag: %v, %q; want exit 2 and the flag error", exe, err, out)
+	}
+	info, err := exec.Command("go", "version", "-m", exe).Output()
+	if err != nil {
+		t.Fatalf("go version -m %s: %v", exe, err)
+	}
+	if !strings.Contains(string(info), "path\t"+childPackage) {
+		t.Fatalf("%s is not %s:\n%s", exe, childPackage, info)
+	}
+	if got := strings.Contains(string(info), "-race=true"); got != raceEnabled {
+		t.Fatalf("stand-in built with -race=%v, this binary with %v:\n%s", got, raceEnabled, info)
+	}
+}

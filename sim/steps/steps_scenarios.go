@@ -1,0 +1,932 @@
+package steps
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/fakeagent"
+	"github.com/zooid-dev/zooid/fakehs"
+	"github.com/zooid-dev/zooid/scenarios"
+	zreplay "github.com/zooid-dev/zooid/sim/replay"
+	"github.com/zooid-dev/zooid/zooid/trace"
+)
+
+func scenarioSteps(w *world) []stepDef {
+	return []stepDef{
+		{area: "setup", pattern: `^"(#[a-z0-9-]+)" is replayed from the recorded scenario "([^"]+)"$`,
+			example: `"#ops" is replayed from the recorded scenario "svc-a-incident"`,
+			doc:     "Gives a room the history of scenarios/<name>.json, or of a recording file by path (see scenarios/README.md): imported on fakehs, sent on a real server, before the daemon starts, so it is only read. The recording's agents are configured in the room with their trigger; other members the scenario has not declared become humans.",
+			fn:      w.stepReplayed},
+		{area: "setup", pattern: `^"(#[a-z0-9-]+)" is played from the recording "([^"]+)"$`,
+			example: `"#ops" is played from the recording "svc-a-incident"`,
+			doc:     "Declares a room that will live through a recording (a name in scenarios/ or a path): its agents configured with their rooms and trigger, its humans declared, the room empty until the recording is played into the running daemon.",
+			fn:      w.stepPlayedFrom},
+		{area: "humans", pattern: `^the recording of "(#[a-z0-9-]+)" is played(?: up to "([^"]+)")?$`,
+			example: `the recording of "#ops" is played up to "rollback"`,
+			doc:     "Sends the recorded events (the rest, or up to and including the one with that label or index) in recorded order, each as its recorded sender (agents through the appservice), so the daemon is pushed them as a homeserver pushes live events. When the recording carries the daemon's trace, the agents answer with their recorded turns and the events the daemon posted are left to the daemon (the step waits for each).",
+			fn:      w.stepPlay},
+		{area: "setup", pattern: `^"(#[a-z0-9-]+)" is recorded as ([a-z0-9-]+)$`,
+			example: `"#ops" is recorded as agent-a`,
+			doc:     "Runs the recorder of `zooid record` on the room as that agent's appservice user (?user_id=), the scenario's agents named as agents; the next step checks the recording.",
+			fn:      w.stepRecord},
+		{area: "results", pattern: `^the recording is the recorded scenario "([^"]+)" again$`,
+			example: `the recording is the recorded scenario "svc-a-incident" again`,
+			doc:     "The last recording has the scenario's members (and the scenario's other humans, whom the harness joins to every room) and roles and its events in order: senders, types, relations, content (mentions mapped back to names) and edited text. Timestamps are compared only where the history was imported (fakehs, no rich replies), which keeps the recorded ones.",
+			fn:      w.stepRecordingIs},
+		{area: "humans", pattern: `^([a-z0-9-]+) replies in the recorded thread "([^"]+)" of "(#[a-z0-9-]+)": "([^"]*)"$`,
+			example: `ori replies in the recorded thread "postmortem" of "#ops": "who owns the fix?"`,
+			doc:     "Posts a reply in the replayed or played thread whose root has that label; that thread becomes current.",
+			fn:      w.stepRepliesInRecorded},
+		{area: "tools", pattern: `^([a-z0-9-]+) reads the recorded thread "([^"]+)" of "(#[a-z0-9-]+)"$`,
+			example: `agent-a reads the recorded thread "alarm" of "#ops"`,
+			doc:     "Calls zooid_get_thread_history on the replayed thread whose root has that label in the recording.",
+			fn:      w.stepReadsRecordedThread},
+		{area: "results", pattern: `^the threads are the recorded top-level messages of "(#[a-z0-9-]+)", newest first$`,
+			example: `the threads are the recorded top-level messages of "#ops", newest first`,
+			doc:     "The last result lists the replayed top-level messages and thread roots (after the harness's own top-level posts) newest first, with their senders, edited text and reply counts.",
+			fn:      w.stepRecordedThreads},
+		{area: "results", pattern: `^the messages are the recorded thread "([^"]+)" of "(#[a-z0-9-]+)", root first$`,
+			example: `the messages are the recorded thread "alarm" of "#ops", root first`,
+			doc:     "The last result is that replayed thread exactly: root, then replies in order (and any posted since), each with the root as thread_id and its edited text.",
+			fn:      w.stepRecordedThread},
+		{area: "results", pattern: `^the messages hold the recorded history of "(#[a-z0-9-]+)" in order$`,
+			example: `the messages hold the recorded history of "#ops" in order`,
+			doc:     "Every replayed message appears once, in recorded order, with its thread_id and edited text; reactions and edits are not messages.",
+			fn:      w.stepRecordedHistory},
+	}
+}
+
+// ScenariosDir is the module's scenarios directory, where recordings live.
+func ScenariosDir() (string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "scenarios"), nil
+}
+
+// loadRecording reads a recording by name (scenarios/<name>.json of this
+// module) or by path (anything with a slash or ending in .json, relative
+// to the working directory), so `zooid sim` outside the repository can use one.
+func loadRecording(ref string) (*scenarios.Recording, error) {
+	if strings.ContainsRune(ref, '/') || strings.ContainsRune(ref, filepath.Separator) || strings.HasSuffix(ref, ".json") {
+		return scenarios.Load(ref)
+	}
+	if err := checkName(ref); err != nil {
+		return nil, fmt.Errorf("recording %q is neither a name in scenarios/ nor a path to a .json file", ref)
+	}
+	dir, err := ScenariosDir()
+	if err != nil {
+		return nil, fmt.Errorf("recording %q: %w (give a path to the file instead)", ref, err)
+	}
+	return scenarios.Load(filepath.Join(dir, ref+".json"))
+}
+
+// recordedRoom declares a room that holds a recording.
+func (w *world) recordedRoom(ctx context.Context, roomName, ref string, play bool) error {
+	if w.started {
+		return fmt.Errorf("a recorded room must be declared before the first action")
+	}
+	rec, err := loadRecording(ref)
+	if err != nil {
+		return err
+	}
+	r, err := w.room(ctx, roomName)
+	if err != nil {
+		return err
+	}
+	if r.busy != nil {
+		return fmt.Errorf("%s already has a generated history", roomName)
+	}
+	if r.replay != nil {
+		return fmt.Errorf("%s is already replayed from %s", roomName, r.replay.rec.Path)
+	}
+	if err := w.declareRecordedAgents(ctx, rec, roomName); err != nil {
+		return err
+	}
+	r.replay = &replay{rec: rec, play: play}
+	if play && len(rec.Trace) > 0 {
+		sc, err := zreplay.NewScript(rec, func(n string) id.UserID { u, _ := w.userID(n); return u })
+		if err != nil {
+			return err
+		}
+		r.replay.script = &recordedScript{Script: sc}
+		if w.traceDir == "" {
+			// The recorded turns name events by id: the live trace says
+			// which of this run's events they are.
+			w.traceDir = filepath.Join(w.dir, "trace")
+		}
+	}
+	if play {
+		for _, m := range rec.Members {
+			if _, agent := w.agents[m]; !agent {
+				if err := w.addHuman(ctx, m); err != nil {
+					return fmt.Errorf("playing %s into %s: member %s: %w", rec.Path, roomName, m, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (w *world) stepReplayed(ctx context.Context, roomName, ref string) error {
+	return w.recordedRoom(ctx, roomName, ref, false)
+}
+
+func (w *world) stepPlayedFrom(ctx context.Context, roomName, ref string) error {
+	return w.recordedRoom(ctx, roomName, ref, true)
+}
+
+// declareRecordedAgents configures the recording's agents the scenario has
+// not declared: bound to the recorded room (as roomName) and the other rooms
+// it names, with the recorded trigger.
+func (w *world) declareRecordedAgents(ctx context.Context, rec *scenarios.Recording, roomName string) error {
+	for _, m := range rec.Members {
+		a, ok := rec.Agents[m]
+		if !ok {
+			continue
+		}
+		if _, declared := w.agents[m]; declared {
+			continue
+		}
+		rooms := []string{roomName}
+		for _, rn := range a.Rooms {
+			if rn != rec.Room && !slices.Contains(rooms, rn) {
+				rooms = append(rooms, rn)
+			}
+		}
+		if err := w.stepAgents(ctx, `"`+m+`"`, quoteList(rooms), a.Trigger); err != nil {
+			return fmt.Errorf("configuring recorded agent %s of %s: %w", m, rec.Path, err)
+		}
+	}
+	return nil
+}
+
+// quoteList writes names as the setup steps list them: "a", "b" and "c".
+func quoteList(xs []string) string {
+	q := make([]string, len(xs))
+	for i, x := range xs {
+		q[i] = `"` + x + `"`
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " and " + q[len(q)-1]
+}
+
+// stepPlay sends the recording's next events into the running daemon's room.
+func (w *world) stepPlay(ctx context.Context, roomName, upTo string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	r, ok := w.rooms[roomName]
+	if !ok || r.replay == nil || !r.replay.play {
+		return fmt.Errorf("%s is not played from a recording; declare it with: %q is played from the recording \"name\"", roomName, roomName)
+	}
+	rp := r.replay
+	rec := rp.rec
+	last := len(rec.Events) - 1
+	if upTo != "" {
+		// Labels never start with a digit: a number is an event's index.
+		i, err := strconv.Atoi(upTo)
+		if err != nil {
+			i, err = rec.Find(upTo)
+		} else if i < 0 || i >= len(rec.Events) {
+			err = fmt.Errorf("%s has no event %d (it has %d)", rec.Path, i, len(rec.Events))
+		}
+		if err != nil {
+			return err
+		}
+		last = i
+	}
+	if last < rp.next {
+		return fmt.Errorf("%s: the recording is already played past event %d", roomName, last)
+	}
+	user := func(n string) id.UserID { u, _ := w.userID(n); return u }
+	if r.seeded == nil {
+		r.seeded = make([]seeded, len(rec.Events))
+	}
+	ids := make([]id.EventID, len(rec.Events))
+	for i := range r.seeded {
+		ids[i] = r.seeded[i].id
+	}
+	if sc := rp.script; sc != nil {
+		sc.mu.Lock()
+		sc.room = r.id
+		sc.mu.Unlock()
+	}
+	for i := rp.next; i <= last; i++ {
+		e := rec.Events[i]
+		if sc := rp.script; sc != nil && sc.MadeByDaemon(i) {
+			eid, err := w.madeByDaemon(ctx, sc, rec, i)
+			if err != nil {
+				return err
+			}
+			ids[i] = eid
+			s := seeded{id: eid, sender: e.Sender, body: rec.Text(i), isRoot: len(rec.Replies(i)) > 0}
+			if e.Thread >= 0 {
+				s.root = ids[e.Thread]
+			}
+			r.seeded[i] = s
+			rp.next = i + 1
+			continue
+		}
+		uid, err := w.userID(e.Sender)
+		if err != nil {
+			return fmt.Errorf("playing %s event %d: %w", rec.Path, i, err)
+		}
+		cli, err := w.clientFor(ctx, uid)
+		if err != nil {
+			return err
+		}
+		if _, agent := w.agents[e.Sender]; agent && !rp.joined[e.Sender] {
+			// The daemon joins its agents at start; joining again is a no-op
+			// and makes the send independent of when that happened.
+			if _, err := cli.JoinRoom(ctx, string(r.id), nil); err != nil {
+				return fmt.Errorf("%s joining %s to play its recorded events: %w", e.Sender, roomName, err)
+			}
+			if rp.joined == nil {
+				rp.joined = map[string]bool{}
+			}
+			rp.joined[e.Sender] = true
+		}
+		typ := event.Type{Type: e.Type, Class: event.MessageEventType}
+		sent, err := cli.SendMessageEvent(ctx, r.id, typ, rec.Content(i, user, ids[:i]))
+		if err != nil {
+			return fmt.Errorf("playing %s event %d (%s) as %s: %w", rec.Path, i, e.Type, e.Sender, err)
+		}
+		ids[i] = sent.EventID
+		if rp.script != nil {
+			rp.script.SetEventID(i, sent.EventID)
+		}
+		s := seeded{id: sent.EventID, sender: e.Sender, body: rec.Text(i), isRoot: len(rec.Replies(i)) > 0}
+		if e.Thread >= 0 {
+			s.root = ids[e.Thread]
+		}
+		r.seeded[i] = s
+		rp.next = i + 1
+	}
+	return nil
+}
+
+// recordedRoot is the event id of the recorded thread root labelled label.
+func (w *world) recordedRoot(roomName, label string) (*room, id.EventID, error) {
+	r, ok := w.rooms[roomName]
+	if !ok || r.replay == nil {
+		return nil, "", fmt.Errorf("%s is not replayed or played from a recording", roomName)
+	}
+	i, err := r.replay.rec.Find(label)
+	if err != nil {
+		return nil, "", err
+	}
+	if i >= len(r.seeded) || r.seeded[i].id == "" {
+		return nil, "", fmt.Errorf("recorded event %q of %s has not been played yet", label, roomName)
+	}
+	return r, r.seeded[i].id, nil
+}
+
+func (w *world) stepRepliesInRecorded(ctx context.Context, who, label, roomName, text string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	_, root, err := w.recordedRoot(roomName, label)
+	if err != nil {
+		return err
+	}
+	_, err = w.say(ctx, who, roomName, text, root, true)
+	return err
+}
+
+// recordedThreadOf finds a replayed or played thread root whose text
+// contains s, as a post the thread steps can use.
+func (w *world) recordedThreadOf(s string) (*post, []string) {
+	var seen []string
+	for _, rn := range w.roomSeq {
+		r := w.rooms[rn]
+		if r.replay == nil {
+			continue
+		}
+		for _, e := range r.seeded {
+			if e.id == "" || !e.isRoot {
+				continue
+			}
+			if strings.Contains(e.body, s) {
+				return &post{room: r, id: e.id, sender: e.sender, text: e.body, core: e.body, root: e.id}, nil
+			}
+			seen = append(seen, strconv.Quote(e.body))
+		}
+	}
+	return nil, seen
+}
+
+// replay is a room's recorded history.
+type replay struct {
+	rec   *scenarios.Recording
+	drain *pushDrain // set when its history was sent and the pushes must be swallowed
+	// play: the room starts empty and the recording is sent into the running
+	// daemon by steps; next is the first event not sent yet.
+	play   bool
+	next   int
+	joined map[string]bool // recorded agents joined to send their events
+	// imported: the history went in through an importer, which keeps the
+	// recorded timestamps (sending stamps the time of sending).
+	imported bool
+	// script, for a played recording that carries the daemon's trace,
+	// answers the agents' prompts with their recorded turns; the events the
+	// daemon posted are then made by the daemon, not sent.
+	script *recordedScript
+}
+
+// recordedScript is a played recording's replay.Script and what of the
+// live trace it has been fed.
+type recordedScript struct {
+	*zreplay.Script
+	mu   sync.Mutex
+	room id.RoomID // the played room, once the play starts
+	seen uint64    // the last live trace record fed
+}
+
+// pushDrain is the fakehs lease's hold on the push port, with the last event of
+// each room whose history was sent (and so pushed): the hand-over waits for
+// them, or the daemon would take that history for new messages. On a shared
+// homeserver the lease drains and waits by itself.
+type pushDrain struct {
+	d     *drain
+	lasts []id.EventID
+}
+
+// drainSentHistory makes sure pushes of history sent into a room are
+// swallowed before the daemon starts, and returns where to note the room's
+// last event once sent.
+func (w *world) drainSentHistory() (*pushDrain, error) {
+	for _, rn := range w.roomSeq {
+		if rp := w.rooms[rn].replay; rp != nil && rp.drain != nil {
+			return rp.drain, nil
+		}
+	}
+	if w.lease.hold == nil {
+		// A shared homeserver's lease drains pushes itself and waits for
+		// the last seeded event at hand-over.
+		return nil, nil
+	}
+	p := &pushDrain{d: w.lease.hold}
+	handOver := w.lease.handOver
+	w.lease.handOver = func(ctx context.Context, last id.EventID) error {
+		for _, e := range p.lasts {
+			if err := p.d.waitFor(ctx, e); err != nil {
+				return err
+			}
+		}
+		return handOver(ctx, last)
+	}
+	return p, nil
+}
+
+// replayRoom creates a room with its recorded history, the way seedRoom does
+// for a generated one: imported where the homeserver can and every relation
+// is expressible by index, sent event by event (as each sender) otherwise.
+// r.seeded gets one entry per recorded event, so the hand-over waits for the
+// last of them and "#room/thread-N" names the N-th recorded thread root.
+func (w *world) replayRoom(ctx context.Context, r *room, creator *human) error {
+	rec := r.replay.rec
+	for _, m := range rec.Members {
+		_, human := w.humans[m]
+		_, agent := w.agents[m]
+		if !human && !agent {
+			if err := w.addHuman(ctx, m); err != nil {
+				return fmt.Errorf("replaying %s into %s: member %s: %w", rec.Path, r.name, m, err)
+			}
+		}
+	}
+	ids := map[string]id.UserID{}
+	for _, m := range rec.Members {
+		uid, err := w.userID(m)
+		if err != nil {
+			return fmt.Errorf("replaying %s into %s: %w", rec.Path, r.name, err)
+		}
+		ids[m] = uid
+	}
+	user := func(name string) id.UserID { return ids[name] }
+	members := []id.UserID{}
+	for _, hn := range w.humanSeq {
+		members = append(members, w.humans[hn].id)
+	}
+	for _, m := range rec.Members {
+		if _, ok := w.agents[m]; ok {
+			members = append(members, ids[m])
+		}
+	}
+	seed := roomSeed{creator: creator.id, name: r.name, aliasLocalpart: w.names().aliasLocalpart(r.name), members: members}
+	r.seeded = make([]seeded, len(rec.Events))
+	for i, e := range rec.Events {
+		r.seeded[i] = seeded{sender: e.Sender, body: rec.Text(i), isRoot: len(rec.Replies(i)) > 0}
+		se := seedEvent{sender: ids[e.Sender], ts: e.Timestamp, threadRoot: e.Thread, typ: e.Type,
+			content: rec.Content(i, user, nil),
+			send:    func(earlier []id.EventID) map[string]any { return rec.Content(i, user, earlier) }}
+		if rel, target, key := rec.Relation(i); rel != "" {
+			se.relation = &fakehs.SeedRelation{RelType: rel, Target: target, Key: key}
+		}
+		seed.events = append(seed.events, se)
+	}
+	if rec.Importable() {
+		roomID, evIDs, ok, err := w.lease.hs.importRoom(seed)
+		if err != nil {
+			return fmt.Errorf("replaying %s: %w", rec.Path, err)
+		}
+		if ok {
+			if len(evIDs) != len(rec.Events) {
+				return fmt.Errorf("replaying %s into %s: homeserver returned %d event ids for %d events", rec.Path, r.name, len(evIDs), len(rec.Events))
+			}
+			r.id, r.created = roomID, true
+			r.replay.imported = true
+			fillSeeded(r.seeded, evIDs, seed.events)
+			return nil
+		}
+	}
+	pushed := false // the homeserver pushes history only of rooms an agent is in
+	for _, m := range rec.Members {
+		if _, ok := w.agents[m]; ok {
+			pushed = true
+		}
+	}
+	if pushed {
+		p, err := w.drainSentHistory()
+		if err != nil {
+			return fmt.Errorf("replaying %s: %w", rec.Path, err)
+		}
+		r.replay.drain = p
+	}
+	if err := w.seedBySending(ctx, r, seed); err != nil {
+		return fmt.Errorf("replaying %s: %w", rec.Path, err)
+	}
+	if p := r.replay.drain; p != nil && len(r.seeded) > 0 {
+		p.lasts = append(p.lasts, r.seeded[len(r.seeded)-1].id)
+	}
+	return nil
+}
+
+// replayed is a replayed room's recording, or an error naming the step to use.
+func (w *world) replayed(roomName string) (*room, *scenarios.Recording, error) {
+	r, ok := w.rooms[roomName]
+	if !ok || r.replay == nil {
+		return nil, nil, fmt.Errorf("%s is not replayed from a recording; use: %q is replayed from the recorded scenario \"name\"", roomName, roomName)
+	}
+	if !r.created {
+		return nil, nil, fmt.Errorf("%s has not been created yet", roomName)
+	}
+	return r, r.replay.rec, nil
+}
+
+func (w *world) stepReadsRecordedThread(ctx context.Context, agent, label, roomName string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	r, rec, err := w.replayed(roomName)
+	if err != nil {
+		return err
+	}
+	i, err := rec.Find(label)
+	if err != nil {
+		return err
+	}
+	_, err = w.call(ctx, agent, "zooid_get_thread_history", map[string]any{"thread_id": string(r.seeded[i].id)})
+	return err
+}
+
+// expected is one entry a history result should hold.
+type expected struct {
+	id      id.EventID
+	sender  id.UserID
+	text    string
+	root    id.EventID // thread root for a reply
+	replies int        // for a thread overview
+	label   string     // where it came from, for messages
+}
+
+// recordedEntry is what event i of the recording should read back as.
+func (w *world) recordedEntry(r *room, rec *scenarios.Recording, i int) (expected, error) {
+	e := rec.Events[i]
+	uid, err := w.userID(e.Sender)
+	if err != nil {
+		return expected{}, err
+	}
+	user := func(n string) id.UserID { u, _ := w.userID(n); return u }
+	x := expected{id: r.seeded[i].id, sender: uid, text: rec.TextAs(i, user), root: r.seeded[i].root,
+		replies: len(rec.Replies(i)), label: fmt.Sprintf("recorded event %d", i)}
+	if e.Label != "" {
+		x.label += " (" + e.Label + ")"
+	}
+	for _, p := range w.posts {
+		if p.root == x.id && p.id != x.id {
+			x.replies++
+		}
+	}
+	return x, nil
+}
+
+// postEntry is what a harness post should read back as.
+func (w *world) postEntry(p *post) (expected, error) {
+	uid, err := w.userID(p.sender)
+	if err != nil {
+		return expected{}, err
+	}
+	body, _, err := w.expandMentions(p.text)
+	if err != nil {
+		return expected{}, err
+	}
+	// Replies to a harness post include the agents' own notices, which
+	// the harness doesn't track: reply_count is not checked (-1).
+	x := expected{id: p.id, sender: uid, text: body, replies: -1, label: "harness post " + string(p.id)}
+	if p.root != p.id {
+		x.root = p.root
+	}
+	return x, nil
+}
+
+// check compares one result entry with what it should be.
+func (x expected) check(e map[string]any, overview bool) error {
+	var bad []string
+	if got, _ := e["id"].(string); id.EventID(got) != x.id {
+		bad = append(bad, fmt.Sprintf("id %s, want %s", got, x.id))
+	}
+	if got, _ := e["sender"].(string); id.UserID(got) != x.sender {
+		bad = append(bad, fmt.Sprintf("sender %s, want %s", got, x.sender))
+	}
+	if got, _ := e["text"].(string); got != x.text {
+		bad = append(bad, fmt.Sprintf("text %q, want %q", got, x.text))
+	}
+	tid, _ := e["thread_id"].(string)
+	switch {
+	case x.root != "" && id.EventID(tid) != x.root:
+		bad = append(bad, fmt.Sprintf("thread_id %q, want %s", tid, x.root))
+	case x.root == "" && tid != "" && id.EventID(tid) != x.id:
+		bad = append(bad, fmt.Sprintf("thread_id %q on a top-level message", tid))
+	}
+	if overview && x.replies >= 0 {
+		if got := fmt.Sprint(e["reply_count"]); got != fmt.Sprint(x.replies) {
+			bad = append(bad, fmt.Sprintf("reply_count %s, want %d", got, x.replies))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%s: %s", x.label, strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// okCallOnReplayed is the last tool call, which must have succeeded, and the
+// replayed room it is checked against, with its recording.
+func (w *world) okCallOnReplayed(roomName string) (*call, *room, *scenarios.Recording, error) {
+	c, err := w.okCall()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r, rec, err := w.replayed(roomName)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return c, r, rec, nil
+}
+
+func (w *world) stepRecordedThreads(roomName string) error {
+	c, r, rec, err := w.okCallOnReplayed(roomName)
+	if err != nil {
+		return err
+	}
+	var want []expected
+	for _, i := range rec.TopLevel() {
+		x, err := w.recordedEntry(r, rec, i)
+		if err != nil {
+			return err
+		}
+		want = append(want, x)
+	}
+	for _, p := range w.posts {
+		if p.room == r && p.root == p.id {
+			x, err := w.postEntry(p)
+			if err != nil {
+				return err
+			}
+			want = append(want, x)
+		}
+	}
+	// Newest first.
+	for a, b := 0, len(want)-1; a < b; a, b = a+1, b-1 {
+		want[a], want[b] = want[b], want[a]
+	}
+	l, err := c.list()
+	if err != nil {
+		return err
+	}
+	more, _ := c.body["has_more"].(bool)
+	if len(l) > len(want) || (!more && len(l) != len(want)) {
+		return fmt.Errorf("want %d entries (has_more %v), got %d:%s", len(want), more, len(l), diffIDs(wantIDs(want), l))
+	}
+	for k, e := range l {
+		if err := want[k].check(e, true); err != nil {
+			return fmt.Errorf("entry %d: %w:%s", k, err, diffIDs(wantIDs(want), l))
+		}
+	}
+	return nil
+}
+
+func (w *world) stepRecordedThread(label, roomName string) error {
+	c, r, rec, err := w.okCallOnReplayed(roomName)
+	if err != nil {
+		return err
+	}
+	root, err := rec.Find(label)
+	if err != nil {
+		return err
+	}
+	x, err := w.recordedEntry(r, rec, root)
+	if err != nil {
+		return err
+	}
+	x.root = x.id // the root carries its own id as thread_id in thread history
+	want := []expected{x}
+	for _, i := range rec.Replies(root) {
+		x, err := w.recordedEntry(r, rec, i)
+		if err != nil {
+			return err
+		}
+		want = append(want, x)
+	}
+	for _, p := range w.posts {
+		if p.room == r && p.root == r.seeded[root].id && p.id != p.root {
+			x, err := w.postEntry(p)
+			if err != nil {
+				return err
+			}
+			want = append(want, x)
+		}
+	}
+	l, err := c.list()
+	if err != nil {
+		return err
+	}
+	if len(l) != len(want) {
+		return fmt.Errorf("thread %q of %s: want %d messages, got %d:%s", label, roomName, len(want), len(l), diffIDs(wantIDs(want), l))
+	}
+	for k, e := range l {
+		if err := want[k].check(e, false); err != nil {
+			return fmt.Errorf("message %d: %w", k, err)
+		}
+	}
+	if more, _ := c.body["has_more"].(bool); more {
+		return fmt.Errorf("the whole thread fits the page yet has_more is true")
+	}
+	return nil
+}
+
+func (w *world) stepRecordedHistory(roomName string) error {
+	c, r, rec, err := w.okCallOnReplayed(roomName)
+	if err != nil {
+		return err
+	}
+	l, err := c.list()
+	if err != nil {
+		return err
+	}
+	pos := map[id.EventID]int{}
+	for k, e := range l {
+		s, _ := e["id"].(string)
+		if _, dup := pos[id.EventID(s)]; dup {
+			return fmt.Errorf("%s appears twice in the result", s)
+		}
+		pos[id.EventID(s)] = k
+	}
+	last := -1
+	for i := range rec.Events {
+		k, seen := pos[r.seeded[i].id]
+		if !rec.IsHistory(i) {
+			if seen {
+				return fmt.Errorf("recorded event %d (%s) is not a message, yet it is entry %d", i, rec.Events[i].Type, k)
+			}
+			continue
+		}
+		if !seen {
+			return fmt.Errorf("recorded event %d (%q) is missing from the result", i, rec.Text(i))
+		}
+		if k < last {
+			return fmt.Errorf("recorded event %d is entry %d, before the previous recorded message (entry %d)", i, k, last)
+		}
+		last = k
+		x, err := w.recordedEntry(r, rec, i)
+		if err != nil {
+			return err
+		}
+		if err := x.check(l[k], false); err != nil {
+			return fmt.Errorf("entry %d: %w", k, err)
+		}
+	}
+	return nil
+}
+
+func wantIDs(xs []expected) []id.EventID {
+	out := make([]id.EventID, len(xs))
+	for i, x := range xs {
+		out[i] = x.id
+	}
+	return out
+}
+
+func (w *world) stepRecord(ctx context.Context, roomName, agent string) error {
+	return w.record(ctx, roomName, agent, false)
+}
+
+// record runs the recorder on a room of the scenario; withTrace carries the
+// daemon's trace of it along (the daemon must keep one).
+func (w *world) record(ctx context.Context, roomName, agent string, withTrace bool) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	r, ok := w.rooms[roomName]
+	if !ok || !r.created {
+		return fmt.Errorf("%s is not a room of this scenario", roomName)
+	}
+	if _, err := w.agent(agent); err != nil {
+		return err
+	}
+	names := map[id.UserID]string{}
+	agents := map[id.UserID]scenarios.Agent{}
+	for n, h := range w.humans {
+		names[h.id] = n
+	}
+	for n, a := range w.agents {
+		uid := w.names().agent(n)
+		names[uid] = n
+		if slices.Contains(a.rooms, roomName) {
+			agents[uid] = scenarios.Agent{Rooms: []string{roomName}, Trigger: a.trigger}
+		}
+	}
+	opts := scenarios.RecordOptions{
+		Homeserver: w.lease.hs.baseURL(), Token: w.lease.reg.AppToken, AsUser: w.names().agent(agent),
+		Room: string(r.id), Limit: 1000, Names: names, Agents: agents,
+	}
+	if withTrace {
+		if w.traceDir == "" {
+			return errors.New("the daemon keeps no trace; add: the daemon keeps a trace")
+		}
+		opts.TraceFile = w.traceDir
+	}
+	// A server may show a sent event to /messages a moment later (Synapse's
+	// workers, fakehs's degraded profile): record until what the harness put
+	// in the room is there, so the next step compares a whole recording.
+	put := 0
+	for _, e := range r.seeded {
+		if e.id != "" {
+			put++
+		}
+	}
+	var rec *scenarios.Recording
+	var notes []string
+	err := w.eventually(ctx, fmt.Sprintf("recording the %d events put in %s", put, roomName), func() (bool, string, error) {
+		var err error
+		rec, notes, err = scenarios.Record(ctx, opts)
+		if err != nil {
+			return false, "", fmt.Errorf("recording %s as %s: %w", roomName, agent, err)
+		}
+		if len(rec.Events) < put {
+			return false, fmt.Sprintf("%d events", len(rec.Events)), nil
+		}
+		if withTrace {
+			// The trace must have caught up too: every recorded event routed,
+			// every prompt's turn ended, every post seen coming back.
+			if quiet, seen := traceSettled(rec); !quiet {
+				return false, seen, nil
+			}
+		}
+		return true, "", nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(notes) > 0 {
+		return fmt.Errorf("recording %s left something out: %s", roomName, strings.Join(notes, "; "))
+	}
+	w.recording, w.recordedFrom = rec, r
+	return nil
+}
+
+func (w *world) stepRecordingIs(ref string) error {
+	got := w.recording
+	if got == nil {
+		return fmt.Errorf("nothing has been recorded; use: \"#room\" is recorded as agent-a")
+	}
+	want, err := loadRecording(ref)
+	if err != nil {
+		return err
+	}
+	for _, m := range want.Members {
+		if !slices.Contains(got.Members, m) {
+			return fmt.Errorf("members %v, want %s among them", got.Members, m)
+		}
+	}
+	// The harness joins every human of the scenario to every room; those
+	// are members the recording did not have.
+	for _, m := range got.Members {
+		if _, human := w.humans[m]; !slices.Contains(want.Members, m) && !human {
+			return fmt.Errorf("member %s recorded, which is neither in %s nor a human of this scenario", m, want.Path)
+		}
+	}
+	// Version 1 recordings have no roles to compare.
+	for m, a := range want.Agents {
+		g, ok := got.Agents[m]
+		if !ok || g.Trigger != a.Trigger {
+			return fmt.Errorf("member %s recorded as %+v (agent %v), want an agent with trigger %s", m, g, ok, a.Trigger)
+		}
+	}
+	if want.Version > 1 && len(got.Agents) != len(want.Agents) {
+		return fmt.Errorf("%d agents recorded, want %d", len(got.Agents), len(want.Agents))
+	}
+	if len(got.Events) != len(want.Events) {
+		return fmt.Errorf("%d events recorded, want %d", len(got.Events), len(want.Events))
+	}
+	keepsTime := w.recordedFrom.replay != nil && w.recordedFrom.replay.imported
+	for i, x := range want.Events {
+		g := got.Events[i]
+		if g.Sender != x.Sender || g.Type != x.Type || g.Thread != x.Thread || g.ReplyTo != x.ReplyTo || g.Edits != x.Edits ||
+			g.ReactsTo != x.ReactsTo || g.Key != x.Key || (keepsTime && !g.Timestamp.Equal(x.Timestamp)) {
+			return fmt.Errorf("event %d recorded as %+v, want %+v", i, g, x)
+		}
+		if len(g.Content) == 0 && len(x.Content) == 0 {
+			continue
+		}
+		gc, err := json.Marshal(g.Content)
+		if err != nil {
+			return err
+		}
+		xc, err := json.Marshal(x.Content)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(gc, xc) {
+			return fmt.Errorf("event %d content %s, want %s", i, gc, xc)
+		}
+		if want.IsHistory(i) && got.Text(i) != want.Text(i) {
+			return fmt.Errorf("event %d reads %q, want %q", i, got.Text(i), want.Text(i))
+		}
+	}
+	return nil
+}
+
+// madeByDaemon waits until the daemon has posted recording event i itself,
+// as the recording's trace says it did, and returns its id in this run.
+func (w *world) madeByDaemon(ctx context.Context, sc *recordedScript, rec *scenarios.Recording, i int) (id.EventID, error) {
+	var eid id.EventID
+	err := w.eventually(ctx, fmt.Sprintf("the daemon posting recorded event %d as %s (%q), as the recording's trace says", i, rec.Events[i].Sender, rec.Text(i)), func() (bool, string, error) {
+		w.feedScript(sc)
+		eid = sc.EventID(i)
+		return eid != "", "not posted", nil
+	})
+	return eid, err
+}
+
+// feedScript gives a played recording's script the live trace records it
+// has not seen, so it knows this run's ids.
+func (w *world) feedScript(sc *recordedScript) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.room == "" || w.traceDir == "" {
+		return
+	}
+	tr, err := trace.Read(w.traceDir)
+	if err != nil {
+		return // a half-written file; the next feed reads it whole
+	}
+	room, ok := tr.Room(sc.room)
+	if !ok {
+		return
+	}
+	for _, r := range room.Records {
+		if r.Seq > sc.seen {
+			sc.Observe(r)
+			sc.seen = r.Seq
+		}
+	}
+}
+
+// respondRecorded answers an agent's prompt with its recorded turn when a
+// played recording carries the trace (see replay.Script).
+func (w *world) respondRecorded(scripts []*recordedScript) func(string, fakeagent.Prompt) (fakeagent.Turn, bool) {
+	return func(agent string, p fakeagent.Prompt) (fakeagent.Turn, bool) {
+		for _, sc := range scripts {
+			w.feedScript(sc)
+			if t, ok := sc.Respond(agent, p); ok {
+				return t, true
+			}
+		}
+		return nil, false
+	}
+}
