@@ -31,14 +31,17 @@ import (
 	"sync"
 	"time"
 
+	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/appservice"
+	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/fakeagent"
 	"github.com/zooid-dev/zooid/fakehs"
+	"github.com/zooid-dev/zooid/internal/pushdrain"
 	"github.com/zooid-dev/zooid/scenarios"
+	"github.com/zooid-dev/zooid/sim/dut"
 	"github.com/zooid-dev/zooid/zooid/config"
-	"github.com/zooid-dev/zooid/zooid/daemon"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
@@ -257,15 +260,13 @@ type runner struct {
 	rmDir       bool
 	hs          *fakehs.Server
 	reg         *appservice.Registration
-	push        *pushSocket
+	push        *pushdrain.Socket
 	ctl         *fakeagent.Controller
 	exe         string
-	d           *daemon.Daemon
-	dcancel     context.CancelFunc
-	cli         *client
+	d           *dut.InProcess
 	room        id.RoomID // the played room on this run's server
 	script      *Script
-	tokens      map[id.UserID]string
+	users       map[id.UserID]*mautrix.Client // the recording's members, as they post
 
 	mu      sync.Mutex
 	changed chan struct{}
@@ -290,9 +291,6 @@ func (r *runner) close() {
 		_ = r.d.Close()
 		r.d = nil
 	}
-	if r.dcancel != nil {
-		r.dcancel()
-	}
 	if r.ctl != nil {
 		_ = r.ctl.Close()
 	}
@@ -300,7 +298,7 @@ func (r *runner) close() {
 		_ = r.hs.Close()
 	}
 	if r.push != nil {
-		_ = r.push.close()
+		_ = r.push.Close()
 	}
 	if r.runDir != "" {
 		_ = os.RemoveAll(r.runDir)
@@ -335,9 +333,9 @@ func (r *runner) setUp(ctx context.Context) error {
 	r.counts = map[trace.Kind]int{}
 	// Users keep their recorded ids in a replay.
 	r.script = newScript(p, len(r.rec.Events), func(n string) id.UserID { return p.user[n] })
-	r.tokens = map[id.UserID]string{}
+	r.users = map[id.UserID]*mautrix.Client{}
 
-	push, err := bindPush()
+	push, err := pushdrain.Bind("127.0.0.1:0")
 	if err != nil {
 		return err
 	}
@@ -348,7 +346,7 @@ func (r *runner) setUp(ctx context.Context) error {
 	}
 	notLimited := false
 	r.reg = &appservice.Registration{
-		ID: "zooid-replay", URL: "http://" + push.addr,
+		ID: "zooid-replay", URL: "http://" + push.Addr,
 		AppToken: "as-" + randomHex(16), ServerToken: "hs-" + randomHex(16),
 		SenderLocalpart: "zooid-replay", RateLimited: &notLimited,
 		Namespaces: appservice.Namespaces{UserIDs: appservice.NamespaceList{{Regex: "^(" + strings.Join(agentRE, "|") + ")$", Exclusive: true}}},
@@ -362,7 +360,6 @@ func (r *runner) setUp(ctx context.Context) error {
 		return fmt.Errorf("starting the fake homeserver: %w", err)
 	}
 	r.hs = hs
-	r.cli = &client{base: hs.URL()}
 	drain, err := startDrain(push)
 	if err != nil {
 		return err
@@ -375,7 +372,9 @@ func (r *runner) setUp(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("registering %s: %w", m, err)
 		}
-		r.tokens[uid] = tok
+		if r.users[uid], err = mautrix.NewClient(hs.URL(), uid, tok); err != nil {
+			return fmt.Errorf("a client for %s: %w", m, err)
+		}
 	}
 	creator := p.user[r.rec.Members[0]]
 	for _, m := range r.rec.Members {
@@ -386,10 +385,12 @@ func (r *runner) setUp(ctx context.Context) error {
 	}
 	rooms := map[string]id.RoomID{}
 	for _, alias := range p.rooms {
-		rid, err := r.cli.createRoom(ctx, r.tokens[creator], alias, r.rec.Name)
+		localpart, _, _ := strings.Cut(strings.TrimPrefix(alias, "#"), ":")
+		created, err := r.users[creator].CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "public_chat", RoomAliasName: localpart, Name: r.rec.Name})
 		if err != nil {
 			return fmt.Errorf("creating %s: %w", alias, err)
 		}
+		rid := created.RoomID
 		rooms[alias] = rid
 		for _, m := range r.rec.Members {
 			u := p.user[m]
@@ -399,7 +400,7 @@ func (r *runner) setUp(ctx context.Context) error {
 			if _, agent := r.rec.Agents[m]; agent && !slicesContains(p.agentRooms[m], alias) {
 				continue
 			}
-			if err := r.cli.join(ctx, r.tokens[u], rid); err != nil {
+			if _, err := r.users[u].JoinRoomByID(ctx, rid); err != nil {
 				return fmt.Errorf("%s joining %s: %w", m, alias, err)
 			}
 		}
@@ -449,7 +450,7 @@ func (r *runner) config() *config.Config {
 			Matrix: &config.MatrixTransport{
 				Homeserver: r.hs.URL(), ServerName: p.server,
 				ASToken: r.reg.AppToken, HSToken: r.reg.ServerToken,
-				Listen: r.push.addr, ID: r.reg.ID, SenderLocalpart: r.reg.SenderLocalpart,
+				Listen: r.push.Addr, ID: r.reg.ID, SenderLocalpart: r.reg.SenderLocalpart,
 			},
 		}},
 		StateDir: filepath.Join(r.dir, "state"),
@@ -485,7 +486,7 @@ func (r *runner) startDaemon(ctx context.Context) error {
 			return fmt.Errorf("agent dir: %w", err)
 		}
 	}
-	ln, err := r.push.listener()
+	ln, err := r.push.Listener()
 	if err != nil {
 		return err
 	}
@@ -493,21 +494,14 @@ func (r *runner) startDaemon(ctx context.Context) error {
 	if len(bridge) == 0 {
 		bridge = []string{r.exe, "mcp"}
 	}
-	d, err := daemon.New(daemon.Options{
-		Config: r.config(), Logger: r.log.With("component", "daemon"),
-		BridgeCommand: bridge, TurnTimeout: r.opts.TurnTimeout,
-		PushListener: ln, TraceTap: r.tap,
+	d, err := dut.Start(ctx, r.config(), ln, dut.Options{
+		Logger: r.log.With("component", "daemon"),
+		Bridge: bridge, TurnTimeout: r.opts.TurnTimeout, TraceTap: r.tap,
 	})
 	if err != nil {
-		_ = ln.Close()
-		return fmt.Errorf("configuring the daemon: %w", err)
+		return err
 	}
-	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	if err := d.Start(life); err != nil {
-		cancel()
-		return fmt.Errorf("starting the daemon: %w", err)
-	}
-	r.d, r.dcancel = d, cancel
+	r.d = d
 	return nil
 }
 
@@ -523,8 +517,6 @@ func (r *runner) stopDaemon() error {
 	}()
 	err := r.d.Close()
 	r.d = nil
-	r.dcancel()
-	r.dcancel = nil
 	if err != nil {
 		return fmt.Errorf("stopping the daemon for the recorded restart: %w", err)
 	}
@@ -648,11 +640,11 @@ func (r *runner) send(ctx context.Context, i int) error {
 		typ = scenarios.TypeMessage
 	}
 	uid := r.plan.user[ev.Sender]
-	eid, err := r.cli.send(ctx, r.tokens[uid], r.room, typ, content)
+	sent, err := r.users[uid].SendMessageEvent(ctx, r.room, event.Type{Type: typ, Class: event.MessageEventType}, content)
 	if err != nil {
 		return fmt.Errorf("sending event %d as %s: %w", i, ev.Sender, err)
 	}
-	r.script.SetEventID(i, eid)
+	r.script.SetEventID(i, sent.EventID)
 	return nil
 }
 

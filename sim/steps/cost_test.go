@@ -61,7 +61,7 @@ func benchThreads(b *testing.B, threads, maxProcs, perProc int) {
 	must(err)
 	peak, err := w.ctl.PeakProcesses("agent-a")
 	must(err)
-	pid := strconv.Itoa(w.tw().proc.cmd.Process.Pid)
+	pid := strconv.Itoa(w.tw().proc.Pid())
 	daemonKiB, err := fakeagent.ResidentKiB(pid)
 	must(err)
 	daemonPeakKiB, err := fakeagent.PeakResidentKiB(pid)

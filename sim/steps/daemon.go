@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 
 	"github.com/zooid-dev/zooid/fakeagent"
+	"github.com/zooid-dev/zooid/sim/dut"
 	"github.com/zooid-dev/zooid/zooid/config"
-	"github.com/zooid-dev/zooid/zooid/daemon"
 )
 
 // config builds the zooid.yaml equivalent of the scenario: one Matrix
@@ -152,9 +152,8 @@ func (w *world) startDaemon(ctx context.Context) error {
 	}
 	// Runs after the daemon has closed (closers run in reverse).
 	w.closers = append(w.closers, func() error { return checkStateDir(cfg.StateDir) })
-	// The daemon serves on the lease's held push socket rather than binding
-	// the address again: the port is never free for anyone else to take.
-	ln, err := w.lease.push.listener()
+	// The daemon serves on the lease's held push socket (dut).
+	ln, err := w.lease.push.Listener()
 	if err != nil {
 		return err
 	}
@@ -166,25 +165,16 @@ func (w *world) startDaemon(ctx context.Context) error {
 	if w.hasRealAgents() {
 		startTimeout = max(startTimeout, realWait)
 	}
-	d, err := daemon.New(daemon.Options{
-		Config: cfg, Logger: w.log.With("component", "daemon"),
-		BridgeCommand: []string{exe, "mcp"}, TurnTimeout: turnTimeout,
+	d, err := dut.Start(ctx, cfg, ln, dut.Options{
+		Logger: w.log.With("component", "daemon"),
+		Bridge: []string{exe, "mcp"}, TurnTimeout: turnTimeout,
 		// Start-up is bounded by the wait: only turns are meant to time out.
 		StartTimeout: startTimeout,
-		PushListener: ln,
 	})
 	if err != nil {
-		_ = ln.Close()
-		return fmt.Errorf("configuring the daemon: %w", err)
+		return err
 	}
-	// The daemon lives as long as the scenario, not as long as the step
-	// that happened to start it.
-	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w.closers = append(w.closers, func() error { cancel(); return nil })
-	if err := d.Start(life); err != nil {
-		return fmt.Errorf("starting the daemon: %w", err)
-	}
-	w.d = d
+	w.d = d.Daemon
 	w.closers = append(w.closers, d.Close)
 	return nil
 }

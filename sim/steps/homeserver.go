@@ -17,6 +17,7 @@ import (
 
 	"github.com/zooid-dev/zooid/docker/synapse"
 	"github.com/zooid-dev/zooid/fakehs"
+	"github.com/zooid-dev/zooid/internal/pushdrain"
 )
 
 // homeserver is what a scenario needs of the server it runs against.
@@ -76,7 +77,7 @@ type lease struct {
 	// push is that port, bound before the homeserver learns of it and held
 	// until the lease (shared backends: the run) ends; the daemon is handed a
 	// listener on it instead of binding listen itself.
-	push    *pushSocket
+	push    *pushdrain.Socket
 	release func()
 	// handOver, when set, is called just before the daemon takes the push
 	// socket: it waits until the homeserver has pushed last (if any) to the
@@ -167,31 +168,31 @@ func (b fakeBackend) lease(context.Context) (*lease, error) {
 	n := names{serverName: "localhost", agentPrefix: "zs-"}
 	// The push port is bound before fakehs is told of it and stays bound
 	// until the lease ends: the daemon is handed a listener on it.
-	sock, err := bindPush("127.0.0.1:0")
+	sock, err := pushdrain.Bind("127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	reg := registration(n, sock.addr)
+	reg := registration(n, sock.Addr)
 	// Pushes of history sent before the daemon starts are swallowed.
 	hold, err := startDrain(sock, reg.ServerToken)
 	if err != nil {
-		_ = sock.close()
+		_ = sock.Close()
 		return nil, err
 	}
 	srv, err := fakehs.Start(fakehs.WithServerName(n.serverName), fakehs.WithAppservice(reg), fakehs.WithProfile(b.profile))
 	if err != nil {
 		_ = hold.stop()
-		_ = sock.close()
+		_ = sock.Close()
 		return nil, fmt.Errorf("starting fakehs: %w", err)
 	}
 	return &lease{
-		hs: fakeHS{srv}, names: n, reg: reg, listen: sock.addr, push: sock, hold: hold,
+		hs: fakeHS{srv}, names: n, reg: reg, listen: sock.Addr, push: sock, hold: hold,
 		// Imported history is not pushed, so there is nothing to wait for.
 		handOver: func(context.Context, id.EventID) error { return hold.stop() },
 		release: func() {
 			_ = hold.stop()
 			_ = srv.Close()
-			_ = sock.close()
+			_ = sock.Close()
 		},
 	}, nil
 }
@@ -270,8 +271,8 @@ type sharedBackend struct {
 type slot struct {
 	names names
 	reg   *appservice.Registration
-	push  *pushSocket // bound for the whole run
-	drain *drain      // answers pushes while no daemon holds the slot; nil while one does
+	push  *pushdrain.Socket // bound for the whole run
+	drain *drain            // answers pushes while no daemon holds the slot; nil while one does
 }
 
 // newSharedBackend takes over the slots (their bound push ports) and starts
@@ -305,7 +306,7 @@ func (b *sharedBackend) close(ctx context.Context) error {
 			if s.drain != nil {
 				_ = s.drain.stop()
 			}
-			_ = s.push.close()
+			_ = s.push.Close()
 			continue
 		default:
 		}
@@ -353,7 +354,7 @@ func (b *sharedBackend) lease(ctx context.Context) (*lease, error) {
 	// this one used.
 	n.agentScope = fmt.Sprintf("%d-", seq)
 	return &lease{
-		hs: b.hs, names: n, reg: s.reg, listen: s.push.addr, push: s.push,
+		hs: b.hs, names: n, reg: s.reg, listen: s.push.Addr, push: s.push,
 		handOver: func(ctx context.Context, last id.EventID) error {
 			if last != "" {
 				if err := s.drain.waitFor(ctx, last); err != nil {
@@ -408,26 +409,26 @@ func startSynapse(ctx context.Context, k int, paths []string, say func(string, .
 		pl = &pool{recipes: recipes}
 		for _, e := range entries {
 			// Bound now and held for the run, as the slots' ports.
-			sock, err := bindPush("127.0.0.1:0")
+			sock, err := pushdrain.Bind("127.0.0.1:0")
 			if err != nil {
 				pl.close()
 				return nil, err
 			}
 			pl.entries = append(pl.entries, &pooled{poolEntry: e, push: sock})
-			opts = append(opts, synapse.WithAppservice(e.reg("localhost", sock.addr)))
+			opts = append(opts, synapse.WithAppservice(e.reg("localhost", sock.Addr)))
 		}
 	}
 	var all []*slot
 	for i := range k {
 		n := names{serverName: "localhost", agentPrefix: fmt.Sprintf("zs%s%d-", run, i)}
 		// Bound now and held for the run: Synapse's registration names it.
-		sock, err := bindPush("127.0.0.1:0")
+		sock, err := pushdrain.Bind("127.0.0.1:0")
 		if err != nil {
 			closeSlots(all)
 			pl.close()
 			return nil, err
 		}
-		s := &slot{names: n, reg: registration(n, sock.addr), push: sock}
+		s := &slot{names: n, reg: registration(n, sock.Addr), push: sock}
 		all = append(all, s)
 		opts = append(opts, synapse.WithAppservice(s.reg))
 	}
@@ -460,7 +461,7 @@ func startSynapse(ctx context.Context, k int, paths []string, say func(string, .
 // closeSlots unbinds the push ports of slots no backend owns yet.
 func closeSlots(all []*slot) {
 	for _, s := range all {
-		_ = s.push.close()
+		_ = s.push.Close()
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/fakehs"
+	"github.com/zooid-dev/zooid/internal/pushdrain"
 )
 
 // The environment variables that describe the appservice registration an
@@ -154,7 +155,7 @@ func startURL(ctx context.Context, baseURL string, getenv func(string) string) (
 		}
 		// Bound for the whole run, so the port is never free between a drain
 		// and a daemon.
-		sock, err := bindPush(s.pushAddr)
+		sock, err := pushdrain.Bind(s.pushAddr)
 		if err != nil {
 			closeSlots(slots)
 			return nil, fmt.Errorf("homeserver %s: %w (%s must be free on this machine)", baseURL, err, ASPushAddrEnv)

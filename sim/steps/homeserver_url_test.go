@@ -20,6 +20,7 @@ import (
 	"github.com/zooid-dev/zooid/docker/synapse"
 	"github.com/zooid-dev/zooid/fakehs"
 	"github.com/zooid-dev/zooid/internal/freeport"
+	"github.com/zooid-dev/zooid/internal/pushdrain"
 )
 
 // urlEnvVars is every variable the URL backend reads.
@@ -314,7 +315,7 @@ func TestURLRegistrationRefusedSaysWhatToEnable(t *testing.T) {
 // when the backend takes the slot and stays bound through every hand-over
 // (drain to daemon and back), so no one else can take it between scenarios.
 func TestSlotPushPortIsNeverFreeBetweenScenarios(t *testing.T) {
-	sock, err := bindPush("127.0.0.1:0")
+	sock, err := pushdrain.Bind("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,9 +328,9 @@ func TestSlotPushPortIsNeverFreeBetweenScenarios(t *testing.T) {
 	t.Cleanup(func() { _ = b.close(context.Background()) })
 	taken := func(when string) {
 		t.Helper()
-		if ln, err := net.Listen("tcp", sock.addr); err == nil {
+		if ln, err := net.Listen("tcp", sock.Addr); err == nil {
 			_ = ln.Close()
-			t.Fatalf("%s: %s could be bound by someone else", when, sock.addr)
+			t.Fatalf("%s: %s could be bound by someone else", when, sock.Addr)
 		}
 	}
 	taken("slot idle")
@@ -344,7 +345,7 @@ func TestSlotPushPortIsNeverFreeBetweenScenarios(t *testing.T) {
 		t.Fatalf("hand-over: %v", err)
 	}
 	taken("after the drain handed over")
-	ln, err := l.push.listener()
+	ln, err := l.push.Listener()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,12 +370,12 @@ func TestSlotPushPortIsNeverFreeBetweenScenarios(t *testing.T) {
 // the slot's appservice bot unchanged; so no scenario's agents are in an
 // earlier one's rooms and none has to leave them (sharedAgents is false).
 func TestEachScenarioOnASharedServerHasAgentsOfItsOwn(t *testing.T) {
-	sock, err := bindPush("127.0.0.1:0")
+	sock, err := pushdrain.Bind("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := names{serverName: "localhost", agentPrefix: "zt-"}
-	reg := registration(n, sock.addr)
+	reg := registration(n, sock.Addr)
 	b, err := newSharedBackend(context.Background(), "url", urlHS{base: "http://127.0.0.1:1"}, "r",
 		[]*slot{{names: n, reg: reg, push: sock}}, nil)
 	if err != nil {

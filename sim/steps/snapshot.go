@@ -19,6 +19,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/docker/synapse"
+	"github.com/zooid-dev/zooid/internal/pushdrain"
 )
 
 // Seeded-room snapshots (Complement's blueprints are the model). Sending a
@@ -159,26 +160,26 @@ func buildSnapshot(ctx context.Context, base, ref string, recipes []poolRecipe) 
 	const server = "localhost"
 	opts := []synapse.Option{synapse.WithImage(base), synapse.WithServerName(server)}
 	var entries []*poolEntry
-	var socks []*pushSocket
+	var socks []*pushdrain.Socket
 	var drains []*drain
 	defer func() {
 		for _, d := range drains {
 			_ = d.stop()
 		}
 		for _, s := range socks {
-			_ = s.close()
+			_ = s.Close()
 		}
 	}()
 	for ri, r := range recipes {
 		for j := range r.Pool {
 			e := &poolEntry{Recipe: ri, Humans: map[string]poolHuman{},
 				AgentPrefix: fmt.Sprintf("zp%dn%d-", ri, j), HumanPrefix: fmt.Sprintf("hp%dn%d-", ri, j), AliasSuffix: fmt.Sprintf("-p%dn%d", ri, j)}
-			sock, err := bindPush("127.0.0.1:0")
+			sock, err := pushdrain.Bind("127.0.0.1:0")
 			if err != nil {
 				return nil, err
 			}
 			socks = append(socks, sock)
-			reg := registration(e.names(server), sock.addr)
+			reg := registration(e.names(server), sock.Addr)
 			e.RegID, e.ASToken, e.HSToken = reg.ID, reg.AppToken, reg.ServerToken
 			d, err := startDrain(sock, reg.ServerToken)
 			if err != nil {
@@ -283,7 +284,7 @@ func seedEntry(ctx context.Context, c *synapse.Container, r *poolRecipe, e *pool
 // pooled is an entry of the run's pool with its push port.
 type pooled struct {
 	*poolEntry
-	push  *pushSocket
+	push  *pushdrain.Socket
 	drain *drain
 	inUse bool // a scenario holds it
 	spent bool // a scenario changed the room: never handed out again
@@ -380,7 +381,7 @@ func (p *pool) close() {
 		if e.drain != nil {
 			_ = e.drain.stop()
 		}
-		_ = e.push.close()
+		_ = e.push.Close()
 	}
 }
 
@@ -417,7 +418,7 @@ func (p *pool) start(ctx context.Context, c *synapse.Container) error {
 // entry goes back into the pool if the scenario left its room as it was.
 func (p *pool) lease(e *pooled, hs homeserver, server string) *lease {
 	return &lease{
-		hs: hs, names: e.names(server), reg: e.reg(server, e.push.addr), listen: e.push.addr, push: e.push,
+		hs: hs, names: e.names(server), reg: e.reg(server, e.push.Addr), listen: e.push.Addr, push: e.push,
 		handOver: func(ctx context.Context, last id.EventID) error {
 			// The snapshot's history was pushed while it was built; only
 			// a room the scenario seeded itself has pushes to wait for.

@@ -186,11 +186,11 @@ func (w *world) stepDiesAtFaultPoint(ctx context.Context, point string) error {
 	wctx, cancel := w.waitCtx(ctx)
 	defer cancel()
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-wctx.Done():
 		return fmt.Errorf("the daemon did not die at %s within %s: %s", point, w.run.wait, w.daemonLogTail())
 	}
-	log, err := os.ReadFile(p.logPath)
+	log, err := os.ReadFile(p.LogPath())
 	if err != nil {
 		return fmt.Errorf("reading the daemon log: %w", err)
 	}
@@ -200,11 +200,7 @@ func (w *world) stepDiesAtFaultPoint(ctx context.Context, point string) error {
 	if _, err := os.Stat(w.killFile()); !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("the daemon died at %s but left the point armed (%v)", point, err)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("finding this executable: %w", err)
-	}
-	return w.spawnDaemon(ctx, exe)
+	return w.spawnDaemon(ctx)
 }
 
 func (w *world) stepStartCutShort(ctx context.Context, agent, js string) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -105,14 +104,10 @@ func (w *world) stepKillRestart(ctx context.Context, how string) error {
 	if how == "stopped" {
 		sig = syscall.SIGTERM
 	}
-	if err := w.stopProcess(sig); err != nil {
+	if err := p.Stop(sig); err != nil {
 		return err
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("finding this executable: %w", err)
-	}
-	return w.spawnDaemon(ctx, exe)
+	return w.spawnDaemon(ctx)
 }
 
 func (w *world) stepTurnTable(ctx context.Context, agent string, table *godog.Table) error {

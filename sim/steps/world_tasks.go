@@ -5,12 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net"
-	"os"
-	"os/exec"
-	"os/signal"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -21,11 +15,8 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
-	"github.com/zooid-dev/zooid/fakeagent"
-	"github.com/zooid-dev/zooid/internal/childproc"
 	"github.com/zooid-dev/zooid/internal/faultpoint"
-	"github.com/zooid-dev/zooid/zooid/config"
-	"github.com/zooid-dev/zooid/zooid/daemon"
+	"github.com/zooid-dev/zooid/sim/dut"
 	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
@@ -36,7 +27,7 @@ type taskWorld struct {
 	tasks   []*taskRef
 	seen    map[*call]bool
 	adopted map[string]int // agent+tool → results of scripted turns adopted so far
-	proc    *daemonProc
+	proc    *dut.Child
 }
 
 // taskRef is one task thread some agent of the scenario started.
@@ -212,96 +203,15 @@ func threadResults(msgs []rawMsg) []rawMsg {
 	return out
 }
 
-// daemonProcArg (with fakeagent.ExecEnv set to it) makes this executable run the daemon
-// instead of its usual job, so a scenario can kill it with SIGKILL.
-const daemonProcArg = "zooid-daemon"
-
-// daemonProcConfig is what the parent hands the daemon process.
-type daemonProcConfig struct {
-	ConfigPath    string // a zooid.yaml whose tokens come from the process's environment
-	BridgeCommand []string
-	TurnTimeout   time.Duration
-	// PushFD is the descriptor, inherited from the parent, of the bound
-	// appservice push socket (the lease's); the parent keeps its own copy, so
-	// the port stays bound across a killed and restarted daemon.
-	PushFD int
-}
-
-// pushFD is the push socket's descriptor in the daemon process: the first
-// of cmd.ExtraFiles.
-const pushFD = 3
-
 func init() {
-	// Like fakeagent.ExecIfRequested: a test binary (or zooid sim) started with
-	// this argument and environment is the daemon, not the harness.
-	if len(os.Args) > 2 && os.Args[1] == daemonProcArg && os.Getenv(fakeagent.ExecEnv) == daemonProcArg {
-		os.Exit(daemonProcessMain(os.Args[2]))
-	}
-}
-
-// daemonProcessMain runs the daemon of a scenario as its own process: the
-// config comes as JSON from the parent, "ready" on stdout says it started.
-func daemonProcessMain(path string) int {
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		log.Error("reading daemon config", "err", err)
-		return 1
-	}
-	var pc daemonProcConfig
-	if err := json.Unmarshal(raw, &pc); err != nil {
-		log.Error("decoding daemon config", "err", err)
-		return 1
-	}
-	cfg, err := config.Load(pc.ConfigPath)
-	if err != nil {
-		log.Error("loading zooid.yaml", "err", err)
-		return 1
-	}
-	opts := daemon.Options{Config: cfg, Logger: log, BridgeCommand: pc.BridgeCommand, TurnTimeout: pc.TurnTimeout}
-	if pc.PushFD != 0 {
-		f := os.NewFile(uintptr(pc.PushFD), "appservice push socket")
-		ln, err := net.FileListener(f)
-		_ = f.Close()
-		if err != nil {
-			log.Error("inheriting the push socket", "fd", pc.PushFD, "err", err)
-			return 1
-		}
-		opts.PushListener = ln
-	}
-	d, err := daemon.New(opts)
-	if err != nil {
-		log.Error("configuring daemon", "err", err)
-		return 1
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := d.Start(ctx); err != nil {
-		log.Error("starting daemon", "err", err)
-		return 1
-	}
-	fmt.Println("ready")
-	<-ctx.Done()
-	if err := d.Close(); err != nil {
-		log.Error("closing daemon", "err", err)
-		return 1
-	}
-	return 0
+	// A test binary (or zooid-sim) spawned as the daemon under test runs the
+	// daemon, not the harness (dut.Child).
+	dut.MainIfChild()
 }
 
 // procTurnTimeout is the daemon process's turn timeout: long, so an agent
 // that hangs is still hanging when the scenario kills the daemon.
 const procTurnTimeout = 60 * time.Second
-
-// daemonProc is the scenario's daemon running as a child process.
-type daemonProc struct {
-	cfgPath string
-	logPath string
-	env     map[string]string // the tokens zooid.yaml reads from the environment
-	cmd     *exec.Cmd
-	done    chan struct{}
-	runs    int
-}
 
 // startAsProcess materialises the scenario like start, but runs the daemon
 // as a child process of this executable so it can be killed outright.
@@ -328,129 +238,40 @@ func (w *world) startAsProcess(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pc := daemonProcConfig{ConfigPath: cfgPath, BridgeCommand: []string{exe, "mcp"}, TurnTimeout: procTurnTimeout, PushFD: pushFD}
-	raw, err := json.Marshal(pc)
-	if err != nil {
-		return fmt.Errorf("encoding the daemon config: %w", err)
+	envList := make([]string, 0, len(env))
+	for k, v := range env {
+		envList = append(envList, k+"="+v)
 	}
-	p := &daemonProc{cfgPath: filepath.Join(w.dir, "daemon.json"), logPath: filepath.Join(w.dir, "daemon.log"), env: env}
-	if err := os.WriteFile(p.cfgPath, raw, 0o600); err != nil {
-		return fmt.Errorf("writing the daemon config: %w", err)
+	p, err := dut.NewChild(dut.ChildOptions{
+		Options:    dut.Options{Bridge: []string{exe, "mcp"}, TurnTimeout: procTurnTimeout},
+		ConfigPath: cfgPath, Env: envList, Dir: w.dir, Push: w.lease.push.File,
+	})
+	if err != nil {
+		return err
 	}
 	w.tw().proc = p
-	w.closers = append(w.closers, func() error { return w.stopProcess(syscall.SIGTERM) })
-	// The daemon itself is this executable's zooid-daemon command.
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("finding this executable: %w", err)
-	}
-	if err := w.spawnDaemon(ctx, self); err != nil {
+	w.closers = append(w.closers, func() error { return p.Stop(syscall.SIGTERM) })
+	if err := w.spawnDaemon(ctx); err != nil {
 		return err
 	}
 	w.started = true
 	return nil
 }
 
-// spawnDaemon starts the daemon process and waits until it says it is ready.
-func (w *world) spawnDaemon(ctx context.Context, exe string) error {
-	p := w.tw().proc
-	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("daemon log: %w", err)
-	}
-	p.runs++
-	fmt.Fprintf(logf, "=== daemon run %d\n", p.runs)
-	cmd := exec.Command(exe, daemonProcArg, p.cfgPath)
-	// Every run can be armed to die at a fault point by writing the point's
-	// name into this file (see stepArmFaultPoint); the daemon removes it as it
-	// dies there, so the next run is not killed again.
-	cmd.Env = append(os.Environ(), fakeagent.ExecEnv+"="+daemonProcArg, faultpoint.Env+"="+w.killFile())
-	for k, v := range p.env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Stderr = logf
-	cmd.SysProcAttr = childproc.SysProcAttr()
-	cmd.ExtraFiles = []*os.File{w.lease.push.file} // pushFD in the child
-	ready := &readyWriter{ch: make(chan struct{})}
-	cmd.Stdout = ready
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("starting the daemon process: %w", err)
-	}
-	p.cmd, p.done = cmd, make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(p.done)
-	}()
+// spawnDaemon starts the daemon process (again) and waits until it says it
+// is ready. Every run can be armed to die at a fault point by writing the
+// point's name into the kill file (see stepArmFaultPoint); the daemon
+// removes it as it dies there, so the next run is not killed again.
+func (w *world) spawnDaemon(ctx context.Context) error {
 	wctx, cancel := w.waitCtx(ctx)
 	defer cancel()
-	select {
-	case <-ready.ch:
-		return nil
-	case <-p.done:
-		return fmt.Errorf("the daemon process exited during start-up: %s", w.daemonLogTail())
-	case <-wctx.Done():
-		return fmt.Errorf("the daemon process was not ready within %s: %s", w.run.wait, w.daemonLogTail())
-	}
-}
-
-// readyWriter is the daemon process's stdout: it closes ch once "ready" is written.
-type readyWriter struct {
-	mu   sync.Mutex
-	buf  []byte
-	ch   chan struct{}
-	done bool
-}
-
-func (r *readyWriter) Write(b []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.done {
-		r.buf = append(r.buf, b...)
-		if strings.Contains(string(r.buf), "ready\n") {
-			r.done = true
-			close(r.ch)
-		}
-	}
-	return len(b), nil
-}
-
-// stopProcess signals the daemon's process group and waits for it; a
-// process that ignores SIGTERM for 10s is killed.
-func (w *world) stopProcess(sig syscall.Signal) error {
-	p := w.tw().proc
-	if p == nil || p.cmd == nil {
-		return nil
-	}
-	select {
-	case <-p.done:
-		return nil
-	default:
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-		return fmt.Errorf("the daemon process ignored %s for 10s and was killed", sig)
-	}
-	return nil
+	return w.tw().proc.Spawn(wctx, faultpoint.Env+"="+w.killFile())
 }
 
 // daemonLogTail is the end of the daemon process's log, for failures.
 func (w *world) daemonLogTail() string {
-	p := w.tw().proc
-	if p == nil {
-		return "(no daemon process)"
+	if p := w.tw().proc; p != nil {
+		return p.LogTail()
 	}
-	b, err := os.ReadFile(p.logPath)
-	if err != nil {
-		return fmt.Sprintf("(no daemon log: %v)", err)
-	}
-	if len(b) > 3000 {
-		b = b[len(b)-3000:]
-	}
-	return "daemon log tail:\n" + string(b)
+	return "(no daemon process)"
 }
