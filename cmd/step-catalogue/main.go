@@ -1,5 +1,6 @@
-// Command catalogue rewrites features/README.md from the step definitions:
-// go run ./sim/steps/catalogue (from anywhere inside the module).
+// Command step-catalogue rewrites features/README.md from the step
+// definitions: go generate ./sim/steps, or go run ./cmd/step-catalogue from
+// anywhere inside the module.
 package main
 
 import (

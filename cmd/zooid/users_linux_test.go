@@ -18,10 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooid-dev/zooid/zooid/handshake"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/zooid-dev/zooid/fakeagent"
-	"github.com/zooid-dev/zooid/zooid/bridge"
 	"github.com/zooid-dev/zooid/zooid/tools"
 	"github.com/zooid-dev/zooid/zooid/unixuser"
 )
@@ -321,23 +322,23 @@ agents:
 	for _, m := range sessions[0].McpServers {
 		if m.Stdio != nil {
 			for _, e := range m.Stdio.Env {
-				if e.Name == bridge.BindingEnv {
+				if e.Name == handshake.BindingEnv {
 					binding = e.Value
 				}
 			}
 		}
 	}
 	if binding == "" {
-		t.Fatalf("agent-a's session/new carried no %s: %+v", bridge.BindingEnv, sessions[0].McpServers)
+		t.Fatalf("agent-a's session/new carried no %s: %+v", handshake.BindingEnv, sessions[0].McpServers)
 	}
-	copied := []string{bridge.BindingEnv + "=" + binding}
+	copied := []string{handshake.BindingEnv + "=" + binding}
 	for _, c := range []struct {
 		who  string
 		cred *syscall.Credential
 		want string
 	}{
-		{"root (another uid, which may connect to any socket)", nil, bridge.RefusedMessage},
-		{"agent-a's own user, outside its process tree", userA.Credential(), bridge.RefusedMessage},
+		{"root (another uid, which may connect to any socket)", nil, handshake.RefusedMessage},
+		{"agent-a's own user, outside its process tree", userA.Credential(), handshake.RefusedMessage},
 		{"agent-b's user", userB.Credential(), "permission denied"},
 	} {
 		code, out := w.runAs(t, c.cred, copied, "mcp", "--socket", sockA)

@@ -1,5 +1,5 @@
-// Package bench is `zooid bench`: it runs the go test benchmarks of issue 15
-// (their bodies live here and in steps, so go test -bench and zooid bench run
+// Package bench is `zooid bench`: it runs the go test benchmarks behind the
+// numbered items of docs/performance.md (their bodies live here and in steps, so go test -bench and zooid bench run
 // the same code) side by side in one process, and prints one table of ratios.
 // Ratios of things measured in the same run on the same machine survive a
 // loaded machine far better than absolute times; the CI check compares them
@@ -44,7 +44,7 @@ type Options struct {
 	Synapse      bool
 	Runs         int
 	SynapseSizes []int
-	// Items limits the run to these issue 15 items (1–5); none: all.
+	// Items limits the run to these items of docs/performance.md (1–5); none: all.
 	Items []int
 	// Log hears progress; nil: silent.
 	Log io.Writer
@@ -52,7 +52,7 @@ type Options struct {
 
 // Row is one line of the table.
 type Row struct {
-	// Item is the issue 15 item the row measures (1–5).
+	// Item is the item of docs/performance.md the row measures (1–5).
 	Item int `json:"item"`
 	// Key names the row in the baseline.
 	Key  string `json:"key"`

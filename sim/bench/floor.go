@@ -15,10 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooid-dev/zooid/zooid/handshake"
+
 	mcpclient "github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/zooid-dev/zooid/zooid/bridge"
 	"github.com/zooid-dev/zooid/zooid/mcpserver"
 	"github.com/zooid-dev/zooid/zooid/tools"
 )
@@ -168,7 +169,7 @@ func BenchEchoViaBridge(b *testing.B) {
 	}()
 	defer func() { ln.Close(); <-done }()
 	cmd := exec.Command(exe, "mcp", "--socket", sock)
-	cmd.Env = append(os.Environ(), bridge.BindingEnv+"=bench")
+	cmd.Env = append(os.Environ(), handshake.BindingEnv+"=bench")
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -310,7 +311,7 @@ func BenchToolCallCanned(b *testing.B) {
 		}
 	}()
 	defer func() { ln.Close(); <-done }()
-	cl, err := mcpclient.NewStdioMCPClient(exe, append(os.Environ(), bridge.BindingEnv+"=bench"), "mcp", "--socket", sock)
+	cl, err := mcpclient.NewStdioMCPClient(exe, append(os.Environ(), handshake.BindingEnv+"=bench"), "mcp", "--socket", sock)
 	if err != nil {
 		fatal(b, fmt.Errorf("starting the bridge: %w", err))
 	}

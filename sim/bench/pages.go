@@ -27,7 +27,7 @@ const asToken = "as-token-for-bench"
 type Room struct {
 	// HS is the fakehs the room is on; nil on Synapse.
 	HS *fakehs.Server
-	H  *history.History
+	H  *history.Reader
 	C  tools.Caller
 	// Long is the root of the room's long thread: one reply in every ten
 	// messages goes to it, so it grows with the room (about n/10 replies).

@@ -96,11 +96,7 @@ func (w *world) promptsSeen(agent string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d prompts:", len(ps))
 	for _, p := range ps {
-		fmt.Fprintf(&b, "\n    [session %s] %q", short(string(p.SessionID)), p.Text)
+		fmt.Fprintf(&b, "\n    [session %s] %q", string(p.SessionID), p.Text)
 	}
 	return b.String()
 }
-
-// short is how ids appear in failure messages; whole, since a prefix of two
-// session ids can be equal.
-func short(s string) string { return s }

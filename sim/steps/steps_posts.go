@@ -51,7 +51,7 @@ type seenMsg struct {
 func (m seenMsg) String() string {
 	where := "top-level"
 	if m.thread != "" {
-		where = "in thread " + short(string(m.thread))
+		where = "in thread " + string(m.thread)
 	}
 	return fmt.Sprintf("%s %s %s %q", m.sender, m.msgtype, where, m.body)
 }
@@ -117,7 +117,7 @@ func (w *world) readThread(ctx context.Context, r *room, root id.EventID, pages 
 			return nil, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading the thread %s of %s as %s: %w", short(string(root)), r.name, reader.name, err)
+			return nil, fmt.Errorf("reading the thread %s of %s as %s: %w", string(root), r.name, reader.name, err)
 		}
 		for _, ev := range resp.Chunk {
 			if m := seenOf(ev); ev.Type == event.EventMessage && m.thread == root {
@@ -299,7 +299,7 @@ type errorEvent struct {
 }
 
 func (e errorEvent) String() string {
-	return fmt.Sprintf("%s code=%s agent=%s thread=%s", e.sender, e.code, e.agent, short(string(e.thread)))
+	return fmt.Sprintf("%s code=%s agent=%s thread=%s", e.sender, e.code, e.agent, string(e.thread))
 }
 
 // readErrors reads the dev.zooid.error events among a room's newest 300

@@ -13,12 +13,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/zooid-dev/zooid/zooid/handshake"
+
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/cucumber/godog"
 	"maunium.net/go/mautrix"
 
 	"github.com/zooid-dev/zooid/fakeagent"
-	"github.com/zooid-dev/zooid/zooid/bridge"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
@@ -290,7 +291,7 @@ func (w *world) stepSameSession(ctx context.Context, agent, text, earlier string
 		return fmt.Errorf("%s was never prompted with %q; %s", agent, earlier, w.promptsSeen(agent))
 	}
 	if p.SessionID != e.SessionID {
-		return fmt.Errorf("%s got %q in session %s but %q in session %s; %s", agent, text, short(string(p.SessionID)), earlier, short(string(e.SessionID)), w.promptsSeen(agent))
+		return fmt.Errorf("%s got %q in session %s but %q in session %s; %s", agent, text, string(p.SessionID), earlier, string(e.SessionID), w.promptsSeen(agent))
 	}
 	return nil
 }
@@ -306,7 +307,7 @@ func (w *world) stepNewSession(ctx context.Context, agent, text string) error {
 		}
 		for _, q := range ps[:i] {
 			if q.SessionID == p.SessionID {
-				return fmt.Errorf("%s got %q in session %s, which already had %q; %s", agent, text, short(string(p.SessionID)), q.Text, w.promptsSeen(agent))
+				return fmt.Errorf("%s got %q in session %s, which already had %q; %s", agent, text, string(p.SessionID), q.Text, w.promptsSeen(agent))
 			}
 		}
 		return nil
@@ -424,7 +425,7 @@ func (w *world) stepNoSecrets(ctx context.Context, agent string) error {
 // bindingOf is the session binding id a zooid MCP entry hands its bridge.
 func bindingOf(e *acp.McpServerStdio) string {
 	for _, v := range e.Env {
-		if v.Name == bridge.BindingEnv {
+		if v.Name == handshake.BindingEnv {
 			return v.Value
 		}
 	}
@@ -449,7 +450,7 @@ func (w *world) bindingsOffArgv(ctx context.Context, agent string) error {
 		}
 	}
 	if len(bindings) == 0 {
-		return fmt.Errorf("%s's session/new hands its bridge no binding in $%s", agent, bridge.BindingEnv)
+		return fmt.Errorf("%s's session/new hands its bridge no binding in $%s", agent, handshake.BindingEnv)
 	}
 	return w.eventually(ctx, agent+"'s bridge runs with no binding in any argv", func() (bool, string, error) {
 		tree, err := processTree(s.Pid)

@@ -521,7 +521,7 @@ func (w *world) stepWokenPerTask(ctx context.Context, agent string) error {
 				continue
 			}
 			if p.SessionID != t.session {
-				return fmt.Errorf("the result of %s reached %s in session %s, not %s that delegated it; %s", t, agent, short(string(p.SessionID)), short(string(t.session)), w.promptsSeen(agent))
+				return fmt.Errorf("the result of %s reached %s in session %s, not %s that delegated it; %s", t, agent, string(p.SessionID), string(t.session), w.promptsSeen(agent))
 			}
 			woken = append(woken, t.thread)
 		}

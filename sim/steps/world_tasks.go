@@ -43,7 +43,7 @@ type taskRef struct {
 }
 
 func (t *taskRef) String() string {
-	return fmt.Sprintf("%s's task for %s %q (thread %s)", t.caller, t.agent, t.prompt, short(string(t.thread)))
+	return fmt.Sprintf("%s's task for %s %q (thread %s)", t.caller, t.agent, t.prompt, string(t.thread))
 }
 
 var (

@@ -18,29 +18,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/zooid-dev/zooid/zooid/handshake"
 )
-
-// Hello is the first line a bridge writes on the socket.
-type Hello struct {
-	Binding string `json:"zooid_binding,omitempty"`
-	// ACPSession names the binding by the agent's ACP session id instead: the pi
-	// extension knows its session id but is never given a binding id.
-	ACPSession string `json:"zooid_acp_session,omitempty"`
-}
-
-// Welcome is the daemon's one-line answer to Hello. On refusal the daemon closes
-// the connection after writing it.
-type Welcome struct {
-	OK    bool   `json:"zooid_ok"`
-	Error string `json:"zooid_error,omitempty"`
-}
-
-// RefusedMessage is the one refusal text for an unknown binding and for another
-// agent's binding alike, so a socket cannot be used to probe for bindings.
-const RefusedMessage = "binding refused: not a live session of this socket's agent"
-
-// MaxLine bounds one JSON-RPC line in either direction.
-const MaxLine = 16 << 20
 
 // ErrRefused is returned by Dial when the daemon refuses the binding.
 var ErrRefused = errors.New("zooid refused the connection")
@@ -58,7 +38,7 @@ func Dial(ctx context.Context, socket, binding string) (net.Conn, *bufio.Reader,
 	} else {
 		_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
 	}
-	hello, _ := json.Marshal(Hello{Binding: binding})
+	hello, _ := json.Marshal(handshake.Hello{Binding: binding})
 	if _, err := conn.Write(append(hello, '\n')); err != nil {
 		conn.Close()
 		return nil, nil, fmt.Errorf("sending handshake: %w", err)
@@ -69,7 +49,7 @@ func Dial(ctx context.Context, socket, binding string) (net.Conn, *bufio.Reader,
 		conn.Close()
 		return nil, nil, fmt.Errorf("reading handshake answer: %w", err)
 	}
-	var w Welcome
+	var w handshake.Welcome
 	if err := json.Unmarshal(line, &w); err != nil {
 		conn.Close()
 		return nil, nil, fmt.Errorf("reading handshake answer: %w", err)
@@ -129,11 +109,6 @@ func Pipe(conn net.Conn, fromConn *bufio.Reader, stdin io.Reader, stdout io.Writ
 	return nil
 }
 
-// BindingEnv is the environment variable that carries the session binding id
-// to the bridge. It is not an argument, so it stays out of /proc/<pid>/cmdline;
-// the daemon does not rely on its secrecy either (it checks the socket's peer).
-const BindingEnv = "ZOOID_BINDING"
-
 // Main is `zooid mcp --socket PATH` with the binding id in $ZOOID_BINDING; it
 // returns the exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -143,9 +118,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	binding := os.Getenv(BindingEnv)
+	binding := os.Getenv(handshake.BindingEnv)
 	if *socket == "" || strings.TrimSpace(binding) == "" || fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "zooid mcp: usage: "+BindingEnv+"=ID zooid mcp --socket PATH (started by the zooid daemon, not by hand)")
+		fmt.Fprintln(stderr, "zooid mcp: usage: "+handshake.BindingEnv+"=ID zooid mcp --socket PATH (started by the zooid daemon, not by hand)")
 		return 2
 	}
 	conn, r, err := Dial(context.Background(), *socket, binding)

@@ -5,10 +5,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/zooid-dev/zooid/zooid/handshake"
 )
 
 func TestMainUsageAndUnreachableSocket(t *testing.T) {
-	t.Setenv(BindingEnv, "")
+	t.Setenv(handshake.BindingEnv, "")
 	var out, errOut strings.Builder
 	if code := Main([]string{"--socket", "/x"}, strings.NewReader(""), &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "usage") {
 		t.Fatalf("missing binding: %d %q", code, errOut.String())
@@ -20,7 +22,7 @@ func TestMainUsageAndUnreachableSocket(t *testing.T) {
 		t.Fatalf("binding on argv: %d %q", code, errOut.String())
 	}
 	errOut.Reset()
-	t.Setenv(BindingEnv, "b")
+	t.Setenv(handshake.BindingEnv, "b")
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "none.sock")
 	if code := Main([]string{"--socket", missing}, strings.NewReader(""), &out, &errOut); code != 1 || !strings.Contains(errOut.String(), missing) {

@@ -38,14 +38,7 @@ func Registration(cfg *config.Config, url string) (*appservice.Registration, err
 	if mt == nil {
 		return nil, errors.New("the config has no matrix transport")
 	}
-	reg := matrix.Registration(matrix.OptionsFromConfig(cfg, mt), url)
-	if mt.ID != "" {
-		reg.ID = mt.ID
-	}
-	if mt.SenderLocalpart != "" {
-		reg.SenderLocalpart = mt.SenderLocalpart
-	}
-	return reg, nil
+	return matrix.Registration(matrix.OptionsFromConfig(cfg, mt), url), nil
 }
 
 // startMatrix brings up the Matrix side: transport, task journal, MCP sockets.

@@ -9,13 +9,12 @@ import (
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/internal/mxcall"
 )
 
 // visibleWait bounds how long a turn waits for its trigger to be readable.
 const visibleWait = 5 * time.Second
-
-// firstDelay is the wait after the first miss; it doubles up to 200 ms.
-const firstDelay = 10 * time.Millisecond
 
 // awaitVisible waits until the event that woke an agent is readable by the
 // agent (GET /event). A homeserver may push an event before /messages,
@@ -33,30 +32,15 @@ func (d *Daemon) awaitVisible(ctx context.Context, as id.UserID, room id.RoomID,
 	cli := d.transport.Client(as)
 	ctx, cancel := context.WithTimeout(ctx, visibleWait)
 	defer cancel()
-	delay := firstDelay
-	for {
-		_, err := cli.GetEvent(ctx, room, evt)
-		if err == nil {
-			return
-		}
-		var he mautrix.HTTPError
-		if !errors.Is(err, mautrix.MNotFound) && !(errors.As(err, &he) && he.Response != nil && he.Response.StatusCode == http.StatusNotFound) {
-			d.log.Debug("checking the trigger is visible", "event", evt, "err", err)
-			return
-		}
-		if delay == firstDelay && !joined(ctx, cli, room, as) {
-			d.log.Debug("the woken agent is not a member; its trigger will not become visible", "event", evt, "room", room, "agent", as)
-			return
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			d.log.Warn("trigger not visible to reads in time; the turn goes ahead", "event", evt, "room", room, "waited", visibleWait)
-			return
-		case <-t.C:
-		}
-		delay = min(delay*2, 200*time.Millisecond)
+	err := mxcall.AwaitEvent(ctx, cli, room, evt, func() bool { return joined(ctx, cli, room, as) })
+	switch {
+	case err == nil:
+	case errors.Is(err, mxcall.ErrGaveUp):
+		d.log.Debug("the woken agent is not a member; its trigger will not become visible", "event", evt, "room", room, "agent", as)
+	case ctx.Err() != nil:
+		d.log.Warn("trigger not visible to reads in time; the turn goes ahead", "event", evt, "room", room, "waited", visibleWait)
+	default:
+		d.log.Debug("checking the trigger is visible", "event", evt, "err", err)
 	}
 }
 
@@ -66,13 +50,10 @@ func (d *Daemon) awaitVisible(ctx context.Context, as id.UserID, room id.RoomID,
 func joined(ctx context.Context, cli *mautrix.Client, room id.RoomID, as id.UserID) bool {
 	var member event.MemberEventContent
 	err := cli.StateEvent(ctx, room, event.StateMember, as.String(), &member)
-	var he mautrix.HTTPError
 	switch {
 	case err == nil:
 		return member.Membership == event.MembershipJoin
-	case errors.Is(err, mautrix.MForbidden), errors.Is(err, mautrix.MNotFound):
-		return false
-	case errors.As(err, &he) && he.Response != nil && (he.Response.StatusCode == http.StatusForbidden || he.Response.StatusCode == http.StatusNotFound):
+	case errors.Is(err, mautrix.MForbidden), mxcall.NotFound(err), mxcall.Status(err) == http.StatusForbidden:
 		return false
 	default:
 		return true

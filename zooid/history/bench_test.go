@@ -18,7 +18,7 @@ import (
 // seeded starts fakehs with a room of n messages: one in ten top-level, the
 // rest replies to the latest of 20 open threads, so every size has the same
 // density of entries per page.
-func seeded(b *testing.B, n int) (*history.History, tools.Caller) {
+func seeded(b *testing.B, n int) (*history.Reader, tools.Caller) {
 	b.Helper()
 	hs := busyroom.Server(b, fakehs.Profile{})
 	agent := id.UserID("@agent-a:localhost")
@@ -48,7 +48,7 @@ func seeded(b *testing.B, n int) (*history.History, tools.Caller) {
 	return h, tools.Caller{Agent: "agent-a", UserID: agent, Transport: "matrix", Room: room.RoomID, Rooms: []id.RoomID{room.RoomID}}
 }
 
-func benchPages(b *testing.B, n int, page func(h *history.History, c tools.Caller, before string) (string, error)) {
+func benchPages(b *testing.B, n int, page func(h *history.Reader, c tools.Caller, before string) (string, error)) {
 	h, c := seeded(b, n)
 	// The second page, from a cursor: the cost of going back in time.
 	next, err := page(h, c, "")
@@ -71,7 +71,7 @@ func benchPages(b *testing.B, n int, page func(h *history.History, c tools.Calle
 	})
 }
 
-func recentPage(h *history.History, c tools.Caller, before string) (string, error) {
+func recentPage(h *history.Reader, c tools.Caller, before string) (string, error) {
 	p, err := h.RecentThreads(context.Background(), c, 50, before)
 	if err == nil && len(p.Threads) != 50 {
 		err = fmt.Errorf("page of %d", len(p.Threads))
@@ -79,7 +79,7 @@ func recentPage(h *history.History, c tools.Caller, before string) (string, erro
 	return p.NextBefore, err
 }
 
-func historyPage(h *history.History, c tools.Caller, before string) (string, error) {
+func historyPage(h *history.Reader, c tools.Caller, before string) (string, error) {
 	p, err := h.History(context.Background(), c, 50, before)
 	if err == nil && len(p.Messages) != 50 {
 		err = fmt.Errorf("page of %d", len(p.Messages))

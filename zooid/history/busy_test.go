@@ -33,7 +33,7 @@ import (
 // impersonating clients.
 type world struct {
 	*busyroom.Rooms
-	hist *history.History
+	hist *history.Reader
 }
 
 type wantMsg = busyroom.Msg
@@ -90,7 +90,7 @@ func (w *world) say(t testing.TB, text string, thread id.EventID) id.EventID {
 
 // session is one agent's tool calls in a room, without the MCP transport.
 type session struct {
-	h *history.History
+	h *history.Reader
 	c tools.Caller
 }
 

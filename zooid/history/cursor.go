@@ -43,7 +43,7 @@ type cursor struct {
 // when the scan met replies (counted only when replies) or edits of events
 // not reached yet, or could not count everything above; what the next page
 // needs is kept for it (keepCarried).
-func (h *History) sealScan(c cursor, st *scanState, complete, replies bool) string {
+func (h *Reader) sealScan(c cursor, st *scanState, complete, replies bool) string {
 	c.Pending = !complete || st.pending(c.Last, replies)
 	s := h.sealCursor(c)
 	if c.Pending && complete {
@@ -52,7 +52,7 @@ func (h *History) sealScan(c cursor, st *scanState, complete, replies bool) stri
 	return s
 }
 
-func (h *History) sealCursor(c cursor) string {
+func (h *Reader) sealCursor(c cursor) string {
 	body, _ := json.Marshal(c)
 	mac := hmac.New(sha256.New, h.key)
 	mac.Write(body)
@@ -61,7 +61,7 @@ func (h *History) sealCursor(c cursor) string {
 
 // openCursor verifies a cursor and that it was issued for exactly this tool,
 // caller, room and thread: anything else is refused, never misread.
-func (h *History) openCursor(s, tool string, user id.UserID, room id.RoomID, thread id.EventID) (cursor, error) {
+func (h *Reader) openCursor(s, tool string, user id.UserID, room id.RoomID, thread id.EventID) (cursor, error) {
 	bad := tools.Errorf(tools.CodeInvalidCursor, "before is not a cursor this tool issued; pass next_before back untouched, or omit before for the newest page")
 	b64, tag64, ok := strings.Cut(s, ".")
 	if !ok {

@@ -22,10 +22,10 @@ var (
 	base  = time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
 )
 
-// room is a fakehs room read through History as agent-a.
+// room is a fakehs room read through a Reader as agent-a.
 type room struct {
 	hs  *fakehs.Server
-	h   *history.History
+	h   *history.Reader
 	c   tools.Caller
 	ids []id.EventID
 }
@@ -50,9 +50,9 @@ func newRoom(t *testing.T, p fakehs.Profile, events []fakehs.SeedEvent) *room {
 
 var cursorKey = []byte("a key shared by the Histories of a test")
 
-// restarted is a fresh History over the same server and cursor key: what a
+// restarted is a fresh Reader over the same server and cursor key: what a
 // daemon restart between two pages leaves.
-func (r *room) restarted() *history.History {
+func (r *room) restarted() *history.Reader {
 	return history.New(history.Options{Client: func(u id.UserID) *mautrix.Client { return asCli(r.hs, u) }, CursorKey: cursorKey})
 }
 

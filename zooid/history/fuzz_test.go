@@ -14,7 +14,7 @@ import (
 // it refuses is an invalid_cursor tool error, and one it accepts re-encodes
 // to a cursor that opens equal.
 func FuzzOpenCursor(f *testing.F) {
-	h := &History{key: []byte("fuzz-cursor-key-0123456789abcdef")}
+	h := &Reader{key: []byte("fuzz-cursor-key-0123456789abcdef")}
 	const (
 		tool = "zooid_get_history"
 		user = id.UserID("@agent:hs")
@@ -43,7 +43,7 @@ func FuzzOpenCursor(f *testing.F) {
 // FuzzCursorRoundTrip seals arbitrary cursor fields: every sealed cursor with
 // a position opens to the same fields.
 func FuzzCursorRoundTrip(f *testing.F) {
-	h := &History{key: []byte("fuzz-cursor-key-0123456789abcdef")}
+	h := &Reader{key: []byte("fuzz-cursor-key-0123456789abcdef")}
 	f.Add("zooid_get_history", "@a:hs", "!r:hs", "", "m", "tok", "$last", "", false)
 	f.Add("zooid_get_thread_history", "@a:hs", "!r:hs", "$root", "s", "", "$e", "top", true)
 	f.Fuzz(func(t *testing.T, tool, user, room, thread, mode, token, last, top string, pending bool) {

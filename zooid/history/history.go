@@ -23,18 +23,19 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/internal/mxcall"
 	"github.com/zooid-dev/zooid/zooid/tools"
 	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
-// Options configure a History.
+// Options configure a Reader.
 type Options struct {
 	// Client returns the impersonating appservice client for a user (as_token with
 	// SetAppServiceUserID).
 	Client func(user id.UserID) *mautrix.Client
 	// Agents says whether a user is one of the daemon's configured agents, and its name.
 	Agents func(user id.UserID) (name string, ok bool)
-	// CursorKey is the HMAC key of cursors; random per History when nil.
+	// CursorKey is the HMAC key of cursors; random per Reader when nil.
 	CursorKey []byte
 	// Transport is the transport name reported in room records; default "matrix".
 	Transport string
@@ -43,8 +44,9 @@ type Options struct {
 	Send func(ctx context.Context, as id.UserID, room id.RoomID, content *event.MessageEventContent, txnID string) (id.EventID, error)
 }
 
-// History reads and posts room content as agents. It is safe for concurrent use.
-type History struct {
+// Reader reads and posts room content as agents: the tools.Rooms the tools
+// run over. It is safe for concurrent use.
+type Reader struct {
 	opts Options
 	key  []byte
 
@@ -71,7 +73,7 @@ const ownPostWait = 5 * time.Second
 // missing. The first read of a room after a post waits until GET /event
 // shows the post (one request on a server that shows it at once), at most
 // ownPostWait; then the read goes ahead either way.
-func (h *History) awaitOwnPost(ctx context.Context, cli *mautrix.Client, user id.UserID, room id.RoomID) {
+func (h *Reader) awaitOwnPost(ctx context.Context, cli *mautrix.Client, user id.UserID, room id.RoomID) {
 	key := ownPost{user, room}
 	h.mu.Lock()
 	evt, ok := h.unseen[key]
@@ -81,14 +83,8 @@ func (h *History) awaitOwnPost(ctx context.Context, cli *mautrix.Client, user id
 	}
 	ctx, cancel := context.WithTimeout(ctx, ownPostWait)
 	defer cancel()
-	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
-		if _, err := cli.GetEvent(ctx, room, evt); err == nil || httpStatus(err) != http.StatusNotFound {
-			break
-		}
-		if !sleepCtx(ctx, delay) {
-			break
-		}
-	}
+	// Readable, refused another way or out of time: the read goes ahead.
+	_ = mxcall.AwaitEvent(ctx, cli, room, evt, nil)
 	h.mu.Lock()
 	if h.unseen[key] == evt {
 		delete(h.unseen, key)
@@ -96,19 +92,7 @@ func (h *History) awaitOwnPost(ctx context.Context, cli *mautrix.Client, user id
 	h.mu.Unlock()
 }
 
-// sleepCtx sleeps d unless ctx ends first; it reports whether it slept.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
-func (h *History) notePost(user id.UserID, room id.RoomID, evt id.EventID) {
+func (h *Reader) notePost(user id.UserID, room id.RoomID, evt id.EventID) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.unseen == nil {
@@ -117,10 +101,10 @@ func (h *History) notePost(user id.UserID, room id.RoomID, evt id.EventID) {
 	h.unseen[ownPost{user, room}] = evt
 }
 
-var _ tools.Rooms = (*History)(nil)
+var _ tools.Rooms = (*Reader)(nil)
 
-// New returns a History; a nil CursorKey gets a random one.
-func New(opts Options) *History {
+// New returns a Reader; a nil CursorKey gets a random one.
+func New(opts Options) *Reader {
 	key := opts.CursorKey
 	if len(key) == 0 {
 		key = make([]byte, 32)
@@ -134,7 +118,7 @@ func New(opts Options) *History {
 	if opts.Agents == nil {
 		opts.Agents = func(id.UserID) (string, bool) { return "", false }
 	}
-	return &History{opts: opts, key: key}
+	return &Reader{opts: opts, key: key}
 }
 
 // Tool ids bound into cursors.
@@ -151,7 +135,7 @@ const (
 	maxChunk    = 1000
 )
 
-func (h *History) client(c tools.Caller) (*mautrix.Client, error) {
+func (h *Reader) client(c tools.Caller) (*mautrix.Client, error) {
 	if c.UserID == "" || h.opts.Client == nil {
 		return nil, tools.Errorf(tools.CodeForbidden, "this session has no Matrix identity")
 	}
@@ -164,7 +148,7 @@ func (h *History) client(c tools.Caller) (*mautrix.Client, error) {
 
 // joinedClient returns the caller's client after checking the caller is a joined
 // member of room: some servers serve shared history to users who never joined.
-func (h *History) joinedClient(ctx context.Context, c tools.Caller, room id.RoomID) (*mautrix.Client, error) {
+func (h *Reader) joinedClient(ctx context.Context, c tools.Caller, room id.RoomID) (*mautrix.Client, error) {
 	if room == "" {
 		return nil, tools.Errorf(tools.CodeForbidden, "this session is not in a room")
 	}
@@ -195,7 +179,7 @@ func checkJoined(ctx context.Context, cli *mautrix.Client, user id.UserID, room 
 }
 
 func isRefusal(err error) bool {
-	return errors.Is(err, mautrix.MForbidden) || errors.Is(err, mautrix.MNotFound) || httpStatus(err) == http.StatusForbidden
+	return errors.Is(err, mautrix.MForbidden) || errors.Is(err, mautrix.MNotFound) || mxcall.Status(err) == http.StatusForbidden
 }
 
 // isUnsupported says an endpoint is missing on this homeserver (fall back).
@@ -203,23 +187,11 @@ func isUnsupported(err error) bool {
 	if errors.Is(err, mautrix.MUnrecognized) {
 		return true
 	}
-	switch httpStatus(err) {
+	switch mxcall.Status(err) {
 	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented, http.StatusBadRequest:
 		return !errors.Is(err, mautrix.MNotFound) && !errors.Is(err, mautrix.MForbidden)
 	}
 	return false
-}
-
-func httpStatus(err error) int {
-	var he mautrix.HTTPError
-	if errors.As(err, &he) && he.Response != nil {
-		return he.Response.StatusCode
-	}
-	var hp *mautrix.HTTPError
-	if errors.As(err, &hp) && hp.Response != nil {
-		return hp.Response.StatusCode
-	}
-	return 0
 }
 
 // rawContent is the part of an m.room.message content history needs.
@@ -312,7 +284,7 @@ func stamp(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
-func (h *History) message(evt *event.Event, body string) tools.Message {
+func (h *Reader) message(evt *event.Event, body string) tools.Message {
 	m := tools.Message{
 		ID:        evt.ID,
 		Sender:    evt.Sender,
@@ -421,7 +393,7 @@ func relationsFetch(cli *mautrix.Client, room id.RoomID, root id.EventID) chunkF
 
 // History is zooid_get_history: every message, newest page first, chronological
 // within a page.
-func (h *History) History(ctx context.Context, c tools.Caller, limit int, before string) (tools.MessagePage, error) {
+func (h *Reader) History(ctx context.Context, c tools.Caller, limit int, before string) (tools.MessagePage, error) {
 	var cur *cursor
 	if before != "" {
 		cc, err := h.openCursor(before, toolHistory, c.UserID, c.Room, "")
@@ -464,7 +436,7 @@ func (h *History) History(ctx context.Context, c tools.Caller, limit int, before
 // included. A scan from the live end meets every reply of a root before the
 // root; a later page scans again from the first page's top when the pages
 // before it met replies of roots they had not reached.
-func (h *History) RecentThreads(ctx context.Context, c tools.Caller, limit int, before string) (tools.ThreadPage, error) {
+func (h *Reader) RecentThreads(ctx context.Context, c tools.Caller, limit int, before string) (tools.ThreadPage, error) {
 	var cur *cursor
 	if before != "" {
 		cc, err := h.openCursor(before, toolRecent, c.UserID, c.Room, "")
@@ -506,11 +478,11 @@ func (h *History) RecentThreads(ctx context.Context, c tools.Caller, limit int, 
 	return page, nil
 }
 
-func (h *History) getRoot(ctx context.Context, cli *mautrix.Client, room id.RoomID, thread id.EventID) (*event.Event, error) {
+func (h *Reader) getRoot(ctx context.Context, cli *mautrix.Client, room id.RoomID, thread id.EventID) (*event.Event, error) {
 	notFound := tools.Errorf(tools.CodeNotFound, "no thread %s in room %s", thread, room)
 	evt, err := cli.GetEvent(ctx, room, thread)
 	if err != nil {
-		if isRefusal(err) || httpStatus(err) == http.StatusNotFound || httpStatus(err) == http.StatusBadRequest {
+		if isRefusal(err) || mxcall.Status(err) == http.StatusNotFound || mxcall.Status(err) == http.StatusBadRequest {
 			return nil, notFound
 		}
 		return nil, fmt.Errorf("reading thread root %s: %w", thread, err)
@@ -534,7 +506,7 @@ func (h *History) getRoot(ctx context.Context, cli *mautrix.Client, room id.Room
 // replies carries no m.thread summary, so edits of replies aren't bundled
 // either) or has no /relations, it scans /messages instead, which meets
 // every edit before the message it edits.
-func (h *History) ThreadHistory(ctx context.Context, c tools.Caller, thread id.EventID, limit int, before string) (tools.MessagePage, error) {
+func (h *Reader) ThreadHistory(ctx context.Context, c tools.Caller, thread id.EventID, limit int, before string) (tools.MessagePage, error) {
 	var cur *cursor
 	if before != "" {
 		cc, err := h.openCursor(before, toolThread, c.UserID, c.Room, thread)
@@ -633,7 +605,7 @@ func hasThreadSummary(root *event.Event) bool {
 }
 
 // Members is zooid_get_members: the room's joined members, read as the caller.
-func (h *History) Members(ctx context.Context, c tools.Caller) ([]tools.Member, error) {
+func (h *Reader) Members(ctx context.Context, c tools.Caller) ([]tools.Member, error) {
 	cli, err := h.joinedClient(ctx, c, c.Room)
 	if err != nil {
 		return nil, err
@@ -660,7 +632,7 @@ func (h *History) Members(ctx context.Context, c tools.Caller) ([]tools.Member, 
 	return out, nil
 }
 
-func (h *History) roomInfo(ctx context.Context, cli *mautrix.Client, room id.RoomID) tools.RoomInfo {
+func (h *Reader) roomInfo(ctx context.Context, cli *mautrix.Client, room id.RoomID) tools.RoomInfo {
 	info := tools.RoomInfo{ID: room, Transport: h.opts.Transport}
 	var name event.RoomNameEventContent
 	if err := cli.StateEvent(ctx, room, event.StateRoomName, "", &name); err == nil && name.Name != "" {
@@ -681,7 +653,7 @@ func (h *History) roomInfo(ctx context.Context, cli *mautrix.Client, room id.Roo
 // homeserver round trip instead of two; the name is used only once the check
 // passed (the homeserver answers the read either way, so a non-member learns
 // nothing from it), and the read is cancelled and waited for when it fails.
-func (h *History) RoomInfo(ctx context.Context, c tools.Caller) (tools.RoomInfo, error) {
+func (h *Reader) RoomInfo(ctx context.Context, c tools.Caller) (tools.RoomInfo, error) {
 	if c.Room == "" {
 		return tools.RoomInfo{}, tools.Errorf(tools.CodeForbidden, "this session is not in a room")
 	}
@@ -711,7 +683,7 @@ const roomNamesInFlight = 8
 // agent's user is still in it. The rooms' names are read concurrently (at most
 // roomNamesInFlight at once), so the call costs about one name read's round
 // trip however many rooms the agent is bound to, not one per room.
-func (h *History) Rooms(ctx context.Context, c tools.Caller) ([]tools.RoomInfo, error) {
+func (h *Reader) Rooms(ctx context.Context, c tools.Caller) ([]tools.RoomInfo, error) {
 	cli, err := h.client(c)
 	if err != nil {
 		return nil, err
@@ -748,7 +720,7 @@ func (h *History) Rooms(ctx context.Context, c tools.Caller) ([]tools.RoomInfo, 
 // target resolves a zooid_send_message room, written in any form zooid.yaml
 // accepts (room id, full alias, or an alias without server on the agent's own
 // server), to a room the caller is bound to and joined.
-func (h *History) target(ctx context.Context, cli *mautrix.Client, c tools.Caller, room string) (id.RoomID, error) {
+func (h *Reader) target(ctx context.Context, cli *mautrix.Client, c tools.Caller, room string) (id.RoomID, error) {
 	notIn := func() error {
 		return tools.Errorf(tools.CodeNotInRoom, "%s is not among your rooms; see zooid_get_rooms", room)
 	}
@@ -790,7 +762,7 @@ var userMention = regexp.MustCompile(`@[a-z0-9._=/+\-]+:[A-Za-z0-9.\-]+(:[0-9]+)
 // agent is woken by it: the router wakes nobody on an agent's own post (only
 // the daemon's handoffs and task roots wake agents), which keeps agents from
 // looping on each other.
-func (h *History) Send(ctx context.Context, c tools.Caller, room string, thread id.EventID, body string) (tools.SendResult, error) {
+func (h *Reader) Send(ctx context.Context, c tools.Caller, room string, thread id.EventID, body string) (tools.SendResult, error) {
 	cli, err := h.client(c)
 	if err != nil {
 		return tools.SendResult{}, err

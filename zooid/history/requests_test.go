@@ -43,18 +43,18 @@ func pagedRoom(n int) []fakehs.SeedEvent {
 	return events
 }
 
-type pageFunc func(ctx context.Context, h *history.History, r *room, limit int, before string) (next string, err error)
+type pageFunc func(ctx context.Context, h *history.Reader, r *room, limit int, before string) (next string, err error)
 
 var historyTools = map[string]pageFunc{
-	"zooid_get_history": func(ctx context.Context, h *history.History, r *room, limit int, before string) (string, error) {
+	"zooid_get_history": func(ctx context.Context, h *history.Reader, r *room, limit int, before string) (string, error) {
 		p, err := h.History(ctx, r.c, limit, before)
 		return p.NextBefore, err
 	},
-	"zooid_get_recent_threads": func(ctx context.Context, h *history.History, r *room, limit int, before string) (string, error) {
+	"zooid_get_recent_threads": func(ctx context.Context, h *history.Reader, r *room, limit int, before string) (string, error) {
 		p, err := h.RecentThreads(ctx, r.c, limit, before)
 		return p.NextBefore, err
 	},
-	"zooid_get_thread_history": func(ctx context.Context, h *history.History, r *room, limit int, before string) (string, error) {
+	"zooid_get_thread_history": func(ctx context.Context, h *history.Reader, r *room, limit int, before string) (string, error) {
 		p, err := h.ThreadHistory(ctx, r.c, r.ids[0], limit, before)
 		return p.NextBefore, err
 	},
@@ -63,7 +63,7 @@ var historyTools = map[string]pageFunc{
 // mostRequestsPerPage walks pages of tool (of 10 and 20 entries in turn), with
 // (if arrive) three new messages, one in the long thread, arriving before every page, and
 // returns the most homeserver requests one call made. restart pages with a
-// fresh History each time, as after a daemon restart.
+// fresh Reader each time, as after a daemon restart.
 func mostRequestsPerPage(t *testing.T, r *room, tool pageFunc, pages int, arrive, restart bool) int {
 	t.Helper()
 	ctx := context.Background()

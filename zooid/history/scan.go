@@ -150,12 +150,12 @@ func (s *scanState) absorb(o *scanState) {
 	}
 }
 
-// maxCarried bounds the scan states kept for the cursors a History issued.
+// maxCarried bounds the scan states kept for the cursors a Reader issued.
 const maxCarried = 64
 
 // keepCarried remembers what the page behind cursor leaves for the next one,
 // so paging on needs no rescan while the daemon runs.
-func (h *History) keepCarried(cursor string, st *scanState) {
+func (h *Reader) keepCarried(cursor string, st *scanState) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.carried == nil {
@@ -171,7 +171,7 @@ func (h *History) keepCarried(cursor string, st *scanState) {
 	}
 }
 
-func (h *History) carriedFor(cursor string) *scanState {
+func (h *Reader) carriedFor(cursor string) *scanState {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.carried[cursor]
@@ -180,7 +180,7 @@ func (h *History) carriedFor(cursor string) *scanState {
 // scanFrom positions a /messages walker for a page: at the live end, or
 // right after the cursor. When the cursor says earlier pages met replies or
 // edits of events not reached yet, st takes them from carried (what this
-// History kept for the cursor), or else the walk starts at the first page's
+// Reader kept for the cursor), or else the walk starts at the first page's
 // top and passes the earlier pages again, so st counts them; if maxScan
 // events don't reach the cursor, it resumes at the cursor and complete is
 // false (counts and edits from above that bound are missing).

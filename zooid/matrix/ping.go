@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"maunium.net/go/mautrix"
+
+	"github.com/zooid-dev/zooid/zooid/internal/mxcall"
 )
 
 // pingTimeout bounds the start-up ping; the homeserver itself gives up on the
@@ -118,7 +120,7 @@ func (t *Transport) checkRegistration(ctx context.Context) error {
 		}
 		t.log.Info("appservice registration checked", "id", t.opts.ID, "ping_ms", resp.DurationMS)
 		return nil
-	case errors.Is(err, mautrix.MUnrecognized) || httpStatusOf(err) == http.StatusNotFound:
+	case errors.Is(err, mautrix.MUnrecognized) || mxcall.Status(err) == http.StatusNotFound:
 		t.log.Warn("the homeserver has no appservice ping (Matrix 1.7); the registration is not checked", "err", err)
 		return nil
 	case errors.Is(err, mautrix.MUnknownToken) || errors.Is(err, mautrix.MMissingToken):
@@ -135,13 +137,4 @@ func (t *Transport) checkRegistration(ctx context.Context) error {
 	default:
 		return fmt.Errorf("checking the appservice registration %q at %s: %w", t.opts.ID, t.opts.Homeserver, err)
 	}
-}
-
-// httpStatusOf is the HTTP status of a failed request, 0 when there was no answer.
-func httpStatusOf(err error) int {
-	var he mautrix.HTTPError
-	if errors.As(err, &he) && he.Response != nil {
-		return he.Response.StatusCode
-	}
-	return 0
 }

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/zooid-dev/zooid/zooid/internal/mxcall"
 )
 
 // retryReads is the HTTP transport of the daemon's Matrix clients. It retries
@@ -107,7 +109,7 @@ func (rt *retryReads) roundTrip(req *http.Request) (*http.Response, error) {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, readErrorBody))
 			_ = resp.Body.Close()
 		}
-		if !sleep(req.Context(), wait) {
+		if !mxcall.Sleep(req.Context(), wait) {
 			return nil, errors.Join(req.Context().Err(), err)
 		}
 	}

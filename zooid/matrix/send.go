@@ -12,6 +12,8 @@ import (
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/internal/mxcall"
 )
 
 // defaultSendPatience is how long a send keeps retrying a homeserver that is down or
@@ -61,7 +63,7 @@ func (t *Transport) Send(ctx context.Context, as id.UserID, room id.RoomID, evTy
 			break
 		}
 		t.log.Warn("send failed, retrying", "user", as, "room", room, "txn", txnID, "attempt", attempt, "retry_in", wait, "err", err)
-		if !sleep(ctx, wait) {
+		if !mxcall.Sleep(ctx, wait) {
 			return "", fmt.Errorf("sending %s to %s as %s: %w", evType.Type, room, as, ctx.Err())
 		}
 	}

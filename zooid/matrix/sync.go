@@ -11,6 +11,8 @@ import (
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/internal/mxcall"
 )
 
 // syncResponse is the part of a /sync answer the transport uses, kept raw so the inbox holds
@@ -56,7 +58,7 @@ func (t *Transport) syncLoop(ctx context.Context, user id.UserID, firstDone func
 		failures++
 		wait := backoff(t.backoffBase, failures, 30*time.Second)
 		t.log.Warn("sync failed", "user", user, "attempt", failures, "retry_in", wait, "err", err)
-		if !sleep(ctx, wait) {
+		if !mxcall.Sleep(ctx, wait) {
 			return
 		}
 	}
@@ -123,18 +125,6 @@ func backoff(base time.Duration, failures int, limit time.Duration) time.Duratio
 		d *= 2
 	}
 	return min(d, limit)
-}
-
-// sleep waits d or until ctx ends; it reports whether the full wait elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-tm.C:
-		return true
-	}
 }
 
 // memberEvent is the part of an m.room.member event needed to spot a fresh join.

@@ -46,6 +46,8 @@ type Options struct {
 	// pings the appservice through the homeserver under this id to check the
 	// registration before anything else; empty skips that check.
 	ID string
+	// SenderLocalpart is the registration's sender_localpart; default "zooid".
+	SenderLocalpart string
 	// Listen is the address of the appservice push listener ("127.0.0.1:0" picks a port).
 	// Empty means no push: each agent runs an impersonated /sync loop instead.
 	Listen string
@@ -78,13 +80,14 @@ func OptionsFromConfig(cfg *config.Config, mt *config.MatrixTransport) Options {
 		}
 	}
 	opts := Options{
-		Homeserver: mt.Homeserver,
-		ServerName: mt.ServerName,
-		ASToken:    mt.ASToken,
-		HSToken:    mt.HSToken,
-		ID:         mt.ID,
-		Listen:     mt.Listen,
-		StateDir:   filepath.Join(cfg.StateDir, "matrix"),
+		Homeserver:      mt.Homeserver,
+		ServerName:      mt.ServerName,
+		ASToken:         mt.ASToken,
+		HSToken:         mt.HSToken,
+		ID:              mt.ID,
+		SenderLocalpart: mt.SenderLocalpart,
+		Listen:          mt.Listen,
+		StateDir:        filepath.Join(cfg.StateDir, "matrix"),
 
 		PostTimeout: cfg.PostTimeout,
 	}
@@ -414,7 +417,7 @@ func Registration(opts Options, url string) *appservice.Registration {
 	f := false
 	reg.RateLimited = &f
 	// A dedicated sender keeps the bare as_token from acting as any one agent.
-	reg.SenderLocalpart = "zooid"
+	reg.SenderLocalpart = cmp.Or(opts.SenderLocalpart, "zooid")
 	for _, a := range opts.Agents {
 		reg.Namespaces.UserIDs = append(reg.Namespaces.UserIDs, appservice.Namespace{
 			Regex:     "^" + regexp.QuoteMeta(string(a.UserID)) + "$",

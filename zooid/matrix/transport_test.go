@@ -805,8 +805,13 @@ func TestRegistration(t *testing.T) {
 		{UserID: userA, Rooms: []config.RoomRef{"#ops:localhost", "!id:localhost"}},
 		{UserID: "@x.y:localhost", Rooms: []config.RoomRef{"#ops:localhost", "#dev.team:localhost"}},
 	}}, "http://127.0.0.1:9")
-	if reg.AppToken != "a" || reg.ServerToken != "h" || reg.URL != "http://127.0.0.1:9" || reg.ID == "" || reg.SenderLocalpart == "" {
-		t.Fatalf("registration %+v", reg)
+	if reg.AppToken != "a" || reg.ServerToken != "h" || reg.URL != "http://127.0.0.1:9" || reg.ID != "zooid" || reg.SenderLocalpart != "zooid" {
+		t.Fatalf("registration %+v, want the default id and sender zooid", reg)
+	}
+	// The config's id and sender_localpart reach the registration as they are.
+	own := Registration(Options{ID: "ops-bots", SenderLocalpart: "ops-bot"}, "http://127.0.0.1:9")
+	if own.ID != "ops-bots" || own.SenderLocalpart != "ops-bot" {
+		t.Fatalf("registration with id ops-bots and sender ops-bot: %+v", own)
 	}
 	if len(reg.Namespaces.UserIDs) != 2 || !reg.Namespaces.UserIDs[0].Exclusive || reg.Namespaces.UserIDs[1].Regex != `^@x\.y:localhost$` {
 		t.Fatalf("namespaces %+v", reg.Namespaces.UserIDs)
@@ -875,7 +880,7 @@ agents:
 	tr, _ := cfg.Transport("matrix")
 	got := OptionsFromConfig(cfg, tr.Matrix)
 	want := Options{Homeserver: "http://127.0.0.1:8008", ServerName: "example.org", ASToken: "as-0123456789abcdef", HSToken: "hs-0123456789abcdef",
-		ID: "zooid", Listen: "127.0.0.1:9000", StateDir: "/var/lib/zooid/matrix", PostTimeout: config.DefaultPostTimeout,
+		ID: "zooid", SenderLocalpart: "zooid", Listen: "127.0.0.1:9000", StateDir: "/var/lib/zooid/matrix", PostTimeout: config.DefaultPostTimeout,
 		Agents: []Agent{{Name: "a", UserID: "@a:example.org", DisplayName: "A", Rooms: []config.RoomRef{"#r:example.org", "!x:example.org"}}}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)

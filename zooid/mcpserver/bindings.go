@@ -4,11 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 
+	"github.com/zooid-dev/zooid/zooid/handshake"
+
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/zooid-dev/zooid/zooid/bridge"
 	"github.com/zooid-dev/zooid/zooid/tools"
 )
 
@@ -98,7 +99,7 @@ func (s *Server) Unbind(bindingID string) {
 
 // StdioEntry is the session/new mcpServers entry that starts the bridge for a
 // binding. Its argv carries only the socket path; the binding id goes in its
-// environment (bridge.BindingEnv), out of /proc/<pid>/cmdline. No token.
+// environment (handshake.BindingEnv), out of /proc/<pid>/cmdline. No token.
 func (s *Server) StdioEntry(bindingID string) acp.McpServer {
 	s.mu.Lock()
 	var path string
@@ -128,7 +129,7 @@ func (s *Server) StdioEntryAt(bindingID string, bridgeCmd []string, socket strin
 		Name:    ServerName,
 		Command: bridgeCmd[0],
 		Args:    args,
-		Env:     []acp.EnvVariable{{Name: bridge.BindingEnv, Value: bindingID}},
+		Env:     []acp.EnvVariable{{Name: handshake.BindingEnv, Value: bindingID}},
 	}}
 }
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zooid-dev/zooid/zooid/bridge"
+	"github.com/zooid-dev/zooid/zooid/handshake"
 )
 
 // FuzzHandshake sends an arbitrary first line on an agent's socket: the daemon
@@ -29,7 +29,7 @@ func FuzzHandshake(f *testing.F) {
 		if strings.ContainsAny(line, "\n") {
 			return // one line is the handshake; the rest is MCP
 		}
-		var hello bridge.Hello
+		var hello handshake.Hello
 		want := json.Unmarshal([]byte(line), &hello) == nil && hello.Binding == good
 		nc, err := net.Dial("unix", sock)
 		if err != nil {
@@ -44,11 +44,11 @@ func FuzzHandshake(f *testing.F) {
 		if err != nil {
 			t.Fatalf("no answer to %q: %v", line, err)
 		}
-		var w bridge.Welcome
+		var w handshake.Welcome
 		if err := json.Unmarshal(answer, &w); err != nil {
 			t.Fatalf("answer %q is not a Welcome: %v", answer, err)
 		}
-		if w.OK != want || (!w.OK && w.Error != bridge.RefusedMessage) {
+		if w.OK != want || (!w.OK && w.Error != handshake.RefusedMessage) {
 			t.Fatalf("handshake %q answered %+v, want ok=%v", line, w, want)
 		}
 	})

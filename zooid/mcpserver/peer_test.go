@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooid-dev/zooid/zooid/handshake"
+
 	"github.com/zooid-dev/zooid/zooid/bridge"
 	"github.com/zooid-dev/zooid/zooid/mcpserver"
 )
@@ -34,7 +36,7 @@ func agentMain(argv []string) int {
 		line = append(line, b[0])
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), bridge.BindingEnv+"="+string(line))
+	cmd.Env = append(os.Environ(), handshake.BindingEnv+"="+string(line))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		var ee *exec.ExitError
@@ -123,7 +125,7 @@ func runBridge(t *testing.T, socket, binding string) bridgeRun {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, "mcp", "--socket", socket)
-	cmd.Env = []string{bridge.BindingEnv + "=" + binding}
+	cmd.Env = []string{handshake.BindingEnv + "=" + binding}
 	cmd.Stdin = strings.NewReader(ping)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -150,7 +152,7 @@ func TestOnlyTheAgentAndItsDescendantsAreServed(t *testing.T) {
 	}
 
 	unknown := runBridge(t, sockA, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
-	if unknown.code != 1 || unknown.stdout != "" || !strings.Contains(unknown.stderr, bridge.RefusedMessage) {
+	if unknown.code != 1 || unknown.stdout != "" || !strings.Contains(unknown.stderr, handshake.RefusedMessage) {
 		t.Fatalf("unknown binding: %+v", unknown)
 	}
 
@@ -161,7 +163,7 @@ func TestOnlyTheAgentAndItsDescendantsAreServed(t *testing.T) {
 		t.Fatalf("a copied binding from a non-descendant:\n got %+v\nwant %+v (as an unknown binding)", copied, unknown)
 	}
 	// The agent's own parent (this test) dialling in-process.
-	if _, _, err := bridge.Dial(context.Background(), sockA, bid); err == nil || !strings.Contains(err.Error(), bridge.RefusedMessage) {
+	if _, _, err := bridge.Dial(context.Background(), sockA, bid); err == nil || !strings.Contains(err.Error(), handshake.RefusedMessage) {
 		t.Fatalf("the agent's parent with its binding: %v, want refused", err)
 	}
 
@@ -209,8 +211,8 @@ func TestBindingIsNotInTheBridgesArgv(t *testing.T) {
 	if strings.Contains(strings.Join(append([]string{e.Command}, e.Args...), " "), bid) {
 		t.Fatalf("binding in the bridge's argv: %q %q", e.Command, e.Args)
 	}
-	if len(e.Env) != 1 || e.Env[0].Name != bridge.BindingEnv || e.Env[0].Value != bid {
-		t.Fatalf("bridge env %+v, want only %s", e.Env, bridge.BindingEnv)
+	if len(e.Env) != 1 || e.Env[0].Name != handshake.BindingEnv || e.Env[0].Value != bid {
+		t.Fatalf("bridge env %+v, want only %s", e.Env, handshake.BindingEnv)
 	}
 }
 
@@ -244,7 +246,7 @@ func TestACPSessionNamesAreCheckedToo(t *testing.T) {
 		t.Fatal(err)
 	}
 	unknown := helloACP(t, sock, "no-such-session")
-	if !strings.Contains(unknown, bridge.RefusedMessage) {
+	if !strings.Contains(unknown, handshake.RefusedMessage) {
 		t.Fatalf("unknown ACP session: %q", unknown)
 	}
 	agent := startAgent(t, sock)

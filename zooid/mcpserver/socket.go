@@ -14,9 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zooid-dev/zooid/zooid/handshake"
+
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/zooid-dev/zooid/zooid/bridge"
 	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/rundir"
 )
@@ -249,7 +250,7 @@ func (s *Server) serve(agent string, nc net.Conn) {
 	}()
 
 	sc := bufio.NewScanner(nc)
-	sc.Buffer(make([]byte, 64<<10), bridge.MaxLine)
+	sc.Buffer(make([]byte, 64<<10), handshake.MaxLine)
 
 	// Handshake: the first line names the binding. An unknown binding, one of
 	// another agent, and a peer process that is not the binding's agent or its
@@ -258,13 +259,13 @@ func (s *Server) serve(agent string, nc net.Conn) {
 	if !sc.Scan() {
 		return
 	}
-	var hello bridge.Hello
+	var hello handshake.Hello
 	_ = json.Unmarshal(sc.Bytes(), &hello)
 	// The peer is checked after the binding is known (it names the agent
 	// process) and the refusal is the same either way.
 	refuse := func(why string, args ...any) {
 		s.log.Warn("refused a connection: "+why, append([]any{"agent", agent}, args...)...)
-		_ = c.writeLine(bridge.Welcome{Error: bridge.RefusedMessage})
+		_ = c.writeLine(handshake.Welcome{Error: handshake.RefusedMessage})
 	}
 	s.mu.Lock()
 	bid := hello.Binding
@@ -306,7 +307,7 @@ func (s *Server) serve(agent string, nc net.Conn) {
 		return
 	}
 	_ = nc.SetReadDeadline(time.Time{})
-	if err := c.writeLine(bridge.Welcome{OK: true}); err != nil {
+	if err := c.writeLine(handshake.Welcome{OK: true}); err != nil {
 		return
 	}
 

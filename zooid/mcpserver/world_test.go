@@ -17,7 +17,7 @@ import (
 // impersonating clients and the MCP server.
 type world struct {
 	*busyroom.Rooms
-	hist *history.History
+	hist *history.Reader
 	srv  *mcpserver.Server
 }
 
