@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/zooid-dev/zooid/scenarios"
-	zreplay "github.com/zooid-dev/zooid/sim/replay"
+	"github.com/zooid-dev/zooid/sim/replay"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
@@ -51,7 +51,7 @@ func (w *world) stepRecordWithTrace(ctx context.Context, roomName, agent string)
 // room: every recorded event routed, every prompt's turn ended and every
 // post seen coming back as an event, every closed task reported.
 func traceSettled(rec *scenarios.Recording) (bool, string) {
-	tr, err := zreplay.RecordedTrace(rec)
+	tr, err := replay.RecordedTrace(rec)
 	if err != nil {
 		return false, err.Error()
 	}
@@ -143,7 +143,7 @@ func (w *world) stepReplayExits(ctx context.Context, code int) error {
 		return fmt.Errorf("writing the recording: %w", err)
 	}
 	var out, errOut bytes.Buffer
-	got := zreplay.Main([]string{path, "--wait", w.run.wait.String()}, &out, &errOut)
+	got := replay.Main([]string{path, "--wait", w.run.wait.String()}, &out, &errOut)
 	w.replayOut = out.String()
 	if d := os.Getenv(SaveRecordingsEnv); d != "" {
 		// Keep what was replayed: this is how a feature run on fakehs or

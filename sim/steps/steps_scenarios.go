@@ -18,7 +18,7 @@ import (
 	"github.com/zooid-dev/zooid/fakeagent"
 	"github.com/zooid-dev/zooid/fakehs"
 	"github.com/zooid-dev/zooid/scenarios"
-	zreplay "github.com/zooid-dev/zooid/sim/replay"
+	"github.com/zooid-dev/zooid/sim/replay"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
@@ -115,9 +115,9 @@ func (w *world) recordedRoom(ctx context.Context, roomName, ref string, play boo
 	if err := w.declareRecordedAgents(ctx, rec, roomName); err != nil {
 		return err
 	}
-	r.replay = &replay{rec: rec, play: play}
+	r.replay = &recordedRoom{rec: rec, play: play}
 	if play && len(rec.Trace) > 0 {
-		sc, err := zreplay.NewScript(rec, func(n string) id.UserID { u, _ := w.userID(n); return u })
+		sc, err := replay.NewScript(rec, func(n string) id.UserID { u, _ := w.userID(n); return u })
 		if err != nil {
 			return err
 		}
@@ -330,8 +330,8 @@ func (w *world) recordedThreadOf(s string) (*post, []string) {
 	return nil, seen
 }
 
-// replay is a room's recorded history.
-type replay struct {
+// recordedRoom is a room's recorded history, sent in or played.
+type recordedRoom struct {
 	rec   *scenarios.Recording
 	drain *pushDrain // set when its history was sent and the pushes must be swallowed
 	// play: the room starts empty and the recording is sent into the running
@@ -351,7 +351,7 @@ type replay struct {
 // recordedScript is a played recording's replay.Script and what of the
 // live trace it has been fed.
 type recordedScript struct {
-	*zreplay.Script
+	*replay.Script
 	mu   sync.Mutex
 	room id.RoomID // the played room, once the play starts
 	seen uint64    // the last live trace record fed

@@ -104,7 +104,7 @@ type room struct {
 	seeded  []seeded // the generated history, oldest first
 	created bool
 
-	replay *replay // a recorded history to replay, see steps_scenarios.go
+	replay *recordedRoom // a recorded history to replay, see steps_scenarios.go
 }
 
 // post is a message the harness sent as a human.
