@@ -553,8 +553,9 @@ func (t Table) WriteBaseline(path string) error {
 }
 
 // Regressions lists the checked rows of t more than factor times their
-// baseline value (every checked value is lower-is-better), and baseline keys
-// t did not measure. A baseline of 0 allows nothing above 0.
+// baseline value (every checked value is lower-is-better), checked rows the
+// baseline lacks, and baseline keys t did not measure. A baseline of 0
+// allows nothing above 0.
 func (t Table) Regressions(b Baseline, factor float64) []string {
 	var out []string
 	seen := map[string]bool{}
@@ -565,6 +566,8 @@ func (t Table) Regressions(b Baseline, factor float64) []string {
 		seen[r.Key] = true
 		base, ok := b[r.Key]
 		if !ok {
+			// A check with nothing to compare against could never fail.
+			out = append(out, r.Key+": checked but not in the baseline (add it: --write-baseline, or by hand)")
 			continue
 		}
 		if r.Value > factor*base {

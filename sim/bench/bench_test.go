@@ -60,7 +60,7 @@ func TestRegressions(t *testing.T) {
 	}}
 	base := Baseline{"a": 5, "b": 2, "e": 3}
 	got := strings.Join(tab.Regressions(base, 2), "\n")
-	want := "b: 4.10, baseline 2 (more than 2×)\ne: in the baseline but not measured"
+	want := "b: 4.10, baseline 2 (more than 2×)\nd: checked but not in the baseline (add it: --write-baseline, or by hand)\ne: in the baseline but not measured"
 	if got != want {
 		t.Fatalf("regressions:\n%s\nwant:\n%s", got, want)
 	}
