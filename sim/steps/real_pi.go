@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 
 	"github.com/zooid-dev/zooid/modeldouble"
-	"github.com/zooid-dev/zooid/zooid/piext"
 )
 
 // piPackageDir is where the pinned pi, pi-acp and the Node they need are
@@ -13,13 +12,17 @@ import (
 const piPackageDir = "zooid/piext/testdata/pi"
 
 // pi (pi-acp, which starts `pi --mode rpc` per session) reads its models
-// from models.json in its agent directory, PI_CODING_AGENT_DIR: the double
-// is a provider of its own there, speaking the Anthropic Messages API, and
-// settings.json makes it the default. The same directory is where the
-// daemon installs the Zooid extension, since pi has no use for the MCP
-// server in session/new (pi-acp accepts and ignores it).
+// from models.json in its agent directory: the double is a provider of its
+// own there, speaking the Anthropic Messages API, and settings.json makes it
+// the default. The directory is the daemon's default for the agent,
+// <state_dir>/pi/<name>, as an operator who sets no PI_CODING_AGENT_DIR gets
+// it, so the state-dir check meets what pi keeps there; the daemon installs
+// the Zooid extension beside these files (pi-acp passes the MCP server of
+// session/new to no one).
 func wirePi(md *modeldouble.Server, agent, home string) (map[string]string, error) {
-	dir := filepath.Join(home, "pi")
+	// The world's homes are <world dir>/home/<name> and its state dir
+	// <world dir>/state (daemon.go).
+	dir := filepath.Join(filepath.Dir(filepath.Dir(home)), "state", "pi", agent)
 	files := map[string]string{
 		"models.json": `{"providers": {"modeldouble": {"baseUrl": "` + md.BaseURL(agent, modeldouble.Anthropic) + `",` +
 			` "api": "anthropic-messages", "apiKey": "modeldouble", "models": [{"id": "double-1"}]}}}`,
@@ -34,7 +37,6 @@ func wirePi(md *modeldouble.Server, agent, home string) (map[string]string, erro
 		}
 	}
 	return map[string]string{
-		piext.AgentDirEnv: dir,
 		// No update check, and none by pi-acp, which asks npm for pi's
 		// latest version at session/new; offline, npm answers at once.
 		"PI_OFFLINE":         "1",
