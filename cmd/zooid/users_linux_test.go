@@ -431,6 +431,28 @@ agents:
 		defer os.Chmod(w.base, 0o711)
 		check(t, nil, fmt.Sprintf("can't reach its working directory under the state dir %s: %s must exist and be searchable for that user", w.state, w.base))
 	})
+	t.Run("run dir out of the agent user's reach", func(t *testing.T) {
+		private := filepath.Join(w.base, "private")
+		must(t, os.Mkdir(private, 0o700))
+		defer os.RemoveAll(private)
+		writeFile(t, w.cfg, config(userA.Name)+"run_dir: "+filepath.Join(private, "run")+"\n")
+		defer writeFile(t, w.cfg, config(userA.Name))
+		check(t, nil, fmt.Sprintf("can't reach its socket in run dir %s: %s must exist and be searchable for that user", filepath.Join(private, "run"), private))
+	})
+	t.Run("a configured dir out of the agent user's reach", func(t *testing.T) {
+		private := filepath.Join(w.base, "private")
+		must(t, os.MkdirAll(filepath.Join(private, "work"), 0o700))
+		defer os.RemoveAll(private)
+		writeFile(t, w.cfg, strings.Replace(config(userA.Name), "    user: ", "    dir: "+filepath.Join(private, "work")+"\n    user: ", 1))
+		defer writeFile(t, w.cfg, config(userA.Name))
+		check(t, nil, fmt.Sprintf("can't reach its working directory %s: make it (and its parents) searchable for that user", filepath.Join(private, "work")))
+	})
+	t.Run("the zooid binary out of the agent user's reach", func(t *testing.T) {
+		bin := filepath.Dir(w.exe)
+		must(t, os.Chmod(bin, 0o700))
+		defer os.Chmod(bin, 0o755)
+		check(t, nil, fmt.Sprintf("can't run %s, the zooid binary its agent starts as its Zooid MCP bridge", w.exe))
+	})
 	t.Run("unknown user", func(t *testing.T) {
 		writeFile(t, w.cfg, config("zooid-no-such-user"))
 		defer writeFile(t, w.cfg, config(userA.Name))
@@ -459,6 +481,17 @@ agents:
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("zooid check as %s with the four capabilities: %v\n%s", userB, err, out)
 		}
+	})
+	t.Run("the daemon's own user", func(t *testing.T) {
+		// agent-b's user as the daemon, naming itself as agent-a's user: that
+		// user can read zooid.yaml and the state dir, so it is refused.
+		writeFile(t, w.cfg, config(userB.Name))
+		defer writeFile(t, w.cfg, config(userA.Name))
+		for _, p := range []string{w.cfg, tokenFile} {
+			must(t, os.Chown(p, int(userB.UID), int(userB.GID)))
+			defer os.Chown(p, 0, 0)
+		}
+		check(t, userB.Credential(), fmt.Sprintf("agents.agent-a.user: %s is the daemon's own user, which can read zooid.yaml and the state dir: give the agent a user of its own", userB))
 	})
 	t.Run("a daemon that may not switch users", func(t *testing.T) {
 		// Run as agent-b's user, which holds no capability; it must be able

@@ -475,6 +475,17 @@ agents:
 			`zooid.yaml:6: transports.matrix.as_token_file: set as_token or as_token_file, not both`,
 			`zooid.yaml:7: transports.matrix.hs_token_file: reading the token: open /nonexistent/hs.token: no such file or directory`,
 		}},
+		{"the two appservice tokens are one", `transports:
+  matrix:
+    homeserver: http://127.0.0.1:8008
+    server_name: example.org
+    as_token: ${AS}
+    hs_token: ${AS}
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:6: transports.matrix.hs_token: must differ from as_token`}},
 		{"unknown user", okTransport + `user: zooid-no-such-user
 agents:
   a:
@@ -591,6 +602,10 @@ agents:
     type: http
     listen: 0.0.0.0:8080
     token: ${HS}-http
+  hooks:
+    type: http
+    listen: 0.0.0.0:8081
+    token_file: http.token
 state_dir: /var/lib/zooid
 run_dir: /run/zooid
 agents:
@@ -620,6 +635,9 @@ agents:
 			if tr.HTTP.Listen != "0.0.0.0:8080" || tr.HTTP.Port != 0 {
 				t.Errorf("http %+v", tr.HTTP)
 			}
+			if hooks, _ := c.Transport("hooks"); hooks.HTTP.Token != "http-from-file-0123456789" {
+				t.Errorf("hooks token %q, want the one in http.token", hooks.HTTP.Token)
+			}
 		}},
 		{"anchors and escapes", okTransport + `agents:
   a:
@@ -639,6 +657,9 @@ agents:
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			if err := os.WriteFile(filepath.Join(dir, "hs.token"), []byte("hs-from-file-0123456789\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "http.token"), []byte("http-from-file-0123456789\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			c, err := Parse([]byte(tc.yaml), filepath.Join(dir, "zooid.yaml"), testEnv)
