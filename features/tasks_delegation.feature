@@ -98,13 +98,14 @@ Feature: Delegating work to other agents in task threads
     And planner is never woken with the result of "audit svc-a"
     And no notice carries the result of "audit svc-a"
 
-  Scenario: tasks for unknown agents or agents outside the room are refused, the others start
+  Scenario: tasks for unknown agents, agents outside the room or the caller itself are refused, the others start
     Given agent "outsider" is bound to "#dev"
     When ori says in "#ops": "@planner get svc-a looked at"
-    And planner calls zooid_start_task_threads with {"tasks": [{"agent": "ghost", "prompt": "audit svc-x"}, {"agent": "outsider", "prompt": "audit svc-y"}, {"agent": "coder", "prompt": "audit svc-a"}]}
+    And planner calls zooid_start_task_threads with {"tasks": [{"agent": "ghost", "prompt": "audit svc-x"}, {"agent": "outsider", "prompt": "audit svc-y"}, {"agent": "coder", "prompt": "audit svc-a"}, {"agent": "planner", "prompt": "audit svc-z"}]}
     Then task 1 is refused (unknown_agent)
     And task 2 is refused (not_in_room)
     And task 3 is started
+    And task 4 is refused (self)
     And planner has started 1 task thread in "#ops"
     And outsider is not prompted with "audit svc-y"
 

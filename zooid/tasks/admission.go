@@ -76,6 +76,8 @@ func (m *Manager) admit(c tools.Caller, specs []tools.TaskSpec, notify string, r
 			results[i].Status, results[i].Reason = tools.TaskRefused, tools.ReasonUnknownAgent
 		case !slices.Contains(rooms, c.Room):
 			results[i].Status, results[i].Reason = tools.TaskRefused, tools.ReasonNotInRoom
+		case s.Agent == c.Agent:
+			results[i].Status, results[i].Reason = tools.TaskRefused, tools.ReasonSelf
 		case open >= m.opts.MaxOpenPerRoom:
 			results[i].Status, results[i].Reason = tools.TaskRefused, tools.ReasonAtCapacity
 		default:

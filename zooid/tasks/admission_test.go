@@ -15,8 +15,8 @@ import (
 
 func TestAdmissionReasonsIndexAligned(t *testing.T) {
 	e := newEnv(t)
-	res := e.start(caller("alice", roomA, "$home"), "", "bob", "nobody", "dave", "carol")
-	want := []string{"started:", "refused:unknown_agent", "refused:not_in_room", "started:"}
+	res := e.start(caller("alice", roomA, "$home"), "", "bob", "nobody", "dave", "carol", "alice")
+	want := []string{"started:", "refused:unknown_agent", "refused:not_in_room", "started:", "refused:self"}
 	if got := statuses(res); !slices.Equal(got, want) {
 		t.Fatalf("statuses = %v, want %v", got, want)
 	}

@@ -92,7 +92,11 @@ const (
 	ReasonDepthLimit   = "depth_limit"
 	ReasonUnknownAgent = "unknown_agent"
 	ReasonNotInRoom    = "not_in_room"
-	ReasonAtCapacity   = "at_capacity"
+	// ReasonSelf: the assignee is the caller; work is delegated to other
+	// agents (the seed's word), and a task to oneself would hold a slot of
+	// the room for a thread nobody else answers.
+	ReasonSelf       = "self"
+	ReasonAtCapacity = "at_capacity"
 )
 
 // Statuses of zooid_complete_task.
