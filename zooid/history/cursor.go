@@ -37,6 +37,9 @@ type cursor struct {
 	// them (servers without bundled aggregations).
 	Top     string `json:"h,omitempty"`
 	Pending bool   `json:"x,omitempty"`
+	// Fresh says the next page starts at the top of the thread's replies:
+	// a first page of thread history with limit 1 held only the root.
+	Fresh bool `json:"f,omitempty"`
 }
 
 // sealScan seals the cursor of a page read by a /messages scan: Pending
@@ -78,7 +81,7 @@ func (h *Reader) openCursor(s, tool string, user id.UserID, room id.RoomID, thre
 		return cursor{}, bad
 	}
 	var c cursor
-	if err := json.Unmarshal(body, &c); err != nil || c.Last == "" {
+	if err := json.Unmarshal(body, &c); err != nil || (c.Last == "" && !c.Fresh) {
 		return cursor{}, bad
 	}
 	if c.Tool != tool {

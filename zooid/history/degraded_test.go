@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -372,5 +373,58 @@ func TestReadsSeeOwnPosts(t *testing.T) {
 	}
 	if got := r.hs.Requests("GET", "/_matrix/client/v3/rooms/*/event/*") - n; got != 0 {
 		t.Fatalf("a later read asked /event %d times", got)
+	}
+}
+
+// TestThreadPagesHoldAtMostLimit: a page of zooid_get_thread_history never
+// holds more than limit entries (the contract, §3): the first page is the
+// root, then the newest limit-1 replies; with limit 1 it is the root alone,
+// and the replies start on the next page. Paging to the end meets every
+// reply once, in order, on both profiles (relations and the scan).
+func TestThreadPagesHoldAtMostLimit(t *testing.T) {
+	events := []fakehs.SeedEvent{text("the root")}
+	for i := range 5 {
+		events = append(events, reply(fmt.Sprint("reply ", i), 0))
+	}
+	for name, p := range map[string]fakehs.Profile{"synapse": {}, "degraded": fakehs.Degraded} {
+		for _, limit := range []int{1, 2, 3, 6, 7} {
+			t.Run(fmt.Sprintf("%s/limit %d", name, limit), func(t *testing.T) {
+				r := newRoom(t, p, slices.Clone(events))
+				ctx := context.Background()
+				var pages [][]string
+				before := ""
+				for range 10 {
+					page, err := r.h.ThreadHistory(ctx, r.c, r.ids[0], limit, before)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got := bodies(page.Messages, msgText)
+					if len(got) > limit {
+						t.Fatalf("page %d holds %d entries %q, more than limit %d", len(pages)+1, len(got), got, limit)
+					}
+					pages = append(pages, got)
+					if !page.HasMore {
+						break
+					}
+					before = page.NextBefore
+				}
+				if pages[0][0] != "the root" {
+					t.Fatalf("the first page %q does not open with the root", pages[0])
+				}
+				// Pages run newest first; within a page, oldest first.
+				var replies []string
+				for i := len(pages) - 1; i >= 0; i-- {
+					for _, b := range pages[i] {
+						if b != "the root" {
+							replies = append(replies, b)
+						}
+					}
+				}
+				want := []string{"reply 0", "reply 1", "reply 2", "reply 3", "reply 4"}
+				if !slices.Equal(replies, want) {
+					t.Fatalf("pages %q: replies %q, want each once in order %q", pages, replies, want)
+				}
+			})
+		}
 	}
 }

@@ -515,6 +515,18 @@ func (h *Reader) ThreadHistory(ctx context.Context, c tools.Caller, thread id.Ev
 		}
 		cur = &cc
 	}
+	// The first page is the root, then the newest replies, limit entries in
+	// all; a page after a first page of the root alone starts at the top.
+	first, n := cur == nil, limit
+	mode := modeRelations
+	if first {
+		n = limit - 1
+	} else {
+		mode = cur.Mode
+		if cur.Fresh {
+			cur = nil
+		}
+	}
 	cli, err := h.joinedClient(ctx, c, c.Room)
 	if err != nil {
 		return tools.MessagePage{}, err
@@ -525,21 +537,20 @@ func (h *Reader) ThreadHistory(ctx context.Context, c tools.Caller, thread id.Ev
 		return tools.MessagePage{}, err
 	}
 	isReply := func(evt *event.Event) bool { return isReplyIn(evt, thread) }
+	// With room for the root alone, a reply is read only to learn whether
+	// there are more.
+	want := max(n, 1)
 
-	mode := modeRelations
-	if cur != nil {
-		mode = cur.Mode
-	}
 	var items []item
 	var more bool
 	var pos item
 	st := newScanState()
 	top, complete := "", true
 	if mode == modeRelations {
-		w := &walker{fetch: relationsFetch(cli, c.Room, thread), size: min(limit+1, maxChunk), observe: st.observe}
+		w := &walker{fetch: relationsFetch(cli, c.Room, thread), size: min(want+1, maxChunk), observe: st.observe}
 		err = w.start(ctx, cur)
 		if err == nil {
-			items, more, pos, err = collect(ctx, w, limit, isReply, nil)
+			items, more, pos, err = collect(ctx, w, want, isReply, nil)
 		}
 		if err != nil && cur == nil && isUnsupported(err) {
 			mode, err = modeScan, nil
@@ -547,7 +558,7 @@ func (h *Reader) ThreadHistory(ctx context.Context, c tools.Caller, thread id.Ev
 		if err != nil {
 			return tools.MessagePage{}, err
 		}
-		if cur == nil && len(items) > 0 && !hasThreadSummary(root) {
+		if first && len(items) > 0 && !hasThreadSummary(root) {
 			mode = modeScan
 		}
 	}
@@ -560,13 +571,18 @@ func (h *Reader) ThreadHistory(ctx context.Context, c tools.Caller, thread id.Ev
 		if err != nil {
 			return tools.MessagePage{}, err
 		}
-		items, more, pos, err = collect(ctx, w, limit, isReply, func(evt *event.Event) bool { return evt.ID == thread })
+		items, more, pos, err = collect(ctx, w, want, isReply, func(evt *event.Event) bool { return evt.ID == thread })
 		if err != nil {
 			return tools.MessagePage{}, err
 		}
 	}
+	fresh := false
+	if n == 0 {
+		// The root alone: the replies, if any, are the next page's.
+		more, fresh, items = more || len(items) > 0, true, nil
+	}
 	page := tools.MessagePage{Messages: make([]tools.Message, 0, len(items)+1), HasMore: more}
-	if cur == nil {
+	if first {
 		edit := st.edit(root)
 		if edit == nil && bundledEdit(root) == nil && root.Unsigned.Relations == nil {
 			// No bundle and the scan ended before the root's edits: ask once.
@@ -587,7 +603,9 @@ func (h *Reader) ThreadHistory(ctx context.Context, c tools.Caller, thread id.Ev
 		body, _ := textWith(evt, st.edit(evt))
 		page.Messages = append(page.Messages, h.message(evt, body))
 	}
-	if more {
+	if more && fresh {
+		page.NextBefore = h.sealCursor(cursor{Tool: toolThread, User: c.UserID, Room: c.Room, Thread: thread, Mode: mode, Fresh: true})
+	} else if more {
 		c := cursor{Tool: toolThread, User: c.UserID, Room: c.Room, Thread: thread, Mode: mode, Token: pos.token, Last: pos.evt.ID}
 		if mode == modeScan {
 			c.Top = top
