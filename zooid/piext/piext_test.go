@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -264,7 +265,7 @@ func TestParityWithMCP(t *testing.T) {
 			bind(srv, kind, acp)
 			want := mcpTools(t, sock, acp)
 
-			cmd := exec.Command(node(t), "testdata/parity.mjs", extFile, acp)
+			cmd := exec.Command(node(t), "testdata/parity.mjs", extFile, acp, "then-unreachable")
 			cmd.Env = append(os.Environ(), piext.SocketEnv+"="+sock)
 			out, err := cmd.Output()
 			if err != nil {
@@ -275,7 +276,8 @@ func TestParityWithMCP(t *testing.T) {
 					Name, Label, Description string
 					Parameters               any
 				}
-				Active []string
+				Active      []string
+				ActiveAfter []string
 			}
 			if err := json.Unmarshal(out, &got); err != nil {
 				t.Fatalf("parity output %s: %v", out, err)
@@ -308,6 +310,11 @@ func TestParityWithMCP(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got.Active, wantActive) {
 				t.Fatalf("active tools %v, want %v (the MCP list for a %s session, after pi's own)", got.Active, wantActive, kind)
+			}
+			// The daemon gone before the next prompt: the session keeps the
+			// list it last read, never all nine.
+			if !reflect.DeepEqual(got.ActiveAfter, wantActive) {
+				t.Fatalf("with the daemon unreachable, active tools %v, want the last list read %v", got.ActiveAfter, wantActive)
 			}
 		})
 	}
@@ -492,9 +499,22 @@ func TestPiCallsTheDaemon(t *testing.T) {
 		if !isErr || !strings.HasPrefix(text, "forbidden: this pi session (5f0c7a52-0000-4000-8000-00000000dead) is not bound to a Zooid room session") {
 			t.Fatalf("unbound: error %v, %q", isErr, text)
 		}
-		// Fails open: the role could not be read, so every Zooid tool stays.
-		if offered := run.offered(t); !contains(offered, tools.CompleteTask) || !contains(offered, tools.StartTaskThreads) {
-			t.Fatalf("unreadable role offered %v, want all nine", offered)
+		// The role could not be read before the first prompt: the tools every
+		// kind of session has, neither task tool.
+		var always []string
+		for _, tl := range tools.All() {
+			if tl.Gating == tools.Always {
+				always = append(always, tl.Name)
+			}
+		}
+		var zooid []string
+		for _, n := range run.offered(t) {
+			if strings.HasPrefix(n, "zooid_") {
+				zooid = append(zooid, n)
+			}
+		}
+		if !slices.Equal(sortedCopy(zooid), sortedCopy(always)) {
+			t.Fatalf("unreadable role offered the Zooid tools %v, want the tools every session kind has %v", zooid, always)
 		}
 	})
 	t.Run("daemon not running", func(t *testing.T) {
@@ -536,4 +556,10 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+func sortedCopy(s []string) []string {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return c
 }
