@@ -428,3 +428,29 @@ func TestThreadPagesHoldAtMostLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestTimestampsKeepMilliseconds pins the exact shape of every timestamp a
+// tool returns: RFC 3339 in UTC with milliseconds always written (three
+// digits, Matrix keeps origin_server_ts in milliseconds), e.g.
+// 2026-01-01T09:00:01.500Z; a whole second is .000Z.
+func TestTimestampsKeepMilliseconds(t *testing.T) {
+	events := []fakehs.SeedEvent{text("the root"), reply("a reply", 0)}
+	events[0].Timestamp = base
+	events[1].Timestamp = base.Add(1500 * time.Millisecond)
+	r := newRoom(t, fakehs.Profile{}, events)
+	ctx := context.Background()
+	th, err := r.h.ThreadHistory(ctx, r.c, r.ids[0], 10, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []string{th.Messages[0].Timestamp, th.Messages[1].Timestamp}; !slices.Equal(got, []string{"2026-01-01T09:00:00.000Z", "2026-01-01T09:00:01.500Z"}) {
+		t.Fatalf("timestamps %q", got)
+	}
+	rt, err := r.h.RecentThreads(ctx, r.c, 10, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rt.Threads) == 0 || rt.Threads[0].Timestamp != "2026-01-01T09:00:00.000Z" || rt.Threads[0].LastActivityAt != "2026-01-01T09:00:01.500Z" {
+		t.Fatalf("recent threads %+v: want the root at 09:00:00.000Z, last activity 09:00:01.500Z", rt.Threads)
+	}
+}

@@ -10,12 +10,15 @@ import (
 
 // Message is one history entry as a model sees it.
 type Message struct {
-	ID        id.EventID `json:"id"`
-	Sender    id.UserID  `json:"sender"`
-	Text      string     `json:"text"`
-	Timestamp string     `json:"timestamp"` // RFC 3339, UTC
-	IsAgent   bool       `json:"is_agent"`
-	AgentName string     `json:"agent_name,omitempty"`
+	ID     id.EventID `json:"id"`
+	Sender id.UserID  `json:"sender"`
+	Text   string     `json:"text"`
+	// Timestamp is RFC 3339 in UTC with milliseconds always written, as
+	// Matrix keeps them: 2026-01-01T09:00:01.500Z, a whole second .000Z
+	// (history's TestTimestampsKeepMilliseconds).
+	Timestamp string `json:"timestamp"`
+	IsAgent   bool   `json:"is_agent"`
+	AgentName string `json:"agent_name,omitempty"`
 	// ThreadID is the thread root's event id: set on replies, and on the root
 	// itself in thread history.
 	ThreadID id.EventID `json:"thread_id,omitempty"`
@@ -24,7 +27,9 @@ type Message struct {
 // ThreadOverview is a top-level message or thread root with its activity.
 type ThreadOverview struct {
 	Message
-	ReplyCount     int    `json:"reply_count"`
+	ReplyCount int `json:"reply_count"`
+	// LastActivityAt is the time of the latest reply, or of the entry itself,
+	// in Timestamp's shape.
 	LastActivityAt string `json:"last_activity_at"`
 }
 
