@@ -72,7 +72,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer ctl.close()
-	if err := ctl.call("hello", hello{Pid: os.Getpid(), Argv: os.Args, Env: os.Environ()}, nil); err != nil {
+	wd, _ := os.Getwd()
+	if err := ctl.call("hello", hello{Pid: os.Getpid(), Argv: os.Args, Env: os.Environ(), Wd: wd}, nil); err != nil {
 		fmt.Fprintf(stderr, "fake-agent: %v\n", err)
 		return 2
 	}

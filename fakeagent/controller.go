@@ -32,6 +32,7 @@ type hello struct {
 	Pid  int      `json:"pid"`
 	Argv []string `json:"argv"`
 	Env  []string `json:"env"`
+	Wd   string   `json:"wd"`
 }
 
 // Controller is the test side: it queues turns for agents and records what
@@ -219,7 +220,7 @@ func (c *Controller) handle(proc *hello, m message, reply *message) error {
 		if err := json.Unmarshal(m.Data, &s); err != nil {
 			return err
 		}
-		s.Env, s.Argv, s.Pid = proc.Env, proc.Argv, proc.Pid
+		s.Env, s.Argv, s.Pid, s.Wd = proc.Env, proc.Argv, proc.Pid, proc.Wd
 		record(c, c.sessions, m.Agent, s)
 	case "prompt":
 		var p Prompt

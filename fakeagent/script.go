@@ -136,10 +136,13 @@ type SessionInfo struct {
 	SessionID  acp.SessionId   `json:"session_id"`
 	Cwd        string          `json:"cwd"`
 	McpServers []acp.McpServer `json:"mcp_servers"`
-	// Env and Argv are the agent process's environment and argv at start.
+	// Env and Argv are the agent process's environment and argv at start,
+	// Wd its working directory then (the process's own, which the daemon
+	// sets apart from the cwd it names in session/new).
 	Env  []string `json:"env"`
 	Argv []string `json:"argv"`
 	Pid  int      `json:"pid"`
+	Wd   string   `json:"wd"`
 }
 
 // ToolResult is the outcome of one CallTool action.

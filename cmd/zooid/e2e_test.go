@@ -284,8 +284,8 @@ func TestRunAnswersAMentionPostedOverHTTP(t *testing.T) {
 	if len(sessions) != 1 {
 		t.Fatalf("agent-a had %d sessions, want 1", len(sessions))
 	}
-	if want := filepath.Join(dir, ".zooid", "agents", "agent-a"); sessions[0].Cwd != want {
-		t.Errorf("agent-a ran in %s, want its own directory %s", sessions[0].Cwd, want)
+	if want := filepath.Join(dir, ".zooid", "agents", "agent-a"); sessions[0].Cwd != want || sessions[0].Wd != want {
+		t.Errorf("agent-a's session/new named %s and its process ran in %s, want its own directory %s for both", sessions[0].Cwd, sessions[0].Wd, want)
 	}
 	for _, kv := range sessions[0].Env {
 		name, _, _ := strings.Cut(kv, "=")
