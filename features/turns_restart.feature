@@ -23,6 +23,7 @@ Feature: A request in flight survives a daemon crash
     And agent-a has posted nothing containing "svc-a is up"
     When the daemon is killed and started again
     Then agent-a posts an error "interrupted" in the thread
+    And agent-a is prompted once with "is svc-a up?"
 
   @fake-only
   Scenario: a recovery cut short is finished by the next start, still once
