@@ -49,18 +49,7 @@ func definitions(w *world) []stepDef {
 	all = append(all, postSteps(w)...)
 	all = append(all, toolSteps(w)...)
 	all = append(all, resultSteps(w)...)
-	all = append(all, taskSteps(w)...)
-	all = append(all, scenarioSteps(w)...)
-	all = append(all, processSteps(w)...)
-	all = append(all, limitSteps(w)...)
-	all = append(all, httpSteps(w)...)
 	all = append(all, traceSteps(w)...)
-	all = append(all, replaySteps(w)...)
-	all = append(all, longSteps(w)...)
-	all = append(all, faultSteps(w)...)
-	all = append(all, restartSteps(w)...)
-	all = append(all, modelSteps(w)...)
-	all = append(all, realSteps(w)...)
 	return all
 }
 

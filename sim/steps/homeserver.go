@@ -56,7 +56,7 @@ type seedEvent struct {
 	body       string
 	ts         time.Time
 	threadRoot int
-	// A recorded event (steps_scenarios.go) sets these instead of body: its
+	// A recorded event (scenarios.go) sets these instead of body: its
 	// type, its content for an import (relations by index in threadRoot and
 	// relation), and send, its content for sending given the ids of the
 	// events before it.

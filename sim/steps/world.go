@@ -87,7 +87,7 @@ type agentDecl struct {
 	trigger string
 	http    bool // bound to the HTTP transport instead of Matrix
 	// real runs a preset's real adapter against the model double
-	// (steps_real.go); nil for the scripted agent.
+	// (real.go); nil for the scripted agent.
 	real *realAgent
 	// maxProcs and perProc are its max_processes and sessions_per_process;
 	// zero: the defaults.
@@ -104,7 +104,7 @@ type room struct {
 	seeded  []seeded // the generated history, oldest first
 	created bool
 
-	replay *recordedRoom // a recorded history to replay, see steps_scenarios.go
+	replay *recordedRoom // a recorded history to replay, see scenarios.go
 }
 
 // post is a message the harness sent as a human.

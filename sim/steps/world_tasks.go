@@ -275,3 +275,43 @@ func (w *world) daemonLogTail() string {
 	}
 	return "(no daemon process)"
 }
+
+// resultOf waits for the task's dev.zooid.thread_result events.
+func (w *world) resultOf(ctx context.Context, t *taskRef) ([]rawMsg, error) {
+	r, err := w.taskRoom(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	var found []rawMsg
+	err = w.eventually(ctx, fmt.Sprintf("the result of %s", t), func() (bool, string, error) {
+		msgs, err := w.readRaw(ctx, r)
+		if err != nil {
+			return false, "", err
+		}
+		found = found[:0]
+		var seen []string
+		for _, m := range threadResults(msgs) {
+			seen = append(seen, mustJSON(m.content))
+			if m.thread == t.thread {
+				found = append(found, m)
+			}
+		}
+		return len(found) > 0, fmt.Sprintf("results in %s: %v", r.name, seen), nil
+	})
+	return found, err
+}
+
+// resultNotices are the messages of msgs carrying t's result in their content.
+func resultNotices(msgs []rawMsg, t *taskRef) []rawMsg {
+	var out []rawMsg
+	for _, m := range msgs {
+		if m.ev.Type.Type != "m.room.message" {
+			continue
+		}
+		r, ok := m.content[zevent.KeyThreadResult].(map[string]any)
+		if ok && r["thread_id"] == string(t.thread) {
+			out = append(out, m)
+		}
+	}
+	return out
+}

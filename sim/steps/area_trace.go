@@ -1,7 +1,9 @@
 package steps
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,17 +11,18 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/zooid-dev/zooid/sim/replay"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
+
+// The catalogue's "The daemon's trace" steps (area trace) and the step methods
+// they run.
 
 // traceSteps turn on the daemon's flight recorder and read back what it wrote.
 func traceSteps(w *world) []stepDef {
 	return []stepDef{
-		{area: "setup", pattern: `^the daemon keeps a trace$`,
-			example: `the daemon keeps a trace`,
-			doc:     "Sets zooid.yaml trace.dir to a directory of the scenario: the daemon records per room what it saw and did.",
-			fn:      w.stepKeepsTrace},
 		{area: "trace", pattern: `^the trace of "(#[a-z0-9-]+)" shows "([^"]*)" waking (nobody|[a-z0-9-]+(?:(?:, | and )[a-z0-9-]+)*) \(([a-z_]+)\)$`,
 			example: `the trace of "#ops" shows "can someone audit svc-a" waking agent-a (mention)`,
 			doc:     "The routing decision on the message containing the text: exactly these agents woke, for that reason, each in the session of the message's thread (or nobody, and why).",
@@ -48,59 +51,22 @@ func traceSteps(w *world) []stepDef {
 			example: `no secret appears in the trace`,
 			doc:     "No trace file holds the appservice tokens, a user's access token, or a session binding id of any agent.",
 			fn:      w.stepTraceNoSecrets},
-	}
-}
 
-func (w *world) stepKeepsTrace() error {
-	if w.started {
-		return fmt.Errorf("turn the trace on before the first action starts the daemon")
+		// Recording a room with the daemon's trace and replaying it with `zooid
+		// replay` on a fresh fake homeserver.
+		{area: "trace", pattern: `^the recorded decision on "([^"]*)" is edited to wake (nobody|[a-z0-9-]+)$`,
+			example: `the recorded decision on "and svc-b too" is edited to wake nobody`,
+			doc:     "Edits the trace inside the last recording: the routing decision on the event containing the text now says it woke that agent (for a mention), or nobody (nobody_addressed).",
+			fn:      w.stepEditDecision},
+		{area: "trace", pattern: `^zooid replay of the recording exits (\d)$`,
+			example: `zooid replay of the recording exits 0`,
+			doc:     "Writes the last recording to a file and runs `zooid replay FILE` on it (a fresh fake homeserver and daemon, the agents scripted from the trace); its exit code is this (0 reproduced, 1 diverged, 2 bad input).",
+			fn:      w.stepReplayExits},
+		{area: "trace", pattern: `^the replay names one difference: the decision on "([^"]*)", want woke (nobody|[a-z0-9-]+), got woke (nobody|[a-z0-9-]+)$`,
+			example: `the replay names one difference: the decision on "and svc-b too", want woke nobody, got woke planner`,
+			doc:     "The last replay printed exactly one difference, in the routing of the event containing the text, with the recorded and today's woken agent.",
+			fn:      w.stepReplayNames},
 	}
-	w.traceDir = filepath.Join(w.dir, "trace")
-	return nil
-}
-
-// traceRecords waits until the room's trace holds a record match accepts.
-func (w *world) traceRecord(ctx context.Context, roomName, what string, match func(trace.Record) (bool, error)) (trace.Record, error) {
-	if w.traceDir == "" {
-		return trace.Record{}, errors.New("the daemon keeps no trace; add: the daemon keeps a trace")
-	}
-	if err := w.start(ctx); err != nil {
-		return trace.Record{}, err
-	}
-	r, err := w.room(ctx, roomName)
-	if err != nil {
-		return trace.Record{}, err
-	}
-	var found trace.Record
-	var matchErr error
-	err = w.eventually(ctx, what, func() (bool, string, error) {
-		tr, err := trace.Read(w.traceDir)
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		room, ok := tr.Room(r.id)
-		if !ok {
-			return false, "no trace of " + roomName + " yet", nil
-		}
-		for _, rec := range room.Records {
-			ok, err := match(rec)
-			if err != nil {
-				// A record of the right kind that says something else: keep
-				// waiting in case a later one matches, report it if none does.
-				matchErr = err
-				continue
-			}
-			if ok {
-				found = rec
-				return true, "", nil
-			}
-		}
-		if matchErr != nil {
-			return false, matchErr.Error(), nil
-		}
-		return false, fmt.Sprintf("%d records, none matching", len(room.Records)), nil
-	})
-	return found, err
 }
 
 func (w *world) stepTraceWoke(ctx context.Context, roomName, text, agents, why string) error {
@@ -136,15 +102,6 @@ func (w *world) stepTraceWoke(ctx context.Context, roomName, text, agents, why s
 		return true, nil
 	})
 	return err
-}
-
-// splitNames reads "a", "a and b", "a, b and c".
-func splitNames(s string) []string {
-	var out []string
-	for _, part := range strings.Split(strings.ReplaceAll(s, " and ", ", "), ", ") {
-		out = append(out, strings.TrimSpace(part))
-	}
-	return out
 }
 
 func (w *world) stepTraceTool(ctx context.Context, roomName, agent, tool string) error {
@@ -296,6 +253,88 @@ func (w *world) stepTraceNoSecrets(ctx context.Context) error {
 	}
 	if bindings == 0 {
 		return errors.New("no session binding id was seen to look for")
+	}
+	return nil
+}
+
+func (w *world) stepEditDecision(text, agent string) error {
+	rec := w.recording
+	if rec == nil {
+		return errors.New("nothing has been recorded; use: \"#room\" is recorded with its trace as agent-a")
+	}
+	edited := 0
+	for i, line := range rec.Trace {
+		var r trace.Record
+		if err := json.Unmarshal(line, &r); err != nil || r.Event == nil || !strings.Contains(r.Event.Text, text) {
+			continue
+		}
+		if agent == "nobody" {
+			r.Event.Woke, r.Event.Nobody = nil, trace.WhyNotNotified
+		} else {
+			thread := r.Event.Thread
+			if thread == "" {
+				thread = r.Event.ID
+			}
+			r.Event.Nobody = ""
+			r.Event.Woke = []trace.Wake{{Agent: agent, Thread: thread, Session: agent + "|" + string(r.Room) + "|" + string(thread), Why: trace.WhyMention}}
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		rec.Trace[i] = b
+		edited++
+	}
+	if edited != 1 {
+		return fmt.Errorf("%d events of the recorded trace contain %q, want exactly 1", edited, text)
+	}
+	return nil
+}
+
+func (w *world) stepReplayExits(ctx context.Context, code int) error {
+	if w.recording == nil {
+		return errors.New("nothing has been recorded; use: \"#room\" is recorded with its trace as agent-a")
+	}
+	path := filepath.Join(w.dir, fmt.Sprintf("recording-%d.json", w.stepSeq))
+	var buf bytes.Buffer
+	if err := w.recording.Write(&buf); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
+		return fmt.Errorf("writing the recording: %w", err)
+	}
+	var out, errOut bytes.Buffer
+	got := replay.Main([]string{path, "--wait", w.run.wait.String()}, &out, &errOut)
+	w.replayOut = out.String()
+	if d := os.Getenv(SaveRecordingsEnv); d != "" {
+		// Keep what was replayed: this is how a feature run on fakehs or
+		// Synapse produces a recording with its trace for scenarios/.
+		if err := os.WriteFile(filepath.Join(d, fmt.Sprintf("replayed-%d.json", time.Now().UnixNano())), buf.Bytes(), 0o600); err != nil {
+			return fmt.Errorf("saving the replayed recording in $%s: %w", SaveRecordingsEnv, err)
+		}
+	}
+	if got != code {
+		return fmt.Errorf("zooid replay exited %d, want %d\nstdout:\n%s\nstderr:\n%s", got, code, out.String(), errOut.String())
+	}
+	return nil
+}
+
+func (w *world) stepReplayNames(text, want, got string) error {
+	var diffs []string
+	for _, l := range strings.Split(strings.TrimSpace(w.replayOut), "\n") {
+		if l != "" && !strings.HasPrefix(l, "diverged:") && !strings.HasPrefix(l, "note:") {
+			diffs = append(diffs, l)
+		}
+	}
+	if len(diffs) != 1 {
+		return fmt.Errorf("the replay printed %d differences, want 1:\n%s", len(diffs), w.replayOut)
+	}
+	d := diffs[0]
+	wantPart := "want woke " + want
+	gotPart := "got woke " + got
+	if !strings.Contains(d, ", routing: ") || !strings.Contains(d, fmt.Sprintf("%q", text)) && !strings.Contains(d, text) ||
+		!strings.Contains(d, wantPart) || !strings.Contains(d, gotPart) {
+		return fmt.Errorf("the difference %q does not name the routing decision on %q with %q and %q", d, text, wantPart, gotPart)
 	}
 	return nil
 }

@@ -8,10 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
+	"time"
 
-	"github.com/zooid-dev/zooid/internal/netjail"
 	"github.com/zooid-dev/zooid/modeldouble"
 	"github.com/zooid-dev/zooid/zooid/config"
 )
@@ -80,43 +79,6 @@ func wireGemini(md *modeldouble.Server, agent, home string) (map[string]string, 
 	}, nil
 }
 
-func realSteps(w *world) []stepDef {
-	return []stepDef{
-		{area: "setup", pattern: `^([a-z0-9, -]+?) runs? real (claude|gemini|codex|opencode|pi)$`,
-			example: `claude1 runs real claude`,
-			doc:     "Runs declared agents on that preset with its real adapter (the pinned packages of zooid/daemon/testdata/adapters; pi's, with the Node it needs, of zooid/piext/testdata/pi) and the default permission policy, their model API the scenario's model double, scripted by the `'s model will` steps; waits in such scenarios are 120 s.",
-			fn:      w.stepRunsReal},
-		{area: "script", pattern: `^([a-z0-9-]+)'s model will fail with HTTP (\d{3})(?: and Retry-After (\d+))?$`,
-			example: `claude1's model will fail with HTTP 429 and Retry-After 1`,
-			doc:     "Appends a fault to a real agent's model script: its next turn request is answered with that status, the API's error body and the Retry-After header; the agent's retry takes the step after. The scenario fails if the fault never fired.",
-			fn:      w.stepModelFails},
-		{area: "script", pattern: `^([a-z0-9-]+)'s model will cut its answer off mid-stream$`,
-			example: `claude1's model will cut its answer off mid-stream`,
-			doc:     "Appends a fault to a real agent's model script: its next turn request gets half an answer and a dropped connection. The scenario fails if the fault never fired.",
-			fn:      w.stepModelCuts},
-		{area: "prompts", pattern: `^([a-z0-9-]+)'s model read the result of ([A-Za-z][A-Za-z0-9_]*): (\{.*\})$`,
-			example: `claude1's model read the result of zooid_get_room_info: {"name": "{#ops}", "transport": "matrix"}`,
-			doc:     "Waits for a model request of a real agent that carries the tool's result (not an error), a JSON object holding each field given with that value (placeholders resolved): the call reached the daemon and its answer reached the model.",
-			fn:      w.stepModelReadResult},
-		{area: "prompts", pattern: `^([a-z0-9-]+)'s model read an error from ([A-Za-z][A-Za-z0-9_]*) containing "([^"]*)"$`,
-			example: `claude1's model read an error from Bash containing "refused permission"`,
-			doc:     "Waits for a model request of a real agent that carries the tool's result as an error (marked so where its API has the mark: Anthropic's is_error, Gemini's error response; OpenAI's function outputs have none) whose text contains the given text.",
-			fn:      w.stepModelReadError},
-		{area: "prompts", pattern: `^([a-z0-9-]+)'s model is prompted with "([^"]*)"$`,
-			example: `claude1's model is prompted with "catch up with zooid_get_thread_history"`,
-			doc:     "Waits for a turn request of a real agent's model whose prompt (the daemon's prompt as the agent passed it on, without the agent's own reminders) contains the text.",
-			fn:      w.stepModelPrompted},
-		{area: "prompts", pattern: `^([a-z0-9-]+)'s working directory has no file "([^"]+)"$`,
-			example: `claude1's working directory has no file "pwned.txt"`,
-			doc:     "Checks that the agent's working directory (its zooid.yaml dir) holds no file of that name: a refused command left nothing behind.",
-			fn:      w.stepNoFile},
-		{area: "prompts", pattern: `^([a-z0-9-]+)'s model is offered the Zooid tools (.+)$`,
-			example: `claude1's model is offered the Zooid tools zooid_get_room_info, zooid_send_message`,
-			doc:     "Checks the Zooid tools (by their own names) offered in the real agent's latest turn request to its model: exactly those listed, each with an input schema.",
-			fn:      w.stepModelOffered},
-	}
-}
-
 func (w *world) modelScript(agent string) (*modeldouble.Script, error) {
 	a, err := w.agent(agent)
 	if err != nil {
@@ -126,29 +88,6 @@ func (w *world) modelScript(agent string) (*modeldouble.Script, error) {
 		return nil, fmt.Errorf("%s runs no real agent against the model double; say first: %s runs real claude", agent, agent)
 	}
 	return w.model.Script(agent), nil
-}
-
-func (w *world) stepModelFails(agent, status, retryAfter string) error {
-	sc, err := w.modelScript(agent)
-	if err != nil {
-		return err
-	}
-	f := &modeldouble.Fault{Kind: modeldouble.FaultStatus}
-	f.Status, _ = strconv.Atoi(status)
-	if retryAfter != "" {
-		f.RetryAfter, _ = strconv.Atoi(retryAfter)
-	}
-	sc.Add(modeldouble.Step{Fault: f})
-	return nil
-}
-
-func (w *world) stepModelCuts(agent string) error {
-	sc, err := w.modelScript(agent)
-	if err != nil {
-		return err
-	}
-	sc.Add(modeldouble.Step{Fault: &modeldouble.Fault{Kind: modeldouble.FaultCut}})
-	return nil
 }
 
 // modelResult waits for the first model request of a real agent carrying a
@@ -176,109 +115,6 @@ func (w *world) modelResult(ctx context.Context, agent, tool, what string, check
 		}
 		return false, strings.Join(seen, "; "), nil
 	})
-}
-
-func (w *world) stepModelPrompted(ctx context.Context, agent, text string) error {
-	if _, err := w.modelScript(agent); err != nil {
-		return err
-	}
-	return w.eventually(ctx, fmt.Sprintf("%s's model prompted with %q", agent, text), func() (bool, string, error) {
-		var seen []string
-		for _, r := range w.model.Requests(agent) {
-			if len(r.Tools) == 0 {
-				continue
-			}
-			if strings.Contains(r.Prompt, text) {
-				return true, "", nil
-			}
-			seen = append(seen, fmt.Sprintf("%q", r.Prompt))
-		}
-		return false, "prompts: " + strings.Join(slices.Compact(seen), ", "), nil
-	})
-}
-
-func (w *world) stepModelReadResult(ctx context.Context, agent, tool, js string) error {
-	want, err := w.toolArgs(agent, js)
-	if err != nil {
-		return err
-	}
-	return w.modelResult(ctx, agent, tool, fmt.Sprintf("the result of %s with %s", tool, js), func(_ modeldouble.API, res modeldouble.ToolResult) (bool, string) {
-		if res.IsError {
-			return false, fmt.Sprintf("an error: %q", res.Text)
-		}
-		got, ok := resultObject(res.Text)
-		if !ok {
-			return false, fmt.Sprintf("no JSON object in %q", res.Text)
-		}
-		for k, v := range want {
-			if fmt.Sprint(got[k]) != fmt.Sprint(v) {
-				return false, fmt.Sprintf("%s is %v, want %v, in %s", k, got[k], v, res.Text)
-			}
-		}
-		return true, ""
-	})
-}
-
-func (w *world) stepModelReadError(ctx context.Context, agent, tool, text string) error {
-	return w.modelResult(ctx, agent, tool, fmt.Sprintf("an error from %s containing %q", tool, text), func(api modeldouble.API, res modeldouble.ToolResult) (bool, string) {
-		// OpenAI's function outputs carry no error mark: there the text alone
-		// says it.
-		if !res.IsError && api != modeldouble.OpenAI {
-			return false, fmt.Sprintf("a result, not an error: %q", res.Text)
-		}
-		if !strings.Contains(res.Text, text) {
-			return false, fmt.Sprintf("the error %q", res.Text)
-		}
-		return true, ""
-	})
-}
-
-func (w *world) stepModelOffered(ctx context.Context, agent, list string) error {
-	if _, err := w.modelScript(agent); err != nil {
-		return err
-	}
-	want := bareList(list)
-	slices.Sort(want)
-	return w.eventually(ctx, fmt.Sprintf("%s's model offered exactly %s", agent, strings.Join(want, ", ")), func() (bool, string, error) {
-		var last *modeldouble.Request
-		for _, r := range w.model.Requests(agent) {
-			if len(r.Tools) > 0 {
-				last = &r
-			}
-		}
-		if last == nil {
-			return false, "no turn request yet", nil
-		}
-		var got []string
-		for _, t := range last.Tools {
-			name, ok := zooidToolName(t.Name)
-			if !ok {
-				continue
-			}
-			if len(t.Schema) == 0 {
-				return false, "", fmt.Errorf("%s was offered %s without an input schema", agent, t.Name)
-			}
-			got = append(got, name)
-		}
-		slices.Sort(got)
-		if slices.Equal(got, want) {
-			return true, "", nil
-		}
-		return false, "offered " + strings.Join(got, ", "), nil
-	})
-}
-
-func (w *world) stepNoFile(agent, name string) error {
-	if _, err := w.agent(agent); err != nil {
-		return err
-	}
-	p := filepath.Join(w.dir, "agents", agent, name)
-	if _, err := os.Stat(p); err == nil {
-		return fmt.Errorf("%s's working directory has %s", agent, name)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
 }
 
 // resultObject is the JSON object a tool result's text carries, as each
@@ -440,57 +276,6 @@ func (w *world) matrixAgents(list string) ([]*agentDecl, error) {
 	return out, nil
 }
 
-func (w *world) stepRunsReal(list, preset string) error {
-	rp, ok := realPresets[preset]
-	if !ok {
-		return fmt.Errorf("no model double wiring for the %s preset yet", preset)
-	}
-	command, _ := config.ACP{Preset: preset}.Resolve()
-	root, err := repoPackage(rp.pkg, command)
-	if err != nil {
-		return err
-	}
-	agents, err := w.matrixAgents(list)
-	if err != nil {
-		return err
-	}
-	md, err := w.modelDouble()
-	if err != nil {
-		return err
-	}
-	for _, a := range agents {
-		n := a.name
-		home := filepath.Join(w.dir, "home", n)
-		if err := os.MkdirAll(home, 0o700); err != nil {
-			return err
-		}
-		env, err := rp.wire(md, n, home)
-		if err != nil {
-			return fmt.Errorf("pointing %s's %s at the model double: %w", n, preset, err)
-		}
-		env["HOME"] = home
-		var bins []string
-		for _, b := range adapterBins {
-			bins = append(bins, filepath.Join(root, b))
-		}
-		path := strings.Join(append(bins, os.Getenv("PATH")), string(os.PathListSeparator))
-		jailed := netjail.Supported()
-		if jailed {
-			shims, err := w.jailShim(n, command, path, strings.TrimPrefix(md.URL(), "http://"))
-			if err != nil {
-				return fmt.Errorf("jailing %s: %w", n, err)
-			}
-			path = shims + string(os.PathListSeparator) + path
-		}
-		env["PATH"] = path
-		a.real = &realAgent{preset: preset, home: home, env: env}
-	}
-	// Real agents take seconds to start; the scripted agent's 10 s turn
-	// timeout would cut them off.
-	w.turnTimeout = max(w.turnTimeout, realWait)
-	return nil
-}
-
 // modelDouble starts the scenario's model double on first use. It is closed
 // with the scenario, after the daemon, and a script the agents and the
 // scenario disagreed on (a turn with no step left, a tool not offered)
@@ -594,3 +379,8 @@ func (w *world) modelBarrier(ctx context.Context, agent string, a *agentDecl) er
 		return true, "", nil
 	})
 }
+
+// realWait bounds the waits of scenarios with real agents: a real adapter
+// takes seconds to start (node, its own settings and extensions), many more
+// on a loaded 2-core machine.
+const realWait = 120 * time.Second

@@ -7,10 +7,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cucumber/godog"
-
 	"github.com/zooid-dev/zooid/fakeagent"
 )
+
+// Calling the daemon's tools as an agent: arguments with placeholders resolved,
+// one call, and paging walks.
 
 // call is one tool call an agent made through the real chain.
 type call struct {
@@ -27,33 +28,6 @@ type paging struct {
 	args  map[string]any
 	pages []*call
 	done  bool
-}
-
-func toolSteps(w *world) []stepDef {
-	return []stepDef{
-		{area: "tools", pattern: `^([a-z0-9-]+) calls (zooid_[a-z_]+)(?: with (\{.*\}))?$`,
-			example: `agent-a calls zooid_get_recent_threads with {"limit": 5}`,
-			doc:     "Wakes the agent in its current thread with a turn that calls the tool, and waits for the result.",
-			fn:      w.stepCalls},
-		{area: "tools", pattern: `^([a-z0-9-]+) calls (zooid_[a-z_]+) with:$`,
-			example: `agent-a calls zooid_start_task_threads with:`,
-			doc:     "The same, with the JSON arguments in a DocString below the step, for arguments too long for one line.",
-			fn: func(ctx context.Context, agent, tool string, doc *godog.DocString) error {
-				return w.stepCalls(ctx, agent, tool, doc.Content)
-			}},
-		{area: "tools", pattern: `^([a-z0-9-]+) pages (zooid_[a-z_]+)(?: with (\{.*\}))? until has_more is false$`,
-			example: `agent-a pages zooid_get_history with {"limit": 200} until has_more is false`,
-			doc:     "Calls the tool, then again with each next_before as before, until has_more is false.",
-			fn:      w.stepPagesAll},
-		{area: "tools", pattern: `^([a-z0-9-]+) pages (zooid_[a-z_]+)(?: with (\{.*\}))? for (\d+) pages?$`,
-			example: `agent-a pages zooid_get_history with {"limit": 200} for 3 pages`,
-			doc:     "Starts a paging walk and stops after that many pages (or earlier at the end).",
-			fn:      w.stepPagesSome},
-		{area: "tools", pattern: `^([a-z0-9-]+) pages on until has_more is false$`,
-			example: `agent-a pages on until has_more is false`,
-			doc:     "Continues the agent's paging walk from its last next_before to the end.",
-			fn:      w.stepPagesOn},
-	}
 }
 
 // toolArgs parses a step's JSON arguments and resolves placeholders.
@@ -250,18 +224,6 @@ func (w *world) call(ctx context.Context, agent, tool string, args map[string]an
 	return c, nil
 }
 
-func (w *world) stepCalls(ctx context.Context, agent, tool, js string) error {
-	if err := w.start(ctx); err != nil {
-		return err
-	}
-	args, err := w.toolArgs(agent, js)
-	if err != nil {
-		return err
-	}
-	_, err = w.call(ctx, agent, tool, args)
-	return err
-}
-
 // maxPages stops a walk whose has_more never ends.
 const maxPages = 500
 
@@ -310,28 +272,4 @@ func (w *world) startPaging(ctx context.Context, agent, tool, js string) (*pagin
 	p := &paging{tool: tool, args: args}
 	w.paging[agent] = p
 	return p, nil
-}
-
-func (w *world) stepPagesAll(ctx context.Context, agent, tool, js string) error {
-	p, err := w.startPaging(ctx, agent, tool, js)
-	if err != nil {
-		return err
-	}
-	return w.page(ctx, agent, p, maxPages+1)
-}
-
-func (w *world) stepPagesSome(ctx context.Context, agent, tool, js string, n int) error {
-	p, err := w.startPaging(ctx, agent, tool, js)
-	if err != nil {
-		return err
-	}
-	return w.page(ctx, agent, p, n)
-}
-
-func (w *world) stepPagesOn(ctx context.Context, agent string) error {
-	p := w.paging[agent]
-	if p == nil {
-		return fmt.Errorf("%s has not started paging", agent)
-	}
-	return w.page(ctx, agent, p, maxPages+1)
 }

@@ -4,109 +4,26 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/zooid-dev/zooid/zooid/handshake"
-
 	acp "github.com/coder/acp-go-sdk"
-	"github.com/cucumber/godog"
 	"maunium.net/go/mautrix"
 
 	"github.com/zooid-dev/zooid/fakeagent"
+	"github.com/zooid-dev/zooid/zooid/handshake"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
-func promptSteps(w *world) []stepDef {
-	return []stepDef{
-		{area: "prompts", pattern: `^([a-z0-9-]+) is prompted with "([^"]*)"$`,
-			example: `agent-a is prompted with "can someone audit svc-a"`,
-			doc:     "Waits until one of the agent's prompts contains the text.",
-			fn:      w.stepPrompted},
-		{area: "prompts", pattern: `^([a-z0-9-]+)'s prompt with "([^"]*)" is exactly:$`,
-			example: `agent-a's prompt with "can someone audit svc-a" is exactly:`,
-			doc:     "Waits for the prompt containing the text and compares it whole with the doc string, in which {placeholder} in braces is replaced as in tool arguments (`{#ops}`, `{#ops:alias}`, `{@ori}`, `{$thread}`, `{$task:audit svc-a}`).",
-			fn:      w.stepPromptExactly},
-		{area: "prompts", pattern: `^([a-z0-9-]+) is prompted (once|twice|\d+ times) with "([^"]*)"$`,
-			example: `agent-a is prompted once with "can someone audit svc-a"`,
-			doc:     "After a barrier, exactly that many of the agent's prompts contain the text.",
-			fn:      w.stepPromptedTimes},
-		{area: "prompts", pattern: `^([a-z0-9-]+) is not prompted with "([^"]*)"$`,
-			example: `agent-b is not prompted with "can someone audit svc-a"`,
-			doc:     "After a barrier, none of the agent's prompts contain the text.",
-			fn:      w.stepNotPrompted},
-		{area: "prompts", pattern: `^([a-z0-9-]+) is prompted with "([^"]*)" in the same session as "([^"]*)"$`,
-			example: `agent-a is prompted with "and svc-b" in the same session as "audit svc-a"`,
-			doc:     "Waits for the first prompt, then checks it went to the session of the earlier one.",
-			fn:      w.stepSameSession},
-		{area: "prompts", pattern: `^([a-z0-9-]+) is prompted with "([^"]*)" in a new session$`,
-			example: `agent-a is prompted with "start over" in a new session`,
-			doc:     "Waits for the prompt and checks its session received no earlier prompt.",
-			fn:      w.stepNewSession},
-		{area: "prompts", pattern: `^([a-z0-9-]+) has had (\d+) sessions?$`,
-			example: `agent-a has had 2 sessions`,
-			doc:     "Waits until the agent has received that many session/new, and checks there are no more.",
-			fn:      w.stepSessions},
-		{area: "prompts", pattern: `^([a-z0-9-]+)'s session/new offers the zooid MCP server over stdio$`,
-			example: `agent-a's session/new offers the zooid MCP server over stdio`,
-			doc:     "The agent's latest session/new has exactly one MCP server: stdio, this executable's `mcp` subcommand.",
-			fn:      w.stepSessionNewMCP},
-		{area: "prompts", pattern: `^no secret appears in ([a-z0-9-]+)'s environment, arguments or session/new$`,
-			example: `no secret appears in agent-a's environment, arguments or session/new`,
-			doc:     "Neither the appservice tokens nor any user's access token occur in the agent process's env or argv, or in what session/new carried; and the session's binding id (handed to the bridge in `$ZOOID_BINDING`) is in the argv (`/proc/<pid>/cmdline`) of neither the agent process nor any live descendant of it, once its bridge runs.",
-			fn:      w.stepNoSecrets},
-		{area: "prompts", pattern: `^([a-z0-9-]+) sees exactly the tools ([a-z_, ]+)$`,
-			example: `agent-a sees exactly the tools zooid_get_recent_threads, zooid_get_history and zooid_send_message`,
-			doc:     "The latest tools/list the agent made holds exactly these tools, in any order.",
-			fn:      w.stepSeesTools},
-		{area: "prompts", pattern: `^([a-z0-9-]+) does not see (zooid_[a-z_]+)$`,
-			example: `agent-a does not see zooid_complete_task`,
-			doc:     "The latest tools/list the agent made lacks the tool.",
-			fn:      w.stepNotSeesTool},
-	}
-}
-
-func (w *world) stepPrompted(ctx context.Context, agent, text string) error {
-	if err := w.start(ctx); err != nil {
-		return err
-	}
-	if _, err := w.agent(agent); err != nil {
-		return err
-	}
-	return w.waitPrompted(ctx, agent, text)
-}
+// What the fake agents were prompted with: barriers that settle an agent, its
+// sessions, the secrets it must never see, and its MCP bindings and processes.
 
 // bracePlaceholder is a placeholder written in braces inside free text.
 var bracePlaceholder = regexp.MustCompile(`\{([#@$][^{}"\n]*)\}`)
-
-func (w *world) stepPromptExactly(ctx context.Context, agent, text string, doc *godog.DocString) error {
-	if err := w.stepPrompted(ctx, agent, text); err != nil {
-		return err
-	}
-	var errs []error
-	want := bracePlaceholder.ReplaceAllStringFunc(doc.Content, func(m string) string {
-		v, err := w.placeholder(agent, m[1:len(m)-1])
-		if err != nil {
-			errs = append(errs, err)
-			return m
-		}
-		return fmt.Sprint(v)
-	})
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	got, _ := w.promptWith(agent, text)
-	if got.Text != want {
-		return fmt.Errorf("%s's prompt with %q is\n%s\nwant\n%s", agent, text, got.Text, want)
-	}
-	return nil
-}
 
 // waitPrompted waits for a prompt containing text.
 func (w *world) waitPrompted(ctx context.Context, agent, text string) error {
@@ -236,19 +153,6 @@ func (w *world) settleBarrierTurn(ctx context.Context, b barrierSent) error {
 	})
 }
 
-// times parses once, twice, "3 times".
-func times(s string) int {
-	switch s {
-	case "once":
-		return 1
-	case "twice":
-		return 2
-	}
-	var n int
-	_, _ = fmt.Sscanf(s, "%d", &n)
-	return n
-}
-
 func (w *world) countPrompts(ctx context.Context, agent, text string, want int) error {
 	if err := w.start(ctx); err != nil {
 		return err
@@ -269,69 +173,6 @@ func (w *world) countPrompts(ctx context.Context, agent, text string, want int) 
 	}
 	if got != want {
 		return fmt.Errorf("%s was prompted %d times with %q, want %d; %s", agent, got, text, want, w.promptsSeen(agent))
-	}
-	return nil
-}
-
-func (w *world) stepPromptedTimes(ctx context.Context, agent, n, text string) error {
-	return w.countPrompts(ctx, agent, text, times(n))
-}
-
-func (w *world) stepNotPrompted(ctx context.Context, agent, text string) error {
-	return w.countPrompts(ctx, agent, text, 0)
-}
-
-func (w *world) stepSameSession(ctx context.Context, agent, text, earlier string) error {
-	if err := w.stepPrompted(ctx, agent, text); err != nil {
-		return err
-	}
-	p, _ := w.promptWith(agent, text)
-	e, ok := w.promptWith(agent, earlier)
-	if !ok {
-		return fmt.Errorf("%s was never prompted with %q; %s", agent, earlier, w.promptsSeen(agent))
-	}
-	if p.SessionID != e.SessionID {
-		return fmt.Errorf("%s got %q in session %s but %q in session %s; %s", agent, text, string(p.SessionID), earlier, string(e.SessionID), w.promptsSeen(agent))
-	}
-	return nil
-}
-
-func (w *world) stepNewSession(ctx context.Context, agent, text string) error {
-	if err := w.stepPrompted(ctx, agent, text); err != nil {
-		return err
-	}
-	ps := w.ctl.Prompts(agent)
-	for i, p := range ps {
-		if !strings.Contains(p.Text, text) {
-			continue
-		}
-		for _, q := range ps[:i] {
-			if q.SessionID == p.SessionID {
-				return fmt.Errorf("%s got %q in session %s, which already had %q; %s", agent, text, string(p.SessionID), q.Text, w.promptsSeen(agent))
-			}
-		}
-		return nil
-	}
-	return nil
-}
-
-func (w *world) stepSessions(ctx context.Context, agent string, n int) error {
-	if err := w.start(ctx); err != nil {
-		return err
-	}
-	err := w.eventually(ctx, fmt.Sprintf("%s has %d sessions", agent, n), func() (bool, string, error) {
-		got := len(w.sessionsOf(agent))
-		return got >= n, fmt.Sprintf("%d sessions", got), nil
-	})
-	if err != nil {
-		return err
-	}
-	// A session opened late (a duplicate wake) must still be caught.
-	if err := w.barrier(ctx, agent); err != nil {
-		return err
-	}
-	if got := len(w.sessionsOf(agent)); got != n {
-		return fmt.Errorf("%s has had %d sessions, want %d; %s", agent, got, n, w.promptsSeen(agent))
 	}
 	return nil
 }
@@ -369,26 +210,6 @@ func (w *world) lastSession(ctx context.Context, agent string) (fakeagent.Sessio
 	return ss[len(ss)-1], nil
 }
 
-func (w *world) stepSessionNewMCP(ctx context.Context, agent string) error {
-	s, err := w.lastSession(ctx, agent)
-	if err != nil {
-		return err
-	}
-	raw, _ := json.Marshal(s.McpServers)
-	if len(s.McpServers) != 1 || s.McpServers[0].Stdio == nil {
-		return fmt.Errorf("%s's session/new mcpServers = %s, want one stdio entry", agent, raw)
-	}
-	st := s.McpServers[0].Stdio
-	exe, err := childExe()
-	if err != nil {
-		return err
-	}
-	if st.Command != exe || len(st.Args) == 0 || st.Args[0] != "mcp" {
-		return fmt.Errorf("%s's zooid MCP entry runs %q %q, want %q mcp …", agent, st.Command, st.Args, exe)
-	}
-	return nil
-}
-
 // secrets are every token of the scenario an agent must never see.
 func (w *world) secrets() []string {
 	s := []string{w.lease.reg.AppToken, w.lease.reg.ServerToken}
@@ -396,30 +217,6 @@ func (w *world) secrets() []string {
 		s = append(s, h.cli.AccessToken)
 	}
 	return s
-}
-
-func (w *world) stepNoSecrets(ctx context.Context, agent string) error {
-	if _, err := w.lastSession(ctx, agent); err != nil {
-		return err
-	}
-	for _, s := range w.ctl.Sessions(agent) {
-		where := map[string]string{
-			"environment": strings.Join(s.Env, "\n"),
-			"arguments":   strings.Join(s.Argv, " "),
-			"session/new": mustJSON(struct {
-				Cwd string
-				M   []acp.McpServer
-			}{s.Cwd, s.McpServers}),
-		}
-		for place, text := range where {
-			for _, secret := range w.secrets() {
-				if secret != "" && strings.Contains(text, secret) {
-					return fmt.Errorf("a token (%s…) appears in %s's %s", secret[:min(6, len(secret))], agent, place)
-				}
-			}
-		}
-	}
-	return w.bindingsOffArgv(ctx, agent)
 }
 
 // bindingOf is the session binding id a zooid MCP entry hands its bridge.
@@ -538,30 +335,4 @@ func (w *world) lastToolList(ctx context.Context, agent string) ([]string, error
 	}
 	ls := w.ctl.ToolLists(agent)
 	return ls[len(ls)-1], nil
-}
-
-func (w *world) stepSeesTools(ctx context.Context, agent, list string) error {
-	got, err := w.lastToolList(ctx, agent)
-	if err != nil {
-		return err
-	}
-	want := bareList(list)
-	g, wn := slices.Clone(got), slices.Clone(want)
-	slices.Sort(g)
-	slices.Sort(wn)
-	if !slices.Equal(g, wn) {
-		return fmt.Errorf("%s sees tools %v, want exactly %v", agent, g, wn)
-	}
-	return nil
-}
-
-func (w *world) stepNotSeesTool(ctx context.Context, agent, tool string) error {
-	got, err := w.lastToolList(ctx, agent)
-	if err != nil {
-		return err
-	}
-	if slices.Contains(got, tool) {
-		return fmt.Errorf("%s sees %s among %v", agent, tool, got)
-	}
-	return nil
 }

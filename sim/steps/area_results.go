@@ -1,16 +1,22 @@
 package steps
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
-	"time"
 
 	"github.com/cucumber/godog"
-	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/fakeagent"
 )
+
+// The catalogue's "Tool results" steps (area results) and the step methods they
+// run.
 
 func resultSteps(w *world) []stepDef {
 	return []stepDef{
@@ -86,75 +92,38 @@ func resultSteps(w *world) []stepDef {
 			example: `every page had at most 200 messages`,
 			doc:     "No page of the paging walk held more entries than that.",
 			fn:      w.stepPageSize},
-	}
-}
 
-// lastCall is the most recent call, or an error saying there is none.
-func (w *world) lastCall() (*call, error) {
-	if w.last == nil {
-		return nil, fmt.Errorf("no tool has been called yet")
-	}
-	return w.last, nil
-}
+		// Task threads (behaviour §5). Tasks are named by a piece of their prompt;
+		// their thread roots become threads the shared steps can name too ("ori
+		// replies in the thread of "audit svc-a": …").
+		{area: "results", pattern: `^([a-z0-9-]+) got a result from (zooid_[a-z_]+)$`,
+			example: `agent-b got a result from zooid_complete_task`,
+			doc:     "Waits for the next result of that tool in the agent's scripted turns and makes it the last call, for the result steps.",
+			fn:      w.stepGotResult},
+		{area: "results", pattern: `^tasks? ((?:\d+(?:, | and )?)+) (?:is|are) (started|refused|failed)(?: \(([a-z_]+)\))?$`,
+			example: `task 6 is refused (at_capacity)`,
+			doc:     "Entries (1-based) of the last zooid_start_task_threads result: started with a thread_id, or refused/failed with that reason.",
+			fn:      w.stepTaskStatus},
 
-func (c *call) String() string {
-	if c.res.Err != "" {
-		return fmt.Sprintf("%s(%s) → protocol error %q", c.tool, mustJSON(c.args), c.res.Err)
+		// Recorded rooms (scenarios/), sent in as history or played into the
+		// daemon.
+		{area: "results", pattern: `^the recording is the recorded scenario "([^"]+)" again$`,
+			example: `the recording is the recorded scenario "svc-a-incident" again`,
+			doc:     "The last recording has the scenario's members (and the scenario's other humans, whom the harness joins to every room) and roles and its events in order: senders, types, relations, content (mentions mapped back to names) and edited text. Timestamps are compared only where the history was imported (fakehs, no rich replies), which keeps the recorded ones.",
+			fn:      w.stepRecordingIs},
+		{area: "results", pattern: `^the threads are the recorded top-level messages of "(#[a-z0-9-]+)", newest first$`,
+			example: `the threads are the recorded top-level messages of "#ops", newest first`,
+			doc:     "The last result lists the replayed top-level messages and thread roots (after the harness's own top-level posts) newest first, with their senders, edited text and reply counts.",
+			fn:      w.stepRecordedThreads},
+		{area: "results", pattern: `^the messages are the recorded thread "([^"]+)" of "(#[a-z0-9-]+)", root first$`,
+			example: `the messages are the recorded thread "alarm" of "#ops", root first`,
+			doc:     "The last result is that replayed thread exactly: root, then replies in order (and any posted since), each with the root as thread_id and its edited text.",
+			fn:      w.stepRecordedThread},
+		{area: "results", pattern: `^the messages hold the recorded history of "(#[a-z0-9-]+)" in order$`,
+			example: `the messages hold the recorded history of "#ops" in order`,
+			doc:     "Every replayed message appears once, in recorded order, with its thread_id and edited text; reactions and edits are not messages.",
+			fn:      w.stepRecordedHistory},
 	}
-	text := c.res.Text
-	if len(text) > 600 {
-		text = text[:600] + "…"
-	}
-	return fmt.Sprintf("%s(%s) → isError=%v %s", c.tool, mustJSON(c.args), c.res.IsError, text)
-}
-
-// okCall is the last call, which must have succeeded.
-func (w *world) okCall() (*call, error) {
-	c, err := w.lastCall()
-	if err != nil {
-		return nil, err
-	}
-	if c.res.IsError || c.res.Err != "" || c.body == nil {
-		return nil, fmt.Errorf("the call did not succeed: %s", c)
-	}
-	return c, nil
-}
-
-// okList is the last call, which must have succeeded, and its entries.
-func (w *world) okList() (*call, []map[string]any, error) {
-	c, err := w.okCall()
-	if err != nil {
-		return nil, nil, err
-	}
-	l, err := c.list()
-	if err != nil {
-		return nil, nil, err
-	}
-	return c, l, nil
-}
-
-// list is the entries of a result: its one array field.
-func (c *call) list() ([]map[string]any, error) {
-	for _, k := range []string{"threads", "messages", "members", "rooms"} {
-		raw, ok := c.body[k]
-		if !ok {
-			continue
-		}
-		arr, ok := raw.([]any)
-		if !ok {
-			return nil, fmt.Errorf("%s is not a list in %s", k, c)
-		}
-		out := make([]map[string]any, 0, len(arr))
-		for _, e := range arr {
-			m, ok := e.(map[string]any)
-			if !ok {
-				return nil, fmt.Errorf("an entry of %s is not an object in %s", k, c)
-			}
-			out = append(out, m)
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("no threads, messages, members or rooms in %s", c)
 }
 
 func (w *world) stepSucceeds() error {
@@ -223,44 +192,6 @@ func (w *world) stepIncludes(js string) error {
 	return nil
 }
 
-// includes says whether got contains want: objects by subset, arrays by each
-// wanted element matching some element, numbers by value.
-func includes(got, want any, path string) (string, bool) {
-	switch wv := want.(type) {
-	case map[string]any:
-		gm, ok := got.(map[string]any)
-		if !ok {
-			return path, false
-		}
-		for k, v := range wv {
-			if p, ok := includes(gm[k], v, path+"."+k); !ok {
-				return p, false
-			}
-		}
-		return "", true
-	case []any:
-		ga, ok := got.([]any)
-		if !ok {
-			return path, false
-		}
-		for i, v := range wv {
-			found := false
-			for _, g := range ga {
-				if _, ok := includes(g, v, path); ok {
-					found = true
-					break
-				}
-			}
-			if !found {
-				return fmt.Sprintf("%s[%d]", path, i), false
-			}
-		}
-		return "", true
-	default:
-		return path, fmt.Sprint(got) == fmt.Sprint(want) && (got == nil) == (want == nil)
-	}
-}
-
 func (w *world) stepHasN(n int, _ string) error {
 	c, l, err := w.okList()
 	if err != nil {
@@ -270,16 +201,6 @@ func (w *world) stepHasN(n int, _ string) error {
 		return fmt.Errorf("want %d entries, got %d: %s", n, len(l), c)
 	}
 	return nil
-}
-
-// stamp is an entry's timestamp.
-func stamp(e map[string]any) (time.Time, error) {
-	s, _ := e["timestamp"].(string)
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("entry %v has no RFC 3339 timestamp: %w", e["id"], err)
-	}
-	return t, nil
 }
 
 func (w *world) stepOrdered(ctx context.Context, kind, order string) error {
@@ -330,55 +251,6 @@ func (w *world) stepOrdered(ctx context.Context, kind, order string) error {
 	return nil
 }
 
-// timelineOrder ranks the newest 300 events of each room in the homeserver's
-// own timeline order, oldest lowest.
-func (w *world) timelineOrder(ctx context.Context) (map[id.EventID]int, error) {
-	rank := map[id.EventID]int{}
-	for _, rn := range w.roomSeq {
-		var ids []id.EventID
-		if err := w.pageBack(ctx, w.rooms[rn], 3, func(ev *event.Event) { ids = append(ids, ev.ID) }); err != nil {
-			return nil, err
-		}
-		for i := len(ids) - 1; i >= 0; i-- {
-			rank[ids[i]] = len(rank)
-		}
-	}
-	return rank, nil
-}
-
-// sendOrder ranks every event the harness put in its rooms, in the order it
-// sent or imported them: seeded history first, then what steps posted.
-func (w *world) sendOrder() map[id.EventID]int {
-	rank := map[id.EventID]int{}
-	for _, rn := range w.roomSeq {
-		for _, s := range w.rooms[rn].seeded {
-			rank[s.id] = len(rank)
-		}
-	}
-	for _, p := range w.posts {
-		rank[p.id] = len(rank)
-	}
-	return rank
-}
-
-// replies is every known reply event: generated and harness-posted.
-func (w *world) replies() map[id.EventID]id.EventID {
-	out := map[id.EventID]id.EventID{}
-	for _, r := range w.rooms {
-		for _, s := range r.seeded {
-			if s.root != "" {
-				out[s.id] = s.root
-			}
-		}
-	}
-	for _, p := range w.posts {
-		if p.root != p.id {
-			out[p.id] = p.root
-		}
-	}
-	return out
-}
-
 func (w *world) stepNoReplies() error {
 	_, l, err := w.okList()
 	if err != nil {
@@ -425,16 +297,6 @@ func (w *world) stepHasMore(want string) error {
 		return fmt.Errorf("want has_more %s: %s", want, c)
 	}
 	return nil
-}
-
-// ids lists the entries' ids.
-func ids(l []map[string]any) []id.EventID {
-	out := make([]id.EventID, 0, len(l))
-	for _, e := range l {
-		s, _ := e["id"].(string)
-		out = append(out, id.EventID(s))
-	}
-	return out
 }
 
 func (w *world) stepIsThread(n int, roomName string) error {
@@ -493,31 +355,6 @@ func (w *world) stepThreadIDs() error {
 		}
 	}
 	return nil
-}
-
-func (w *world) isKnownTopLevel(e id.EventID) bool {
-	for _, r := range w.rooms {
-		for _, s := range r.seeded {
-			if s.id == e {
-				return s.root == ""
-			}
-		}
-	}
-	for _, p := range w.posts {
-		if p.id == e {
-			return p.root == p.id
-		}
-	}
-	return false
-}
-
-// walk is the agent's paging walk.
-func (w *world) walk(agent string) (*paging, error) {
-	p := w.paging[agent]
-	if p == nil || len(p.pages) == 0 {
-		return nil, fmt.Errorf("%s has not paged anything", agent)
-	}
-	return p, nil
 }
 
 func (w *world) stepSawAll(agent string, n int, roomName string) error {
@@ -639,8 +476,6 @@ func (w *world) stepRoomInfo(roomName, name, transport string) error {
 	return nil
 }
 
-func head(x []int) []int { return x[:min(len(x), 10)] }
-
 func (w *world) stepHasMoreExact() error {
 	c, err := w.lastCall()
 	if err != nil {
@@ -686,25 +521,274 @@ func (w *world) stepPageSize(n int) error {
 	return nil
 }
 
-// diffIDs explains how a list of entries differs from the wanted ids.
-func diffIDs(want []id.EventID, got []map[string]any) string {
-	var b strings.Builder
-	for i := range max(len(want), len(got)) {
-		var w, g id.EventID
-		text := ""
-		if i < len(want) {
-			w = want[i]
-		}
-		if i < len(got) {
-			s, _ := got[i]["id"].(string)
-			g = id.EventID(s)
-			text, _ = got[i]["text"].(string)
-		}
-		mark := "  "
-		if w != g {
-			mark = "≠ "
-		}
-		fmt.Fprintf(&b, "\n    %s%2d want %-46s got %-46s %q", mark, i, w, g, text)
+// stepGotResult adopts the agent's next result of tool from its scripted
+// turns (the ones "will …" queued) as the last call.
+func (w *world) stepGotResult(ctx context.Context, agent, tool string) error {
+	if err := w.start(ctx); err != nil {
+		return err
 	}
-	return b.String()
+	if _, err := w.agent(agent); err != nil {
+		return err
+	}
+	tw := w.tw()
+	key := agent + "\x00" + tool
+	want := tw.adopted[key] + 1
+	var res fakeagent.ToolResult
+	err := w.eventually(ctx, fmt.Sprintf("%s gets result %d of %s", agent, want, tool), func() (bool, string, error) {
+		n := 0
+		var seen []string
+		for _, r := range w.ctl.ToolResults(agent) {
+			seen = append(seen, r.Tool)
+			if r.Tool == tool {
+				n++
+				if n == want {
+					res = r
+					return true, "", nil
+				}
+			}
+		}
+		return false, fmt.Sprintf("tool results %v; %s; MCP errors %v", seen, w.promptsSeen(agent), w.ctl.MCPErrors(agent)), nil
+	})
+	if err != nil {
+		return err
+	}
+	tw.adopted[key] = want
+	c := &call{agent: agent, tool: tool, args: res.Args, res: res}
+	var body map[string]any
+	if json.Unmarshal([]byte(res.Text), &body) == nil {
+		c.body = body
+	}
+	w.calls[agent] = append(w.calls[agent], c)
+	w.last = c
+	w.syncTasks()
+	return nil
+}
+
+func (w *world) stepTaskStatus(list, status, reason string) error {
+	c, err := w.okCall()
+	if err != nil {
+		return err
+	}
+	if c.tool != "zooid_start_task_threads" {
+		return fmt.Errorf("the last call was %s, not zooid_start_task_threads", c.tool)
+	}
+	results, _ := c.body["results"].([]any)
+	for _, s := range bareList(list) {
+		n, _ := strconv.Atoi(s)
+		if n < 1 || n > len(results) {
+			return fmt.Errorf("task %d: the result has %d entries: %s", n, len(results), c)
+		}
+		r, _ := results[n-1].(map[string]any)
+		tid, _ := r["thread_id"].(string)
+		got, _ := r["status"].(string)
+		gotReason, _ := r["reason"].(string)
+		switch {
+		case got != status:
+			return fmt.Errorf("task %d is %s (%s), want %s: %s", n, got, gotReason, status, c)
+		case status == "started" && tid == "":
+			return fmt.Errorf("task %d is started without a thread_id: %s", n, c)
+		case status != "started" && gotReason != reason && reason != "":
+			return fmt.Errorf("task %d is %s with reason %q, want %q: %s", n, got, gotReason, reason, c)
+		case status != "started" && (tid != "" || gotReason == ""):
+			return fmt.Errorf("task %d is %s but has thread_id %q and reason %q: %s", n, got, tid, gotReason, c)
+		}
+	}
+	return nil
+}
+
+func (w *world) stepRecordingIs(ref string) error {
+	got := w.recording
+	if got == nil {
+		return fmt.Errorf("nothing has been recorded; use: \"#room\" is recorded as agent-a")
+	}
+	want, err := loadRecording(ref)
+	if err != nil {
+		return err
+	}
+	for _, m := range want.Members {
+		if !slices.Contains(got.Members, m) {
+			return fmt.Errorf("members %v, want %s among them", got.Members, m)
+		}
+	}
+	// The harness joins every human of the scenario to every room; those
+	// are members the recording did not have.
+	for _, m := range got.Members {
+		if _, human := w.humans[m]; !slices.Contains(want.Members, m) && !human {
+			return fmt.Errorf("member %s recorded, which is neither in %s nor a human of this scenario", m, want.Path)
+		}
+	}
+	// Version 1 recordings have no roles to compare.
+	for m, a := range want.Agents {
+		g, ok := got.Agents[m]
+		if !ok || g.Trigger != a.Trigger {
+			return fmt.Errorf("member %s recorded as %+v (agent %v), want an agent with trigger %s", m, g, ok, a.Trigger)
+		}
+	}
+	if want.Version > 1 && len(got.Agents) != len(want.Agents) {
+		return fmt.Errorf("%d agents recorded, want %d", len(got.Agents), len(want.Agents))
+	}
+	if len(got.Events) != len(want.Events) {
+		return fmt.Errorf("%d events recorded, want %d", len(got.Events), len(want.Events))
+	}
+	keepsTime := w.recordedFrom.replay != nil && w.recordedFrom.replay.imported
+	for i, x := range want.Events {
+		g := got.Events[i]
+		if g.Sender != x.Sender || g.Type != x.Type || g.Thread != x.Thread || g.ReplyTo != x.ReplyTo || g.Edits != x.Edits ||
+			g.ReactsTo != x.ReactsTo || g.Key != x.Key || (keepsTime && !g.Timestamp.Equal(x.Timestamp)) {
+			return fmt.Errorf("event %d recorded as %+v, want %+v", i, g, x)
+		}
+		if len(g.Content) == 0 && len(x.Content) == 0 {
+			continue
+		}
+		gc, err := json.Marshal(g.Content)
+		if err != nil {
+			return err
+		}
+		xc, err := json.Marshal(x.Content)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(gc, xc) {
+			return fmt.Errorf("event %d content %s, want %s", i, gc, xc)
+		}
+		if want.IsHistory(i) && got.Text(i) != want.Text(i) {
+			return fmt.Errorf("event %d reads %q, want %q", i, got.Text(i), want.Text(i))
+		}
+	}
+	return nil
+}
+
+func (w *world) stepRecordedThreads(roomName string) error {
+	c, r, rec, err := w.okCallOnReplayed(roomName)
+	if err != nil {
+		return err
+	}
+	var want []expected
+	for _, i := range rec.TopLevel() {
+		x, err := w.recordedEntry(r, rec, i)
+		if err != nil {
+			return err
+		}
+		want = append(want, x)
+	}
+	for _, p := range w.posts {
+		if p.room == r && p.root == p.id {
+			x, err := w.postEntry(p)
+			if err != nil {
+				return err
+			}
+			want = append(want, x)
+		}
+	}
+	// Newest first.
+	for a, b := 0, len(want)-1; a < b; a, b = a+1, b-1 {
+		want[a], want[b] = want[b], want[a]
+	}
+	l, err := c.list()
+	if err != nil {
+		return err
+	}
+	more, _ := c.body["has_more"].(bool)
+	if len(l) > len(want) || (!more && len(l) != len(want)) {
+		return fmt.Errorf("want %d entries (has_more %v), got %d:%s", len(want), more, len(l), diffIDs(wantIDs(want), l))
+	}
+	for k, e := range l {
+		if err := want[k].check(e, true); err != nil {
+			return fmt.Errorf("entry %d: %w:%s", k, err, diffIDs(wantIDs(want), l))
+		}
+	}
+	return nil
+}
+
+func (w *world) stepRecordedThread(label, roomName string) error {
+	c, r, rec, err := w.okCallOnReplayed(roomName)
+	if err != nil {
+		return err
+	}
+	root, err := rec.Find(label)
+	if err != nil {
+		return err
+	}
+	x, err := w.recordedEntry(r, rec, root)
+	if err != nil {
+		return err
+	}
+	x.root = x.id // the root carries its own id as thread_id in thread history
+	want := []expected{x}
+	for _, i := range rec.Replies(root) {
+		x, err := w.recordedEntry(r, rec, i)
+		if err != nil {
+			return err
+		}
+		want = append(want, x)
+	}
+	for _, p := range w.posts {
+		if p.room == r && p.root == r.seeded[root].id && p.id != p.root {
+			x, err := w.postEntry(p)
+			if err != nil {
+				return err
+			}
+			want = append(want, x)
+		}
+	}
+	l, err := c.list()
+	if err != nil {
+		return err
+	}
+	if len(l) != len(want) {
+		return fmt.Errorf("thread %q of %s: want %d messages, got %d:%s", label, roomName, len(want), len(l), diffIDs(wantIDs(want), l))
+	}
+	for k, e := range l {
+		if err := want[k].check(e, false); err != nil {
+			return fmt.Errorf("message %d: %w", k, err)
+		}
+	}
+	if more, _ := c.body["has_more"].(bool); more {
+		return fmt.Errorf("the whole thread fits the page yet has_more is true")
+	}
+	return nil
+}
+
+func (w *world) stepRecordedHistory(roomName string) error {
+	c, r, rec, err := w.okCallOnReplayed(roomName)
+	if err != nil {
+		return err
+	}
+	l, err := c.list()
+	if err != nil {
+		return err
+	}
+	pos := map[id.EventID]int{}
+	for k, e := range l {
+		s, _ := e["id"].(string)
+		if _, dup := pos[id.EventID(s)]; dup {
+			return fmt.Errorf("%s appears twice in the result", s)
+		}
+		pos[id.EventID(s)] = k
+	}
+	last := -1
+	for i := range rec.Events {
+		k, seen := pos[r.seeded[i].id]
+		if !rec.IsHistory(i) {
+			if seen {
+				return fmt.Errorf("recorded event %d (%s) is not a message, yet it is entry %d", i, rec.Events[i].Type, k)
+			}
+			continue
+		}
+		if !seen {
+			return fmt.Errorf("recorded event %d (%q) is missing from the result", i, rec.Text(i))
+		}
+		if k < last {
+			return fmt.Errorf("recorded event %d is entry %d, before the previous recorded message (entry %d)", i, k, last)
+		}
+		last = k
+		x, err := w.recordedEntry(r, rec, i)
+		if err != nil {
+			return err
+		}
+		if err := x.check(l[k], false); err != nil {
+			return fmt.Errorf("entry %d: %w", k, err)
+		}
+	}
+	return nil
 }

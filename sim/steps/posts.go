@@ -14,30 +14,8 @@ import (
 	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
-func postSteps(w *world) []stepDef {
-	return []stepDef{
-		{area: "posts", pattern: `^([a-z0-9-]+) posts "([^"]*)" in the thread$`,
-			example: `agent-a posts "on it" in the thread`,
-			doc:     "Waits for exactly one m.notice with that body from the agent, in the current thread.",
-			fn:      w.stepPostsInThread},
-		{area: "posts", pattern: `^([a-z0-9-]+) posts "([^"]*)" in the thread of "([^"]+)"$`,
-			example: `agent-a posts "done" in the thread of "audit svc-a"`,
-			doc:     "Waits for exactly one m.notice with that body from the agent, in the thread whose root contains the quoted text.",
-			fn:      w.stepPostsInThreadOf},
-		{area: "posts", pattern: `^([a-z0-9-]+) posts "([^"]*)" top-level in "(#[a-z0-9-]+)"$`,
-			example: `agent-a posts "status: green" top-level in "#dev"`,
-			doc:     "Waits for exactly one m.notice with that body from the agent outside any thread of the room.",
-			fn:      w.stepPostsTopLevel},
-		{area: "posts", pattern: `^([a-z0-9-]+) posts an error "([a-z_]+)" in the thread$`,
-			example: `agent-a posts an error "agent_crashed" in the thread`,
-			doc:     "After a barrier, exactly one dev.zooid.error event from the agent in the current thread, with that code and the agent's name, beside exactly one \"⚠ …\" m.notice.",
-			fn:      w.stepErrorPosted},
-		{area: "posts", pattern: `^([a-z0-9-]+) has posted nothing containing "([^"]*)"$`,
-			example: `agent-a has posted nothing containing "sneaky"`,
-			doc:     "No message from the agent in any room of the scenario contains the text (checked now).",
-			fn:      w.stepPostedNothing},
-	}
-}
+// Reading rooms back through the client-server API as a human member: messages,
+// threads, dev.zooid.error events, and waiting for an agent's post.
 
 // seenMsg is a message read back from the homeserver.
 type seenMsg struct {
@@ -217,79 +195,6 @@ func (w *world) waitPost(ctx context.Context, agent string, r *room, what string
 	return nil
 }
 
-func (w *world) stepPostsInThread(ctx context.Context, agent, text string) error {
-	if w.thread == nil {
-		return fmt.Errorf("there is no current thread yet")
-	}
-	return w.waitPost(ctx, agent, w.thread.room, fmt.Sprintf("%q", text), w.thread.root, func(m seenMsg) bool { return m.body == text })
-}
-
-func (w *world) stepPostsInThreadOf(ctx context.Context, agent, text, rootText string) error {
-	root, err := w.threadOf(rootText)
-	if err != nil {
-		return err
-	}
-	return w.waitPost(ctx, agent, root.room, fmt.Sprintf("%q", text), root.root, func(m seenMsg) bool { return m.body == text })
-}
-
-func (w *world) stepPostsTopLevel(ctx context.Context, agent, text, roomName string) error {
-	r, err := w.room(ctx, roomName)
-	if err != nil {
-		return err
-	}
-	return w.waitPost(ctx, agent, r, fmt.Sprintf("%q", text), "", func(m seenMsg) bool { return m.body == text })
-}
-
-// stepErrorPosted checks a failure by its machine-readable code: the daemon
-// posts a dev.zooid.error event (code, agent, thread) and a readable notice,
-// and only the code tells a crash from a timeout.
-func (w *world) stepErrorPosted(ctx context.Context, agent, code string) error {
-	if w.thread == nil {
-		return fmt.Errorf("there is no current thread yet")
-	}
-	if err := w.start(ctx); err != nil {
-		return err
-	}
-	if _, err := w.agent(agent); err != nil {
-		return err
-	}
-	r, root := w.thread.room, w.thread.root
-	uid := w.names().agent(agent)
-	var mine []errorEvent
-	look := func() (bool, string, error) {
-		all, err := w.readErrors(ctx, r)
-		if err != nil {
-			return false, "", err
-		}
-		mine = mine[:0]
-		for _, e := range all {
-			if e.sender == uid && e.thread == root {
-				mine = append(mine, e)
-			}
-		}
-		return len(mine) > 0, fmt.Sprintf("error events in %s: %v", r.name, all), nil
-	}
-	if err := w.eventually(ctx, fmt.Sprintf("%s posts a dev.zooid.error in the thread", agent), look); err != nil {
-		return err
-	}
-	if err := w.barrier(ctx, agent); err != nil {
-		return err
-	}
-	if _, _, err := look(); err != nil {
-		return err
-	}
-	if len(mine) != 1 {
-		return fmt.Errorf("%s posted %d dev.zooid.error events in the thread, want 1: %v", agent, len(mine), mine)
-	}
-	if e := mine[0]; e.code != code || e.agent != agent {
-		return fmt.Errorf("%s's error event has code %q and agent %q, want %q and %q", agent, e.code, e.agent, code, agent)
-	}
-	// The readable notice beside it, for the humans in the thread.
-	return w.waitPost(ctx, agent, r, "an error notice", root, func(m seenMsg) bool {
-		return m.thread == root && strings.HasPrefix(m.body, "⚠ ")
-	})
-}
-
 // errorEvent is a dev.zooid.error event read back from the homeserver.
 type errorEvent struct {
 	sender id.UserID
@@ -317,23 +222,4 @@ func (w *world) readErrors(ctx context.Context, r *room) ([]errorEvent, error) {
 		out = append(out, e)
 	})
 	return out, err
-}
-
-func (w *world) stepPostedNothing(ctx context.Context, agent, text string) error {
-	if err := w.start(ctx); err != nil {
-		return err
-	}
-	for _, rn := range w.roomSeq {
-		msgs, err := w.readRoom(ctx, w.rooms[rn], 3)
-		if err != nil {
-			return err
-		}
-		mine, _ := w.fromAgent(msgs, agent)
-		for _, m := range mine {
-			if strings.Contains(m.body, text) {
-				return fmt.Errorf("%s posted %s in %s", agent, m, rn)
-			}
-		}
-	}
-	return nil
 }

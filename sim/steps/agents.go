@@ -1,0 +1,48 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/zooid-dev/zooid/fakeagent"
+)
+
+// Scripting the fake agents: queueing their turns, and what they were prompted
+// with for failure messages.
+
+func (w *world) queue(agent string, t fakeagent.Turn) error {
+	if _, err := w.agent(agent); err != nil {
+		return err
+	}
+	if err := w.start(context.Background()); err != nil {
+		return err
+	}
+	w.ctl.Queue(agent, t)
+	return nil
+}
+
+// splitChunks cuts text into k pieces of about equal length that join back to it.
+func splitChunks(text string, k int) []string {
+	rs := []rune(text)
+	k = max(1, min(k, len(rs)))
+	var out []string
+	for i := range k {
+		out = append(out, string(rs[i*len(rs)/k:(i+1)*len(rs)/k]))
+	}
+	return out
+}
+
+// promptsSeen summarises an agent's prompts for failure messages.
+func (w *world) promptsSeen(agent string) string {
+	ps := w.ctl.Prompts(agent)
+	if len(ps) == 0 {
+		return "no prompts at all"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d prompts:", len(ps))
+	for _, p := range ps {
+		fmt.Fprintf(&b, "\n    [session %s] %q", string(p.SessionID), p.Text)
+	}
+	return b.String()
+}

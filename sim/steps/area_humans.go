@@ -1,0 +1,380 @@
+package steps
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/zevent"
+)
+
+// The catalogue's "Humans acting" steps (area humans) and the step methods they
+// run.
+
+func humanSteps(w *world) []stepDef {
+	return []stepDef{
+		{area: "humans", pattern: `^([a-z0-9-]+) says in "(#[a-z0-9-]+)": "([^"]*)"$`,
+			example: `ori says in "#ops": "@agent-a can someone audit svc-a"`,
+			doc:     "Posts a top-level message; it becomes the current thread and the thread of every agent it mentions.",
+			fn:      w.stepSays},
+		{area: "humans", pattern: `^([a-z0-9-]+) says in "(#[a-z0-9-]+)" without m\.mentions: "([^"]*)"$`,
+			example: `ori says in "#ops" without m.mentions: "agent-a, are you there?"`,
+			doc:     "Posts a top-level message as an old client would: mentions only in the body, no m.mentions.",
+			fn:      w.stepSaysPlain},
+		{area: "humans", pattern: `^([a-z0-9-]+) says in "(#[a-z0-9-]+)" with (\{.*\}): "([^"]*)"$`,
+			example: `mia says in "#ops" with {"msgtype": "m.notice"}: "@agent-a deploy done"`,
+			doc:     "Posts a top-level message whose content also holds (or overrides with) the JSON's fields, placeholders resolved.",
+			fn:      w.stepSaysWith},
+		{area: "humans", pattern: `^([a-z0-9-]+) replies in the thread: "([^"]*)"$`,
+			example: `mia replies in the thread: "and svc-b too"`,
+			doc:     "Posts a reply in the current thread.",
+			fn:      w.stepReplies},
+		{area: "humans", pattern: `^([a-z0-9-]+) replies in the thread of "([^"]+)": "([^"]*)"$`,
+			example: `ori replies in the thread of "audit svc-a": "any news?"`,
+			doc:     "Posts a reply in the thread whose root contains the quoted text; that thread becomes current.",
+			fn:      w.stepRepliesIn},
+		{area: "humans", pattern: `^([a-z0-9-]+) redacts "([^"]*)"$`,
+			example: `ori redacts "posted the wrong log, ignore"`,
+			doc:     "Redacts the human's own latest post with exactly that text (its content is emptied and, as on Synapse, it leaves its thread).",
+			fn:      w.stepRedacts},
+		{area: "humans", pattern: `^([a-z0-9-]+) clears the thread$`,
+			example: `ori clears the thread`,
+			doc:     "Sends /clear in the current thread (a dev.zooid.session_reset event with an m.thread relation).",
+			fn:      w.stepClears},
+		{area: "humans", pattern: `^([a-z0-9-]+) posts (\d+) messages in "(#[a-z0-9-]+)"$`,
+			example: `mia posts 10 messages in "#ops"`,
+			doc:     "Posts that many plain top-level messages (mentioning nobody); the current thread stays the one it was.",
+			fn:      w.stepPostsMany},
+		{area: "humans", pattern: `^the daemon is pushed the last message again$`,
+			example: `the daemon is pushed the last message again`,
+			doc:     "Replays the last human message to the daemon's appservice endpoint as the homeserver would on a retry: the same transaction twice and once in a new one.",
+			fn:      w.stepRepush},
+
+		// Recorded rooms (scenarios/), sent in as history or played into the
+		// daemon.
+		{area: "humans", pattern: `^the recording of "(#[a-z0-9-]+)" is played(?: up to "([^"]+)")?$`,
+			example: `the recording of "#ops" is played up to "rollback"`,
+			doc:     "Sends the recorded events (the rest, or up to and including the one with that label or index) in recorded order, each as its recorded sender (agents through the appservice), so the daemon is pushed them as a homeserver pushes live events. When the recording carries the daemon's trace, the agents answer with their recorded turns and the events the daemon posted are left to the daemon (the step waits for each).",
+			fn:      w.stepPlay},
+		{area: "humans", pattern: `^([a-z0-9-]+) replies in the recorded thread "([^"]+)" of "(#[a-z0-9-]+)": "([^"]*)"$`,
+			example: `ori replies in the recorded thread "postmortem" of "#ops": "who owns the fix?"`,
+			doc:     "Posts a reply in the replayed or played thread whose root has that label; that thread becomes current.",
+			fn:      w.stepRepliesInRecorded},
+
+		// The process caps: max_processes per agent and per daemon,
+		// sessions_per_process, queue_notice_after.
+		{area: "humans", pattern: `^([a-z0-9-]+) mentions ([a-z0-9-]+) in (\d+) new threads of "(#[a-z0-9-]+)"$`,
+			example: `ori mentions agent-a in 30 new threads of "#ops"`,
+			doc:     "Posts that many top-level mentions of the agent, one after another (\"question N of M\"); later steps call them \"those threads\".",
+			fn:      w.stepMentionsMany},
+
+		// Agents reached over the plain HTTP transport (behaviour §7).
+		{area: "humans", pattern: `^([a-z0-9-]+) is asked over HTTP: "([^"]*)"$`,
+			example: `hook is asked over HTTP: "how is the build?"`,
+			doc:     "POSTs the prompt with the transport's bearer token and reads the event stream to its end.",
+			fn:      w.stepAskHTTP},
+		{area: "humans", pattern: `^([a-z0-9-]+) is asked over HTTP (\d+) times at once: "([^"]*)"$`,
+			example: `hook is asked over HTTP 10 times at once: "how is the build?"`,
+			doc:     "Sends that many POSTs at the same time, in the background; \"every HTTP answer streams …\" waits for them all.",
+			fn:      w.stepAskHTTPAtOnce},
+	}
+}
+
+func (w *world) stepSays(ctx context.Context, who, roomName, text string) error {
+	_, err := w.say(ctx, who, roomName, text, "", true)
+	return err
+}
+
+func (w *world) stepSaysPlain(ctx context.Context, who, roomName, text string) error {
+	_, err := w.say(ctx, who, roomName, text, "", false)
+	return err
+}
+
+func (w *world) stepSaysWith(ctx context.Context, who, roomName, js, text string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	extra, err := w.toolArgs(who, js)
+	if err != nil {
+		return err
+	}
+	_, err = w.sayWith(ctx, who, roomName, text, "", true, extra)
+	return err
+}
+
+func (w *world) stepReplies(ctx context.Context, who, text string) error {
+	if w.thread == nil {
+		return fmt.Errorf("there is no current thread yet; start one with: %s says in \"#room\": \"...\"", who)
+	}
+	_, err := w.say(ctx, who, w.thread.room.name, text, w.thread.root, true)
+	return err
+}
+
+func (w *world) stepRepliesIn(ctx context.Context, who, rootText, text string) error {
+	root, err := w.threadOf(rootText)
+	if err != nil {
+		return err
+	}
+	_, err = w.say(ctx, who, root.room.name, text, root.root, true)
+	return err
+}
+
+func (w *world) stepRedacts(ctx context.Context, who, text string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	h, err := w.human(who)
+	if err != nil {
+		return err
+	}
+	for i := len(w.posts) - 1; i >= 0; i-- {
+		p := w.posts[i]
+		if p.sender != who || p.text != text {
+			continue
+		}
+		if _, err := h.cli.RedactEvent(ctx, p.room.id, p.id); err != nil {
+			return fmt.Errorf("%s redacting %q: %w", who, text, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%s posted nothing with the text %q to redact", who, text)
+}
+
+func (w *world) stepClears(ctx context.Context, who string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	h, err := w.human(who)
+	if err != nil {
+		return err
+	}
+	if w.thread == nil {
+		return fmt.Errorf("there is no current thread to clear")
+	}
+	content := &zevent.SessionResetEventContent{RelatesTo: zevent.InThread(w.thread.root)}
+	if _, err := h.cli.SendMessageEvent(ctx, w.thread.room.id, zevent.EventSessionReset, content); err != nil {
+		return fmt.Errorf("%s sending /clear: %w", who, err)
+	}
+	return nil
+}
+
+func (w *world) stepPostsMany(ctx context.Context, who, n, roomName string) error {
+	count, _ := strconv.Atoi(n)
+	// Chatter buries the conversation; it doesn't become the thread a later
+	// "replies in the thread" step answers in.
+	current := w.thread
+	defer func() { w.thread = current }()
+	for i := range count {
+		w.stepSeq++
+		if _, err := w.say(ctx, who, roomName, fmt.Sprintf("chatter %d from %s (%d)", i+1, who, w.stepSeq), "", true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *world) stepRepush(ctx context.Context) error {
+	if len(w.posts) == 0 {
+		return fmt.Errorf("no message has been posted yet")
+	}
+	p := w.posts[len(w.posts)-1]
+	h := w.humans[p.sender]
+	ev, err := h.cli.GetEvent(ctx, p.room.id, p.id)
+	if err != nil {
+		return fmt.Errorf("reading back %s: %w", p.id, err)
+	}
+	raw, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", p.id, err)
+	}
+	w.pushes++
+	txn := fmt.Sprintf("harness-replay-%d", w.pushes)
+	for _, t := range []string{txn, txn, txn + "-again"} {
+		if err := w.push(ctx, t, raw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stepPlay sends the recording's next events into the running daemon's room.
+func (w *world) stepPlay(ctx context.Context, roomName, upTo string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	r, ok := w.rooms[roomName]
+	if !ok || r.replay == nil || !r.replay.play {
+		return fmt.Errorf("%s is not played from a recording; declare it with: %q is played from the recording \"name\"", roomName, roomName)
+	}
+	rp := r.replay
+	rec := rp.rec
+	last := len(rec.Events) - 1
+	if upTo != "" {
+		// Labels never start with a digit: a number is an event's index.
+		i, err := strconv.Atoi(upTo)
+		if err != nil {
+			i, err = rec.Find(upTo)
+		} else if i < 0 || i >= len(rec.Events) {
+			err = fmt.Errorf("%s has no event %d (it has %d)", rec.Path, i, len(rec.Events))
+		}
+		if err != nil {
+			return err
+		}
+		last = i
+	}
+	if last < rp.next {
+		return fmt.Errorf("%s: the recording is already played past event %d", roomName, last)
+	}
+	user := func(n string) id.UserID { u, _ := w.userID(n); return u }
+	if r.seeded == nil {
+		r.seeded = make([]seeded, len(rec.Events))
+	}
+	ids := make([]id.EventID, len(rec.Events))
+	for i := range r.seeded {
+		ids[i] = r.seeded[i].id
+	}
+	if sc := rp.script; sc != nil {
+		sc.mu.Lock()
+		sc.room = r.id
+		sc.mu.Unlock()
+	}
+	for i := rp.next; i <= last; i++ {
+		e := rec.Events[i]
+		if sc := rp.script; sc != nil && sc.MadeByDaemon(i) {
+			eid, err := w.madeByDaemon(ctx, sc, rec, i)
+			if err != nil {
+				return err
+			}
+			ids[i] = eid
+			s := seeded{id: eid, sender: e.Sender, body: rec.Text(i), isRoot: len(rec.Replies(i)) > 0}
+			if e.Thread >= 0 {
+				s.root = ids[e.Thread]
+			}
+			r.seeded[i] = s
+			rp.next = i + 1
+			continue
+		}
+		uid, err := w.userID(e.Sender)
+		if err != nil {
+			return fmt.Errorf("playing %s event %d: %w", rec.Path, i, err)
+		}
+		cli, err := w.clientFor(ctx, uid)
+		if err != nil {
+			return err
+		}
+		if _, agent := w.agents[e.Sender]; agent && !rp.joined[e.Sender] {
+			// The daemon joins its agents at start; joining again is a no-op
+			// and makes the send independent of when that happened.
+			if _, err := cli.JoinRoom(ctx, string(r.id), nil); err != nil {
+				return fmt.Errorf("%s joining %s to play its recorded events: %w", e.Sender, roomName, err)
+			}
+			if rp.joined == nil {
+				rp.joined = map[string]bool{}
+			}
+			rp.joined[e.Sender] = true
+		}
+		typ := event.Type{Type: e.Type, Class: event.MessageEventType}
+		sent, err := cli.SendMessageEvent(ctx, r.id, typ, rec.Content(i, user, ids[:i]))
+		if err != nil {
+			return fmt.Errorf("playing %s event %d (%s) as %s: %w", rec.Path, i, e.Type, e.Sender, err)
+		}
+		ids[i] = sent.EventID
+		if rp.script != nil {
+			rp.script.SetEventID(i, sent.EventID)
+		}
+		s := seeded{id: sent.EventID, sender: e.Sender, body: rec.Text(i), isRoot: len(rec.Replies(i)) > 0}
+		if e.Thread >= 0 {
+			s.root = ids[e.Thread]
+		}
+		r.seeded[i] = s
+		rp.next = i + 1
+	}
+	return nil
+}
+
+func (w *world) stepRepliesInRecorded(ctx context.Context, who, label, roomName, text string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	_, root, err := w.recordedRoot(roomName, label)
+	if err != nil {
+		return err
+	}
+	_, err = w.say(ctx, who, roomName, text, root, true)
+	return err
+}
+
+func (w *world) stepMentionsMany(ctx context.Context, who, agent, count, roomName string) error {
+	if _, err := w.agent(agent); err != nil {
+		return err
+	}
+	n, _ := strconv.Atoi(count)
+	w.stepSeq++
+	w.batch = w.batch[:0]
+	for i := range n {
+		p, err := w.say(ctx, who, roomName, fmt.Sprintf("@%s question %d of %d (batch %d)", agent, i+1, n, w.stepSeq), "", true)
+		if err != nil {
+			return err
+		}
+		w.batch = append(w.batch, p)
+	}
+	return nil
+}
+
+func (w *world) stepAskHTTP(ctx context.Context, agent, prompt string) error {
+	url, err := w.httpSessionURL(ctx, agent)
+	if err != nil {
+		return err
+	}
+	ans, err := askHTTP(ctx, url, agent, prompt)
+	if err != nil {
+		return err
+	}
+	w.http = ans
+	return nil
+}
+
+// stepAskHTTPAtOnce sends n requests at the same time in the background; the
+// step "every HTTP answer streams …" waits for them. The scenario's close
+// cancels and waits for requests still out.
+func (w *world) stepAskHTTPAtOnce(ctx context.Context, agent, count, prompt string) error {
+	url, err := w.httpSessionURL(ctx, agent)
+	if err != nil {
+		return err
+	}
+	n, _ := strconv.Atoi(count)
+	rctx, cancel := context.WithCancel(context.Background())
+	answers := make([]*httpAnswer, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { answers[i], errs[i] = askHTTP(rctx, url, agent, prompt) })
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	w.closers = append(w.closers, func() error { cancel(); <-done; return nil })
+	w.httpWait = func(ctx context.Context) ([]*httpAnswer, error) {
+		// Answers served one process at a time take long in all.
+		t := time.NewTimer(time.Duration(n) * w.run.wait)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			return nil, fmt.Errorf("%d requests to %s not all answered within %s", n, agent, time.Duration(n)*w.run.wait)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return answers, errors.Join(errs...)
+	}
+	return nil
+}
