@@ -24,6 +24,7 @@ Feature: Real agents take real turns
     Then bot's model read the result of zooid_get_room_info: {"id": "#ops", "transport": "matrix"}
     And bot posts a notice containing "transport" in the thread
     And bot's model is offered the Zooid tools zooid_get_recent_threads, zooid_get_thread_history, zooid_get_history, zooid_get_members, zooid_get_room_info, zooid_get_rooms, zooid_send_message and zooid_start_task_threads
+    And bot is prompted once with "what room is this?"
 
     Examples:
       | preset   |
@@ -61,6 +62,8 @@ Feature: Real agents take real turns
     And the task "check the svc-a logs" ends complete with "svc-a: disk full on db-2"
     And lead's thread gets a notice with the result of "check the svc-a logs"
     And lead posts a notice containing "svc-a: disk full on db-2" in the thread
+    And lead is woken once with the result of "check the svc-a logs"
+    And worker is not prompted with "why did svc-a fail?"
 
     Examples:
       | caller   | assignee |

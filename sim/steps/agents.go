@@ -35,6 +35,13 @@ func splitChunks(text string, k int) []string {
 
 // promptsSeen summarises an agent's prompts for failure messages.
 func (w *world) promptsSeen(agent string) string {
+	if w.runsReal(agent) {
+		turns := modelTurns(w.model.Requests(agent))
+		if len(turns) == 0 {
+			return "no turns of its model at all"
+		}
+		return fmt.Sprintf("%d turns of its model, prompted: %q", len(turns), turns)
+	}
 	ps := w.ctl.Prompts(agent)
 	if len(ps) == 0 {
 		return "no prompts at all"

@@ -39,3 +39,10 @@ func (w *world) modelPrompted(agent, text string) int {
 	}
 	return n
 }
+
+// runsReal says the agent runs a preset's real adapter (its prompts are its
+// model double's to tell), not the scripted agent.
+func (w *world) runsReal(agent string) bool {
+	a, ok := w.agents[agent]
+	return ok && a.real != nil
+}

@@ -28,6 +28,9 @@ var bracePlaceholder = regexp.MustCompile(`\{([#@$][^{}"\n]*)\}`)
 // waitPrompted waits for a prompt containing text.
 func (w *world) waitPrompted(ctx context.Context, agent, text string) error {
 	return w.eventually(ctx, fmt.Sprintf("%s prompted with %q", agent, text), func() (bool, string, error) {
+		if w.runsReal(agent) {
+			return w.modelPrompted(agent, text) > 0, w.promptsSeen(agent), nil
+		}
 		_, ok := w.promptWith(agent, text)
 		return ok, w.promptsSeen(agent), nil
 	})
@@ -166,9 +169,13 @@ func (w *world) countPrompts(ctx context.Context, agent, text string, want int) 
 		return err
 	}
 	got := 0
-	for _, p := range w.ctl.Prompts(agent) {
-		if strings.Contains(p.Text, text) {
-			got++
+	if w.runsReal(agent) {
+		got = w.modelPrompted(agent, text)
+	} else {
+		for _, p := range w.ctl.Prompts(agent) {
+			if strings.Contains(p.Text, text) {
+				got++
+			}
 		}
 	}
 	if got != want {
