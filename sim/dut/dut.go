@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -200,7 +201,7 @@ func NewChild(o ChildOptions) (*Child, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding the daemon's child config: %w", err)
 	}
-	c := &Child{exe: exe, cfgPath: o.Dir + "/daemon.json", logPath: o.Dir + "/daemon.log", push: o.Push, env: o.Env}
+	c := &Child{exe: exe, cfgPath: filepath.Join(o.Dir, "daemon.json"), logPath: filepath.Join(o.Dir, "daemon.log"), push: o.Push, env: o.Env}
 	if err := os.WriteFile(c.cfgPath, raw, 0o600); err != nil {
 		return nil, fmt.Errorf("writing the daemon's child config: %w", err)
 	}
