@@ -390,8 +390,10 @@ func TestInteropTypeScriptSDK(t *testing.T) {
 	raw = c.payload(t)
 	checkPageShape(t, c.Tool, raw, "messages")
 	p := decodeAs[tools.MessagePage](t, string(raw))
-	wantPage := append([]wantMsg{rootMsg}, replies[len(replies)-interopLimit:]...)
-	if len(p.Messages) != len(wantPage) || p.HasMore != (len(replies) > interopLimit) {
+	// The first page holds limit entries: the root, then the newest limit-1 replies.
+	firstReplies := interopLimit - 1
+	wantPage := append([]wantMsg{rootMsg}, replies[len(replies)-firstReplies:]...)
+	if len(p.Messages) != len(wantPage) || p.HasMore != (len(replies) > firstReplies) {
 		t.Fatalf("thread page 1: %d messages has_more %v, want %d", len(p.Messages), p.HasMore, len(wantPage))
 	}
 	for i := range wantPage {
@@ -404,7 +406,7 @@ func TestInteropTypeScriptSDK(t *testing.T) {
 	raw = c.payload(t)
 	checkPageShape(t, c.Tool, raw, "messages")
 	p = decodeAs[tools.MessagePage](t, string(raw))
-	older := replies[:len(replies)-interopLimit]
+	older := replies[:len(replies)-firstReplies]
 	wantPage = older[max(0, len(older)-interopLimit):]
 	if len(p.Messages) != len(wantPage) || p.HasMore != (len(older) > interopLimit) {
 		t.Fatalf("thread page 2: %d messages has_more %v, want %d", len(p.Messages), p.HasMore, len(wantPage))
