@@ -49,7 +49,11 @@ for t in "${targets[@]}"; do
   for try in 1 2; do
     echo "=== fuzz $pkg $name for $fuzztime"
     before=$(inputs "$dir")
-    if go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg" >"$out" 2>&1; then
+    # -fuzzminimizetime: go minimizes each input that finds new coverage for up to
+    # 60 s by default, and the workers fuzz nothing meanwhile (progress reads
+    # "0/sec"); measured on zooid/config's FuzzParse for 15 s, 35k execs with
+    # the default against 182k with 200 tries per input.
+    if go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -fuzzminimizetime 200x "$pkg" >"$out" 2>&1; then
       tail -n 3 "$out"
       break
     fi
