@@ -882,7 +882,7 @@ func (w *world) stepRunsReal(list, preset string) error {
 		if err := os.MkdirAll(home, 0o700); err != nil {
 			return err
 		}
-		env, err := rp.wire(md, n, home)
+		env, err := rp.wire(md, wireTarget{agent: n, home: home, stateDir: w.stateDir()})
 		if err != nil {
 			return fmt.Errorf("pointing %s's %s at the model double: %w", n, preset, err)
 		}

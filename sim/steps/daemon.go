@@ -26,7 +26,7 @@ func (w *world) config(exe string) *config.Config {
 				Listen: w.lease.listen, ID: reg.ID, SenderLocalpart: reg.SenderLocalpart,
 			},
 		}},
-		StateDir:         filepath.Join(w.dir, "state"),
+		StateDir:         w.stateDir(),
 		RunDir:           filepath.Join(w.dir, "run"),
 		IdleTimeout:      w.idleTimeout,
 		MaxProcesses:     w.maxProcs,
@@ -178,3 +178,6 @@ func (w *world) startDaemon(ctx context.Context) error {
 	w.closers = append(w.closers, d.Close)
 	return nil
 }
+
+// stateDir is the scenario daemon's state dir.
+func (w *world) stateDir() string { return filepath.Join(w.dir, "state") }

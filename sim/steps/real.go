@@ -43,7 +43,16 @@ type realPreset struct {
 	pkg string
 	// wire points the agent at the double: its environment, and files it
 	// writes under the agent's HOME.
-	wire func(md *modeldouble.Server, agent, home string) (map[string]string, error)
+	wire func(md *modeldouble.Server, a wireTarget) (map[string]string, error)
+}
+
+// wireTarget is the agent a preset's wiring points at the double.
+type wireTarget struct {
+	agent string
+	home  string // its HOME: the adapter's settings, sessions and logs
+	// stateDir is the daemon's state dir, where a pi agent's default pi
+	// directory lives.
+	stateDir string
 }
 
 // realPresets are the presets these steps can run for real.
@@ -55,25 +64,25 @@ var realPresets = map[string]realPreset{
 	"pi":       {piPackageDir, wirePi},             // real_pi.go
 }
 
-func wireClaude(md *modeldouble.Server, agent, _ string) (map[string]string, error) {
+func wireClaude(md *modeldouble.Server, a wireTarget) (map[string]string, error) {
 	return map[string]string{
-		"ANTHROPIC_BASE_URL": md.BaseURL(agent, modeldouble.Anthropic),
+		"ANTHROPIC_BASE_URL": md.BaseURL(a.agent, modeldouble.Anthropic),
 		"ANTHROPIC_API_KEY":  "modeldouble",
 		// No update checks, telemetry or other traffic of Claude Code's own.
 		"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
 	}, nil
 }
 
-func wireGemini(md *modeldouble.Server, agent, home string) (map[string]string, error) {
+func wireGemini(md *modeldouble.Server, a wireTarget) (map[string]string, error) {
 	// Usage statistics go to Google (Clearcut) unless the user's settings
 	// turn them off; the environment has no switch for them.
 	settings := `{"privacy": {"usageStatisticsEnabled": false}, "telemetry": {"enabled": false},` +
 		` "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false}}`
-	if err := writeHomeFile(home, ".gemini/settings.json", settings); err != nil {
+	if err := writeHomeFile(a.home, ".gemini/settings.json", settings); err != nil {
 		return nil, err
 	}
 	return map[string]string{
-		"GOOGLE_GEMINI_BASE_URL":   md.BaseURL(agent, modeldouble.Gemini),
+		"GOOGLE_GEMINI_BASE_URL":   md.BaseURL(a.agent, modeldouble.Gemini),
 		"GEMINI_API_KEY":           "modeldouble",
 		"GEMINI_TELEMETRY_ENABLED": "false",
 	}, nil

@@ -13,7 +13,7 @@ import (
 // It speaks the Responses API, offering the Zooid tools as the namespace
 // mcp__zooid; it first tries the Responses API over a WebSocket, which the
 // double refuses with 426 so that codex uses HTTPS at once (modeldouble).
-func wireCodex(md *modeldouble.Server, agent, home string) (map[string]string, error) {
+func wireCodex(md *modeldouble.Server, a wireTarget) (map[string]string, error) {
 	// Nothing of codex's own leaves the machine: no update check, no
 	// analytics events, no metrics to OpenAI's Statsig exporter (the
 	// otel default, which analytics.enabled = false turns off as well),
@@ -29,8 +29,8 @@ enabled = false
 
 [otel]
 metrics_exporter = "none"
-`, md.BaseURL(agent, modeldouble.OpenAI))
-	if err := writeHomeFile(home, ".codex/config.toml", cfg); err != nil {
+`, md.BaseURL(a.agent, modeldouble.OpenAI))
+	if err := writeHomeFile(a.home, ".codex/config.toml", cfg); err != nil {
 		return nil, err
 	}
 	return map[string]string{"CODEX_API_KEY": "modeldouble"}, nil

@@ -15,7 +15,7 @@ import (
 // default and the small model (session titles). The environment and the
 // config directory turn off opencode's own traffic: models.dev, updates, LSP
 // downloads, default plugins, sharing, the plugin SDK's install.
-func wireOpencode(md *modeldouble.Server, agent, home string) (map[string]string, error) {
+func wireOpencode(md *modeldouble.Server, a wireTarget) (map[string]string, error) {
 	cfg := map[string]any{
 		"$schema": "https://opencode.ai/config.json",
 		"provider": map[string]any{
@@ -23,7 +23,7 @@ func wireOpencode(md *modeldouble.Server, agent, home string) (map[string]string
 				"npm":  "@ai-sdk/openai-compatible",
 				"name": "Model double",
 				"options": map[string]any{
-					"baseURL": md.BaseURL(agent, modeldouble.OpenAI),
+					"baseURL": md.BaseURL(a.agent, modeldouble.OpenAI),
 					"apiKey":  "modeldouble",
 				},
 				"models": map[string]any{
@@ -42,17 +42,17 @@ func wireOpencode(md *modeldouble.Server, agent, home string) (map[string]string
 	if err != nil {
 		return nil, err
 	}
-	if err := writeHomeFile(home, ".config/opencode/opencode.json", string(b)); err != nil {
+	if err := writeHomeFile(a.home, ".config/opencode/opencode.json", string(b)); err != nil {
 		return nil, err
 	}
 	// opencode installs @opencode-ai/plugin from npm's registry into each
 	// config directory in the background (Npm.install), unless the
 	// directory has a node_modules and a lockfile that lists it.
-	if err := os.MkdirAll(filepath.Join(home, ".config/opencode/node_modules"), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(a.home, ".config/opencode/node_modules"), 0o700); err != nil {
 		return nil, err
 	}
 	lock := `{"lockfileVersion": 3, "packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}`
-	if err := writeHomeFile(home, ".config/opencode/package-lock.json", lock); err != nil {
+	if err := writeHomeFile(a.home, ".config/opencode/package-lock.json", lock); err != nil {
 		return nil, err
 	}
 	return map[string]string{

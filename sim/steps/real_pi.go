@@ -19,12 +19,10 @@ const piPackageDir = "zooid/piext/testdata/pi"
 // it, so the state-dir check meets what pi keeps there; the daemon installs
 // the Zooid extension beside these files (pi-acp passes the MCP server of
 // session/new to no one).
-func wirePi(md *modeldouble.Server, agent, home string) (map[string]string, error) {
-	// The world's homes are <world dir>/home/<name> and its state dir
-	// <world dir>/state (daemon.go).
-	dir := filepath.Join(filepath.Dir(filepath.Dir(home)), "state", "pi", agent)
+func wirePi(md *modeldouble.Server, a wireTarget) (map[string]string, error) {
+	dir := filepath.Join(a.stateDir, "pi", a.agent)
 	files := map[string]string{
-		"models.json": `{"providers": {"modeldouble": {"baseUrl": "` + md.BaseURL(agent, modeldouble.Anthropic) + `",` +
+		"models.json": `{"providers": {"modeldouble": {"baseUrl": "` + md.BaseURL(a.agent, modeldouble.Anthropic) + `",` +
 			` "api": "anthropic-messages", "apiKey": "modeldouble", "models": [{"id": "double-1"}]}}}`,
 		"settings.json": `{"defaultProvider": "modeldouble", "defaultModel": "double-1", "quietStartup": true}`,
 	}
