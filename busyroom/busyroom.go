@@ -1,7 +1,10 @@
-// Package busyroom seeds a fakehs with the busy generated room that the
-// history and MCP server tests read, and says what its history must be.
-// Test support: only _test.go files import it; zooid/... production code
-// never imports fakehs.
+// Package busyroom holds the generated rooms the history tools are read
+// from: the busy room (Seed) that the history and MCP server tests read, with
+// what its history must be, and the paged room (PagedLayout) that the paging
+// tests and benchmarks read on fakehs and Synapse. Test support: the
+// product's tests and the harness import it; zooid/... production code never
+// imports fakehs. The feature steps' generated rooms (sim/steps/rooms.go) are
+// laid out there, not here: Synapse's snapshot images are keyed by that layout.
 package busyroom
 
 import (
@@ -56,16 +59,31 @@ func Client(t testing.TB, url string, user id.UserID) *mautrix.Client {
 // that takes every transaction; both stop when the test ends.
 func Server(t testing.TB, profile fakehs.Profile) *fakehs.Server {
 	t.Helper()
+	hs, stop, err := Start(profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return hs
+}
+
+// Start is Server for a caller with no test to end it (zooid bench): stop
+// closes the homeserver and the push endpoint.
+func Start(profile fakehs.Profile) (hs *fakehs.Server, stop func(), err error) {
 	push := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte("{}"))
 	}))
-	t.Cleanup(push.Close)
 	reg := &appservice.Registration{
 		ID: "zooid", URL: push.URL, AppToken: ASToken, ServerToken: "hs-token-for-tests", SenderLocalpart: "zooid",
 		Namespaces: appservice.Namespaces{UserIDs: appservice.NamespaceList{{Regex: "@agent-.*:" + regexp.QuoteMeta("localhost"), Exclusive: true}}},
 	}
-	return fakehs.New(t, fakehs.WithAppservice(reg), fakehs.WithProfile(profile))
+	hs, err = fakehs.Start(fakehs.WithAppservice(reg), fakehs.WithProfile(profile))
+	if err != nil {
+		push.Close()
+		return nil, nil, fmt.Errorf("starting fakehs: %w", err)
+	}
+	return hs, func() { _ = hs.Close(); push.Close() }, nil
 }
 
 // Msg is one history message of the busy room as the tools must show it.

@@ -4,8 +4,9 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
+
+	"github.com/zooid-dev/zooid/internal/randid"
 
 	"go.yaml.in/yaml/v3"
 	"maunium.net/go/mautrix/appservice"
@@ -31,15 +32,6 @@ type generated struct {
 	sharedSecret string
 }
 
-// randomHex returns n random bytes, hex-encoded, for secrets Synapse only compares.
-func randomHex(n int) (string, error) {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("reading random bytes: %w", err)
-	}
-	return hex.EncodeToString(b), nil
-}
-
 // signingKey writes a key in Synapse's own file format ("ed25519 <key id> <unpadded
 // base64 seed>"), so Synapse needs no separate --generate-keys run before it starts.
 func signingKey() ([]byte, error) {
@@ -47,10 +39,7 @@ func signingKey() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generating signing key: %w", err)
 	}
-	keyID, err := randomHex(3)
-	if err != nil {
-		return nil, err
-	}
+	keyID := randid.Hex(3)
 	seed := base64.RawStdEncoding.EncodeToString(priv.Seed())
 	return []byte(fmt.Sprintf("ed25519 a_%s %s\n", keyID, seed)), nil
 }
@@ -129,17 +118,8 @@ func generate(s *settings) (*generated, error) {
 	if g.signingKey, err = signingKey(); err != nil {
 		return nil, err
 	}
-	if g.sharedSecret, err = randomHex(32); err != nil {
-		return nil, err
-	}
-	macaroon, err := randomHex(32)
-	if err != nil {
-		return nil, err
-	}
-	form, err := randomHex(32)
-	if err != nil {
-		return nil, err
-	}
+	g.sharedSecret = randid.Hex(32)
+	macaroon, form := randid.Hex(32), randid.Hex(32)
 
 	var asFiles []string
 	for i, reg := range s.appservices {

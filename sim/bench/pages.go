@@ -3,24 +3,20 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"regexp"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/zooid-dev/zooid/busyroom"
+
 	"maunium.net/go/mautrix"
-	"maunium.net/go/mautrix/appservice"
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/fakehs"
 	"github.com/zooid-dev/zooid/zooid/history"
 	"github.com/zooid-dev/zooid/zooid/tools"
 )
-
-const asToken = "as-token-for-bench"
 
 // Room is a seeded room read through zooid/history as an agent would read
 // it through the three history tools.
@@ -32,7 +28,8 @@ type Room struct {
 	// Long is the root of the room's long thread: one reply in every ten
 	// messages goes to it, so it grows with the room (about n/10 replies).
 	Long id.EventID
-	push *httptest.Server
+	// stop stops a fakehs room's servers.
+	stop func()
 	// count is the homeserver requests made so far (fakehs counts them; on
 	// Synapse the reading client does).
 	count func() int
@@ -44,52 +41,24 @@ type Room struct {
 // Close stops the room's servers (a Synapse room's container is its
 // Synapse's to stop).
 func (r *Room) Close() {
-	if r.HS != nil {
-		_ = r.HS.Close()
-	}
-	if r.push != nil {
-		r.push.Close()
+	if r.stop != nil {
+		r.stop()
 	}
 }
 
-// SeedRoom starts fakehs with the given profile and a room of n messages:
-// one in ten is top-level, one in ten replies to the long thread, the rest
-// reply to the latest of 20 open threads; so every size has the same density
-// of entries per page, and the long thread grows with the room.
+// SeedRoom starts fakehs with the given profile and the paged room of n
+// messages (busyroom.PagedLayout): the same density of entries per page at
+// every size, and a long thread that grows with the room.
 func SeedRoom(n int, p fakehs.Profile) (*Room, error) {
-	push := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("{}")) }))
-	reg := &appservice.Registration{ID: "zooid", URL: push.URL, AppToken: asToken, ServerToken: "hs", SenderLocalpart: "zooid",
-		Namespaces: appservice.Namespaces{UserIDs: appservice.NamespaceList{{Regex: "@agent-.*:" + regexp.QuoteMeta("localhost"), Exclusive: true}}}}
-	hs, err := fakehs.Start(fakehs.WithAppservice(reg), fakehs.WithProfile(p))
+	hs, stop, err := busyroom.Start(p)
 	if err != nil {
-		push.Close()
-		return nil, fmt.Errorf("starting fakehs: %w", err)
+		return nil, err
 	}
-	agent := id.UserID("@agent-a:localhost")
-	human := id.UserID("@alice:localhost")
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	events := make([]fakehs.SeedEvent, n)
-	var roots []int
-	for i := range events {
-		e := fakehs.SeedEvent{Sender: human, Content: map[string]any{"msgtype": "m.text", "body": fmt.Sprintf("message %d", i)}, Timestamp: base.Add(time.Duration(i) * time.Second), ThreadRoot: -1}
-		switch {
-		case i == 0:
-		case i%10 == 5:
-			e.ThreadRoot = 0
-		case i%10 != 0 && len(roots) > 0:
-			e.ThreadRoot = roots[i%len(roots)]
-		default:
-			roots = append(roots, i)
-			if len(roots) > 20 {
-				roots = roots[1:]
-			}
-		}
-		events[i] = e
-	}
+	agent, human := busyroom.AgentA, busyroom.Alice
+	events := busyroom.PagedEvents(n)
 	room, err := hs.ImportRoom(fakehs.RoomSeed{Creator: human, Name: "big", Members: []id.UserID{agent}, Events: events})
 	if err != nil {
-		_ = hs.Close()
-		push.Close()
+		stop()
 		return nil, fmt.Errorf("importing %d events: %w", n, err)
 	}
 	// One client per user, kept, as the daemon's transport keeps them.
@@ -102,13 +71,13 @@ func SeedRoom(n int, p fakehs.Profile) (*Room, error) {
 			if cli := clients[u]; cli != nil {
 				return cli
 			}
-			cli, _ := mautrix.NewClient(hs.URL(), u, asToken)
+			cli, _ := mautrix.NewClient(hs.URL(), u, busyroom.ASToken)
 			cli.SetAppServiceUserID = true
 			clients[u] = cli
 			return cli
 		},
 	})
-	return &Room{HS: hs, H: h, push: push, Long: room.EventIDs[0], count: func() int { return hs.Requests("", "") },
+	return &Room{HS: hs, H: h, stop: stop, Long: room.EventIDs[0], count: func() int { return hs.Requests("", "") },
 		C: tools.Caller{Agent: "agent-a", UserID: agent, Transport: "matrix", Room: room.RoomID, Rooms: []id.RoomID{room.RoomID}}}, nil
 }
 

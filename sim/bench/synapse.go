@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zooid-dev/zooid/busyroom"
+
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/appservice"
 	"maunium.net/go/mautrix/event"
@@ -235,7 +237,7 @@ func (s *Synapse) seed(ctx context.Context, n int, logf func(string, ...any)) (i
 	if workers <= 0 {
 		workers = sendWorkers
 	}
-	var roots []id.EventID // the open threads, as of the wave's start
+	layout := busyroom.PagedLayout(n, wave)
 	start := time.Now()
 	for lo := 1; lo < n; lo += wave {
 		hi := min(lo+wave, n)
@@ -251,11 +253,8 @@ func (s *Synapse) seed(ctx context.Context, n int, logf func(string, ...any)) (i
 				defer wg.Done()
 				for i := range next {
 					var root id.EventID
-					switch {
-					case i%10 == 5:
-						root = ids[0]
-					case i%10 != 0 && len(roots) > 0:
-						root = roots[i%len(roots)]
+					if r := layout[i]; r >= 0 {
+						root = ids[r] // sent in an earlier wave
 					}
 					if err := send(i, root); err != nil {
 						mu.Lock()
@@ -272,14 +271,6 @@ func (s *Synapse) seed(ctx context.Context, n int, logf func(string, ...any)) (i
 		wg.Wait()
 		if first != nil {
 			return "", nil, first
-		}
-		for i := lo; i < hi; i++ {
-			if i%10 == 0 {
-				roots = append(roots, ids[i])
-			}
-		}
-		if len(roots) > 20 {
-			roots = roots[len(roots)-20:]
 		}
 		if logf != nil && (hi/1000 != (lo-1)/1000 || hi == n) {
 			logf("Synapse room of %d: %d sent, %.0f a second", n, hi, float64(hi)/time.Since(start).Seconds())

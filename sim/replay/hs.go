@@ -2,8 +2,6 @@ package replay
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -11,14 +9,6 @@ import (
 
 	"github.com/zooid-dev/zooid/internal/pushdrain"
 )
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err))
-	}
-	return hex.EncodeToString(b)
-}
 
 // drain takes the pushes of the set-up (room creation, joins, history) so
 // the daemon never sees them as live events. Unlike the steps' drain it

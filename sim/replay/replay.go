@@ -31,6 +31,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zooid-dev/zooid/internal/randid"
+
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/appservice"
 	"maunium.net/go/mautrix/event"
@@ -347,7 +349,7 @@ func (r *runner) setUp(ctx context.Context) error {
 	notLimited := false
 	r.reg = &appservice.Registration{
 		ID: "zooid-replay", URL: "http://" + push.Addr,
-		AppToken: "as-" + randomHex(16), ServerToken: "hs-" + randomHex(16),
+		AppToken: "as-" + randid.Hex(16), ServerToken: "hs-" + randid.Hex(16),
 		SenderLocalpart: "zooid-replay", RateLimited: &notLimited,
 		Namespaces: appservice.Namespaces{UserIDs: appservice.NamespaceList{{Regex: "^(" + strings.Join(agentRE, "|") + ")$", Exclusive: true}}},
 	}

@@ -2,14 +2,14 @@ package steps
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/zooid-dev/zooid/internal/randid"
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/appservice"
@@ -130,23 +130,14 @@ func newBackend(ctx context.Context, which string, slots int, paths []string, sa
 	}
 }
 
-// randomHex is n random bytes in hex, for tokens and prefixes.
-func randomHex(n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err))
-	}
-	return hex.EncodeToString(b)
-}
-
 // registration builds the appservice registration for a scenario's names.
 func registration(n names, listen string) *appservice.Registration {
 	rateLimited := false
 	return &appservice.Registration{
 		ID:              "zooid-" + strings.TrimSuffix(n.agentPrefix, "-"),
 		URL:             "http://" + listen,
-		AppToken:        "as-" + randomHex(16),
-		ServerToken:     "hs-" + randomHex(16),
+		AppToken:        "as-" + randid.Hex(16),
+		ServerToken:     "hs-" + randid.Hex(16),
 		SenderLocalpart: n.senderLocalpart(),
 		RateLimited:     &rateLimited,
 		Namespaces: appservice.Namespaces{
@@ -388,7 +379,7 @@ func startSynapse(ctx context.Context, k int, paths []string, say func(string, .
 	if k < 1 {
 		k = 1
 	}
-	run := randomHex(3)
+	run := randid.Hex(3)
 	// The registrations' namespaces name the server, so fix it up front.
 	opts := []synapse.Option{synapse.WithServerName("localhost")}
 	var pl *pool
@@ -471,7 +462,7 @@ type synapseHS struct{ c *synapse.Container }
 func (s synapseHS) baseURL() string { return s.c.BaseURL() }
 
 func (s synapseHS) registerHuman(ctx context.Context, localpart, displayName string) (id.UserID, string, error) {
-	uid, tok, err := s.c.RegisterNamedUser(ctx, localpart, "pw-"+randomHex(8), displayName, false)
+	uid, tok, err := s.c.RegisterNamedUser(ctx, localpart, "pw-"+randid.Hex(8), displayName, false)
 	if err != nil {
 		return "", "", fmt.Errorf("registering %s on synapse: %w", localpart, err)
 	}

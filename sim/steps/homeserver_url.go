@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zooid-dev/zooid/internal/randid"
+
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/appservice"
 	"maunium.net/go/mautrix/id"
@@ -127,7 +129,7 @@ func startURL(ctx context.Context, baseURL string, getenv func(string) string) (
 	if err != nil {
 		return nil, err
 	}
-	run := randomHex(3)
+	run := randid.Hex(3)
 	var slots []*slot
 	for i := range all {
 		s := &all[i]
@@ -210,7 +212,7 @@ func (s *urlSettings) ping(ctx context.Context) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	if _, err := cli.AppservicePing(cctx, s.id, "zooid-steps-"+randomHex(4)); err != nil {
+	if _, err := cli.AppservicePing(cctx, s.id, "zooid-steps-"+randid.Hex(4)); err != nil {
 		if noEndpoint(err) {
 			// A server without the ping endpoint (Matrix 1.7) says nothing
 			// about the registration's url; the scenarios' pushes will.
@@ -244,7 +246,7 @@ func (u urlHS) registerHuman(ctx context.Context, localpart, displayName string)
 	if err != nil {
 		return "", "", fmt.Errorf("client for %s: %w", u.base, err)
 	}
-	resp, err := cli.RegisterDummy(ctx, &mautrix.ReqRegister[any]{Username: localpart, Password: "pw-" + randomHex(8)})
+	resp, err := cli.RegisterDummy(ctx, &mautrix.ReqRegister[any]{Username: localpart, Password: "pw-" + randid.Hex(8)})
 	if err != nil {
 		if errors.Is(err, mautrix.MForbidden) || strings.Contains(err.Error(), "m.login.dummy") || strings.Contains(err.Error(), "auth flows") {
 			return "", "", fmt.Errorf("registering %s on %s: the server refuses open registration, which the features use for their humans; "+

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zooid-dev/zooid/internal/randid"
+
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/appservice"
 	"maunium.net/go/mautrix/id"
@@ -150,12 +152,12 @@ func TestURLHomeserverFeatures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		userPrefix, aliasPrefix := "zt"+randomHex(2)+"_", "zta"+randomHex(2)+"_"
+		userPrefix, aliasPrefix := "zt"+randid.Hex(2)+"_", "zta"+randid.Hex(2)+"_"
 		rateLimited := false
 		regs = append(regs, operatorReg{push: push, userPrefix: userPrefix, alias: aliasPrefix, reg: &appservice.Registration{
-			ID: "zooid-url-" + randomHex(2), URL: "http://" + push,
-			AppToken: "as-" + randomHex(16), ServerToken: "hs-" + randomHex(16),
-			SenderLocalpart: "ztbot" + randomHex(2), RateLimited: &rateLimited,
+			ID: "zooid-url-" + randid.Hex(2), URL: "http://" + push,
+			AppToken: "as-" + randid.Hex(16), ServerToken: "hs-" + randid.Hex(16),
+			SenderLocalpart: "ztbot" + randid.Hex(2), RateLimited: &rateLimited,
 			Namespaces: appservice.Namespaces{
 				UserIDs:     appservice.NamespaceList{{Regex: "@" + regexp.QuoteMeta(userPrefix) + ".*:" + server, Exclusive: true}},
 				RoomAliases: appservice.NamespaceList{{Regex: "#" + regexp.QuoteMeta(aliasPrefix) + ".*:" + server}},
@@ -245,7 +247,7 @@ func TestURLHomeserverFeatures(t *testing.T) {
 func assertScenariosShareNoAgent(t *testing.T, c *synapse.Container, reg *appservice.Registration, userPrefix string) {
 	t.Helper()
 	ctx := context.Background()
-	admin, tok, err := c.RegisterUser(ctx, "ztadmin"+randomHex(2), "pw-"+randomHex(8), true)
+	admin, tok, err := c.RegisterUser(ctx, "ztadmin"+randid.Hex(2), "pw-"+randid.Hex(8), true)
 	if err != nil {
 		t.Fatalf("registering an admin: %v", err)
 	}
@@ -319,7 +321,7 @@ func TestSlotPushPortIsNeverFreeBetweenScenarios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := &appservice.Registration{ServerToken: "hs-" + randomHex(8)}
+	reg := &appservice.Registration{ServerToken: "hs-" + randid.Hex(8)}
 	b, err := newSharedBackend(context.Background(), "url", urlHS{base: "http://127.0.0.1:1"}, "r",
 		[]*slot{{names: names{serverName: "localhost", agentPrefix: "zt-"}, reg: reg, push: sock}}, nil)
 	if err != nil {

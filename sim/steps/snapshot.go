@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zooid-dev/zooid/internal/randid"
+
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/appservice"
 	"maunium.net/go/mautrix/id"
@@ -238,7 +240,7 @@ func seedEntry(ctx context.Context, c *synapse.Container, r *poolRecipe, e *pool
 	humans := map[id.UserID]*mautrix.Client{}
 	var creator *mautrix.Client
 	for _, h := range r.Humans {
-		uid, tok, err := c.RegisterNamedUser(ctx, e.HumanPrefix+h, "pw-"+randomHex(8), h, false)
+		uid, tok, err := c.RegisterNamedUser(ctx, e.HumanPrefix+h, "pw-"+randid.Hex(8), h, false)
 		if err != nil {
 			return err
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
@@ -15,29 +14,14 @@ import (
 	"github.com/zooid-dev/zooid/zooid/tools"
 )
 
-// seeded starts fakehs with a room of n messages: one in ten top-level, the
-// rest replies to the latest of 20 open threads, so every size has the same
-// density of entries per page.
+// seeded starts fakehs with the paged room of n messages
+// (busyroom.PagedLayout), so every size has the same density of entries per
+// page.
 func seeded(b *testing.B, n int) (*history.Reader, tools.Caller) {
 	b.Helper()
 	hs := busyroom.Server(b, fakehs.Profile{})
-	agent := id.UserID("@agent-a:localhost")
-	human := id.UserID("@alice:localhost")
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	events := make([]fakehs.SeedEvent, n)
-	var roots []int
-	for i := range events {
-		e := fakehs.SeedEvent{Sender: human, Content: map[string]any{"msgtype": "m.text", "body": fmt.Sprintf("message %d", i)}, Timestamp: base.Add(time.Duration(i) * time.Second), ThreadRoot: -1}
-		if i%10 != 0 && len(roots) > 0 {
-			e.ThreadRoot = roots[i%len(roots)]
-		} else {
-			roots = append(roots, i)
-			if len(roots) > 20 {
-				roots = roots[1:]
-			}
-		}
-		events[i] = e
-	}
+	agent, human := busyroom.AgentA, busyroom.Alice
+	events := busyroom.PagedEvents(n)
 	room, err := hs.ImportRoom(fakehs.RoomSeed{Creator: human, Name: "big", Members: []id.UserID{agent}, Events: events})
 	if err != nil {
 		b.Fatal(err)

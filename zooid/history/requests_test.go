@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/zooid-dev/zooid/busyroom"
+
 	"maunium.net/go/mautrix/event"
 
 	"github.com/zooid-dev/zooid/fakehs"
@@ -16,32 +18,6 @@ import (
 // /relations): membership, the page's chunk, a peek or the thread's root. It
 // does not grow with the page, the room or messages arriving between pages.
 const pageRequestBound = 5
-
-// pagedRoom has n messages: one in ten top-level, one in ten a reply to the
-// first message (a thread growing with the room), the rest replies to the
-// latest of 20 open threads.
-func pagedRoom(n int) []fakehs.SeedEvent {
-	events := make([]fakehs.SeedEvent, n)
-	var roots []int
-	for i := range events {
-		body := fmt.Sprint("message ", i)
-		switch {
-		case i == 0:
-			events[i] = text(body)
-		case i%10 == 5:
-			events[i] = reply(body, 0)
-		case i%10 != 0 && len(roots) > 0:
-			events[i] = reply(body, roots[i%len(roots)])
-		default:
-			events[i] = text(body)
-			roots = append(roots, i)
-			if len(roots) > 20 {
-				roots = roots[1:]
-			}
-		}
-	}
-	return events
-}
 
 type pageFunc func(ctx context.Context, h *history.Reader, r *room, limit int, before string) (next string, err error)
 
@@ -99,7 +75,7 @@ func mostRequestsPerPage(t *testing.T, r *room, tool pageFunc, pages int, arrive
 // Issue 15.3: a page costs a constant number of requests, the same in rooms of
 // 1k and 10k events, however many pages deep and whatever arrives meanwhile.
 func TestPageRequestsBounded(t *testing.T) {
-	rooms := map[int]*room{1_000: newRoom(t, fakehs.Profile{}, pagedRoom(1_000)), 10_000: newRoom(t, fakehs.Profile{}, pagedRoom(10_000))}
+	rooms := map[int]*room{1_000: newRoom(t, fakehs.Profile{}, busyroom.PagedEvents(1_000)), 10_000: newRoom(t, fakehs.Profile{}, busyroom.PagedEvents(10_000))}
 	for name, tool := range historyTools {
 		most := map[int]int{}
 		for size, r := range rooms {
@@ -120,7 +96,7 @@ func TestPageRequestsBounded(t *testing.T) {
 // and after a restart it rescans from the room's newest event down to the
 // cursor, so the same measure exceeds the bound as the pages go deeper.
 func TestPageRequestsBoundCatchesAScan(t *testing.T) {
-	r := newRoom(t, fakehs.Degraded, pagedRoom(10_000))
+	r := newRoom(t, fakehs.Degraded, busyroom.PagedEvents(10_000))
 	most := mostRequestsPerPage(t, r, historyTools["zooid_get_recent_threads"], 40, false, true)
 	if most <= pageRequestBound {
 		t.Errorf("rescanning recent threads cost up to %d requests per page over 40 pages; want more than %d", most, pageRequestBound)
