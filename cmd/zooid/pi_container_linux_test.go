@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooid-dev/zooid/internal/testdeps"
+
 	"github.com/zooid-dev/zooid/modeldouble"
 	"github.com/zooid-dev/zooid/zooid/container"
 	"github.com/zooid-dev/zooid/zooid/piext"
@@ -198,6 +200,7 @@ func writePiRootfs(w io.Writer, modules string, host []string) error {
 // container.
 func TestPiInADockerContainer(t *testing.T) {
 	dockerEngine(t)
+	testdeps.Require(t, testdeps.NodePackages(filepath.Join(repoRoot, piPackage)))
 	dir := t.TempDir()
 	bridge := filepath.Join(dir, "zooid-static")
 	buildStatic(t, "./cmd/zooid", bridge)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooid-dev/zooid/internal/testdeps"
+
 	"github.com/zooid-dev/zooid/modeldouble"
 	"github.com/zooid-dev/zooid/zooid/piext"
 	"github.com/zooid-dev/zooid/zooid/unixuser"
@@ -43,6 +45,7 @@ func addUserWithHome(t *testing.T, prefix, base string) unixuser.User {
 // result; its model is a model double on loopback.
 func TestPiAgentRunsAsItsOwnUser(t *testing.T) {
 	requireUserTests(t)
+	testdeps.Require(t, testdeps.NodePackages(filepath.Join(repoRoot, piPackage)))
 	w := newUsersWorld(t)
 	u := addUserWithHome(t, "ztp", w.base)
 

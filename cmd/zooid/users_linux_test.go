@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooid-dev/zooid/internal/testdeps"
+
 	"github.com/zooid-dev/zooid/zooid/handshake"
 
 	"golang.org/x/sys/unix"
@@ -27,25 +29,15 @@ import (
 	"github.com/zooid-dev/zooid/zooid/unixuser"
 )
 
-// usersEnv turns on the tests that create unix users and run agents as them.
-// They need root (to create users and to switch to them), so they run only
-// when asked: scripts/test.sh and .ci/run set ZOOID_TEST_USERS=1 (CI runs as
-// root). Asked for and not root is a failure, never a pass; not asked for
-// (unset, or ZOOID_TEST_USERS=0 to opt out of the README test command as a
-// non-root developer), they are skipped with this reason.
-const usersEnv = "ZOOID_TEST_USERS"
-
+// requireUserTests lets through the tests that create unix users and run
+// agents as them: they need root (to create users and switch to them) and
+// useradd. Without root they follow internal/testdeps' rule: left out with
+// one line for a developer, failed under CI=true or ZOOID_TEST_USERS=1.
 func requireUserTests(t *testing.T) {
 	t.Helper()
-	switch os.Getenv(usersEnv) {
-	case "", "0":
-		t.Skip("per-agent user tests create unix users and need root: run as root with " + usersEnv + "=1 (scripts/test.sh and CI do)")
-	}
-	if os.Geteuid() != 0 {
-		t.Fatalf("%s is set, but the tests run as uid %d: creating users and starting agents as them needs root (unset %s, or set it to 0, to leave them out)", usersEnv, os.Geteuid(), usersEnv)
-	}
+	testdeps.Require(t, testdeps.Root)
 	if _, err := exec.LookPath("useradd"); err != nil {
-		t.Fatalf("%s is set but useradd is missing: %v", usersEnv, err)
+		t.Fatalf("the per-agent user tests run as root but useradd is missing: %v", err)
 	}
 }
 

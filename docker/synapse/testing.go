@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/zooid-dev/zooid/internal/testdeps"
+
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 )
@@ -15,9 +17,10 @@ import (
 const RequestEnv = "ZOOID_TEST_HOMESERVER"
 
 // RunForTest starts Synapse for a test and terminates it when the test ends.
-// When no Docker engine answers it skips the test, saying why, unless Synapse
-// was asked for (ZOOID_TEST_HOMESERVER=synapse): asking for Synapse and not
-// getting it fails the test. Any other failure fails the test.
+// Without a Docker engine it follows internal/testdeps' rule: left out with
+// one line, or failed when the run asked for an engine (CI=true,
+// ZOOID_TEST_DOCKER=1) or for Synapse (ZOOID_TEST_HOMESERVER=synapse). Any
+// other failure fails the test.
 func RunForTest(t testing.TB, opts ...Option) *Container {
 	t.Helper()
 	requireEngine(t)
@@ -34,26 +37,30 @@ func RunForTest(t testing.TB, opts ...Option) *Container {
 	return c
 }
 
-// RequireEngine skips t when no Docker engine answers, or fails it when the
-// run asked for Synapse (ZOOID_TEST_HOMESERVER=synapse), for a test that
-// starts Synapse through something other than RunForTest.
+// RequireEngine applies RunForTest's rule for a missing engine, for a test
+// that starts Synapse through something other than RunForTest.
 func RequireEngine(t testing.TB) {
 	t.Helper()
 	requireEngine(t)
 }
 
-// requireEngine skips t when no Docker engine answers, or fails it when the
-// run asked for Synapse.
+// requireEngine goes on when a Docker engine answers. Asking for Synapse asks
+// for the engine it runs in, so then a missing engine fails whatever
+// internal/testdeps' rule says.
 func requireEngine(t testing.TB) {
 	t.Helper()
-	err := engineHealth()
-	if err == nil {
-		return
+	engine := testdeps.DockerEngine
+	engine.Probe = func() error { return engineHealth() }
+	err, fail := engine.Missing()
+	switch {
+	case err == nil:
+	case os.Getenv(RequestEnv) == "synapse":
+		t.Fatalf("%s=synapse, but no Docker engine answers (start one with docker/engine.sh start): %v", RequestEnv, engine.Probe())
+	case fail:
+		t.Fatal(err)
+	default:
+		t.Skip(err)
 	}
-	if os.Getenv(RequestEnv) == "synapse" {
-		t.Fatalf("%s=synapse, but no Docker engine answers (start one with docker/engine.sh start): %v", RequestEnv, err)
-	}
-	t.Skipf("no Docker engine answers (start one with docker/engine.sh start): %v", err)
 }
 
 // engineHealth is the check testcontainers.SkipIfProviderIsNotHealthy makes;

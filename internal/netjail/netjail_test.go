@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/zooid-dev/zooid/internal/testdeps"
 )
 
 // TestMain lets the test binary stand in for the netjail command.
@@ -49,12 +51,7 @@ func listen(t *testing.T, name string) string {
 // port answers, and a port the host's loopback serves but the jail does not
 // forward is out of reach; so is any address beyond the loopback.
 func TestOnlyTheForwardedPortIsReachable(t *testing.T) {
-	if !Supported() {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI runs as root, and a network namespace needs root")
-		}
-		t.Skip("a network namespace needs root; this test runs as root in CI")
-	}
+	testdeps.Require(t, testdeps.Root) // a network namespace needs root
 	model, other := listen(t, "model"), listen(t, "other")
 	mp, op := model[strings.LastIndex(model, ":")+1:], other[strings.LastIndex(other, ":")+1:]
 	probe := fmt.Sprintf(`cat </dev/tcp/127.0.0.1/%s; if cat </dev/tcp/127.0.0.1/%s; then echo REACHED-OTHER; fi; `+
@@ -84,12 +81,7 @@ func TestOnlyTheForwardedPortIsReachable(t *testing.T) {
 
 // TestExitStatusPassesThrough: the jail exits with its command's status.
 func TestExitStatusPassesThrough(t *testing.T) {
-	if !Supported() {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI runs as root, and a network namespace needs root")
-		}
-		t.Skip("a network namespace needs root; this test runs as root in CI")
-	}
+	testdeps.Require(t, testdeps.Root) // a network namespace needs root
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -108,12 +100,7 @@ func TestExitStatusPassesThrough(t *testing.T) {
 // parent left behind (reparented, ignoring the end of its stdin and
 // SIGTERM) dies when the jail is killed.
 func TestNothingOutlivesTheJail(t *testing.T) {
-	if !Supported() {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI runs as root, and a network namespace needs root")
-		}
-		t.Skip("a network namespace needs root; this test runs as root in CI")
-	}
+	testdeps.Require(t, testdeps.Root) // a network namespace needs root
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooid-dev/zooid/internal/testdeps"
+
 	"github.com/chromedp/chromedp"
 
 	"github.com/zooid-dev/zooid/zooid/trace"
@@ -19,11 +21,12 @@ import (
 // TestPageInAHeadlessBrowser opens a report in Debian's chromium: the room's
 // timeline renders, a folded thread opens on a click and shows its reply,
 // the hostile body stays text, and a screenshot is not blank. Without
-// chromium it fails: .ci/run and scripts/setup.sh install it.
+// chromium it follows internal/testdeps' rule (CI installs it).
 func TestPageInAHeadlessBrowser(t *testing.T) {
+	testdeps.Require(t, testdeps.Chromium)
 	browser, err := exec.LookPath("chromium")
 	if err != nil {
-		t.Fatalf("this test needs Debian's chromium on PATH (apt-get install -y chromium; scripts/setup.sh installs it): %v", err)
+		t.Fatal(err)
 	}
 	diff := trace.Diff{{Room: "#ops", Stream: "routing", What: `event $evil from @ori:hs1: want woke nobody (nobody_addressed); got woke agent-a (mention)`}}
 	dir := t.TempDir()

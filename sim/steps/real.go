@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zooid-dev/zooid/internal/testdeps"
 	"github.com/zooid-dev/zooid/modeldouble"
 	"github.com/zooid-dev/zooid/zooid/config"
 )
@@ -234,10 +235,26 @@ func lookPathIn(command, path string) (string, error) {
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-// repoPackage finds an npm package directory of the repository (rel, from
-// the repository root) one of whose adapterBins holds bin: the feature suite
-// runs in steps/, zooid sim at the repository root.
-func repoPackage(rel, bin string) (string, error) {
+// realAgentPackages applies internal/testdeps' rule to the npm packages the
+// real agents' scenarios run (the adapters and pi): err is nil when both are
+// installed, and otherwise says what is missing; fail says the run asked for
+// them (CI=true, ZOOID_TEST_NODE=1).
+func realAgentPackages() (err error, fail bool) {
+	for _, rel := range []string{adaptersPackageDir, piPackageDir} {
+		dir, derr := repoDir(rel)
+		if derr != nil {
+			dir = rel // outside the repository: the probe says it is missing
+		}
+		if err, fail := testdeps.NodePackages(dir).Missing(); err != nil {
+			return err, fail
+		}
+	}
+	return nil, false
+}
+
+// repoDir finds a directory of the repository (rel, from its root) above the
+// working directory.
+func repoDir(rel string) (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -245,12 +262,7 @@ func repoPackage(rel, bin string) (string, error) {
 	for {
 		p := filepath.Join(dir, rel)
 		if _, err := os.Stat(filepath.Join(p, "package.json")); err == nil {
-			for _, b := range adapterBins {
-				if _, err := os.Stat(filepath.Join(p, b, bin)); err == nil {
-					return p, nil
-				}
-			}
-			return "", fmt.Errorf("%s is not installed in %s: run scripts/setup.sh (npm ci there)", bin, p)
+			return p, nil
 		}
 		up := filepath.Dir(dir)
 		if up == dir {
@@ -258,6 +270,22 @@ func repoPackage(rel, bin string) (string, error) {
 		}
 		dir = up
 	}
+}
+
+// repoPackage finds an npm package directory of the repository (rel, from
+// the repository root) one of whose adapterBins holds bin: the feature suite
+// runs in steps/, zooid sim at the repository root.
+func repoPackage(rel, bin string) (string, error) {
+	p, err := repoDir(rel)
+	if err != nil {
+		return "", err
+	}
+	for _, b := range adapterBins {
+		if _, err := os.Stat(filepath.Join(p, b, bin)); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s is not installed in %s: run scripts/setup.sh (npm ci there)", bin, p)
 }
 
 // matrixAgents finds the declared Matrix agents a step names, as a list

@@ -190,6 +190,19 @@ func Run(opts Options) int {
 	if b.kind() != "fake" {
 		opts.Tags = andTags(opts.Tags, "~"+FakeOnlyTag)
 	}
+	if err, fail := realAgentPackages(); err != nil {
+		if fail {
+			fmt.Fprintf(out, "zooid sim: the real agents' scenarios (@pi, @real-agents): %v\n", err)
+			return 2
+		}
+		// One line, and in go test a skipped subtest, so the run's summary
+		// counts what was left out.
+		fmt.Fprintf(out, "zooid sim: scenarios tagged @pi and @real-agents %v\n", err)
+		opts.Tags = andTags(opts.Tags, "~@pi && ~@real-agents")
+		if opts.TestingT != nil {
+			opts.TestingT.Run("real agents", func(t *testing.T) { t.Skip(err) })
+		}
+	}
 	r := &runner{ctx: ctx, backend: b, log: st.log, wait: st.wait, turnTimeout: st.turnTimeout, outcomes: newOutcomes(), testSteps: opts.testSteps, timings: tm,
 		realAgents: make(chan struct{}, realAgentSlots)}
 	if opts.Report != "" {

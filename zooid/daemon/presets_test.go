@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooid-dev/zooid/internal/testdeps"
+
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/zooid-dev/zooid/zooid/acpagent"
@@ -74,9 +76,10 @@ var presetCases = []presetCase{
 // session/new with the Zooid MCP server entry of a real MCP server socket,
 // and waits until the adapter's MCP client has listed the tools through the
 // bridge on that socket. All four adapters connect their MCP servers at
-// session start. A missing adapter is a failure: scripts/setup.sh installs
-// them.
+// session start. Without the adapters' packages the test follows
+// internal/testdeps' rule; one adapter missing from them is a failure.
 func TestPresetAdapters(t *testing.T) {
+	testdeps.Require(t, testdeps.NodePackages(adaptersDir))
 	root, err := filepath.Abs(adaptersDir)
 	if err != nil {
 		t.Fatal(err)

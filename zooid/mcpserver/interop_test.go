@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooid-dev/zooid/internal/testdeps"
+
 	"github.com/coder/acp-go-sdk"
 	"github.com/mark3labs/mcp-go/mcp"
 	"maunium.net/go/mautrix/id"
@@ -131,15 +133,15 @@ func pinnedVersion(t *testing.T, pkg string) string {
 	return v
 }
 
-// requireClients returns node's path once the interop packages are installed.
-// Without node there is nothing to run (skip, saying why); with node but
-// without the installed packages the checkout is not set up, which is a
-// failure, not a skip: CI runs scripts/setup.sh first.
+// requireClients returns node's path once the interop packages are
+// installed; without node or them the test follows internal/testdeps' rule.
+// A package installed at another version than the lockfile pins fails.
 func requireClients(t *testing.T, pkgs ...string) string {
 	t.Helper()
+	testdeps.Require(t, testdeps.NodePackages(interopDir))
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skipf("node is not on PATH, so no JavaScript MCP client can run (%v); install Node 20+ and run scripts/setup.sh", err)
+		t.Fatal(err)
 	}
 	for _, pkg := range pkgs {
 		want := pinnedVersion(t, pkg)

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooid-dev/zooid/internal/testdeps"
+
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/mcpserver"
@@ -236,9 +238,11 @@ func mcpTools(t *testing.T, sock, acp string) []map[string]any {
 // a machine's own Node may be).
 const piBin = "testdata/pi/node_modules/.bin"
 
-// node is the pinned Node of testdata/pi.
+// node is the pinned Node of testdata/pi; without the packages installed the
+// test follows internal/testdeps' rule.
 func node(t *testing.T) string {
 	t.Helper()
+	testdeps.Require(t, testdeps.NodePackages("testdata/pi"))
 	p, err := filepath.Abs(filepath.Join(piBin, "node"))
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/zooid-dev/zooid/internal/testdeps"
 )
 
 func TestResolve(t *testing.T) {
@@ -47,16 +49,10 @@ func TestMissingCapabilitiesAreNamed(t *testing.T) {
 // TestProbesJudgeAsTheUserAndLeaveTheDaemonAlone: a probe as another uid is
 // refused a 0600 file of root's and may read a 0644 one; meanwhile and after,
 // every other goroutine of the process still reads the 0600 file, so no
-// thread was left with the probe's identity. Needs root (CAP_SETUID); it
-// follows cmd/zooid's ZOOID_TEST_USERS rule: asked for and not root fails.
+// thread was left with the probe's identity. Needs root (CAP_SETUID), by
+// internal/testdeps' rule.
 func TestProbesJudgeAsTheUserAndLeaveTheDaemonAlone(t *testing.T) {
-	switch os.Getenv("ZOOID_TEST_USERS") {
-	case "", "0":
-		t.Skip("probing as another user needs root: run as root with ZOOID_TEST_USERS=1 (scripts/test.sh and CI do)")
-	}
-	if os.Geteuid() != 0 {
-		t.Fatalf("ZOOID_TEST_USERS is set, but the tests run as uid %d, not root", os.Geteuid())
-	}
+	testdeps.Require(t, testdeps.Root)
 	// Not t.TempDir: its parent is private to root, and the probe must reach the files.
 	dir, err := os.MkdirTemp("/tmp", "zprobe")
 	if err != nil {
