@@ -22,55 +22,93 @@ import (
 // the daemon under test and the controller scripting the agents. Given steps
 // only declare agents and rooms; the first step that acts materialises them
 // (rooms created or imported, daemon started), so setup costs one pass.
+//
+// Its state comes in parts, each a struct of its own embedded here, so a step
+// reads the fields by name (w.humans, w.thread) and a reader sees which part
+// a step touches: the cast, the daemon's settings, the conversation, the
+// tool calls, the recordings and the HTTP-bound agents' answers.
 type world struct {
-	run *runner
-	log *slog.Logger
+	run     *runner
+	log     *slog.Logger
+	dir     string         // scratch directory, removed on close
+	closers []func() error // run in reverse by close
+	stepSeq int
+	timing  *scenarioTiming // where the scenario's time goes; nil unless Options.Timings
 
+	cast
+	daemonSetup
+	conversation
+	toolUse
+	recordings
+	httpAgents
+}
+
+// cast is who and where: the homeserver lease and its users, the agents with
+// the controller scripting them (or the model double behind real ones), and
+// the rooms.
+type cast struct {
 	lease    *lease
-	model    *modeldouble.Server // the real agents' model API, once one is declared
-	dir      string              // scratch directory, removed on close
 	as       *mautrix.Client
+	model    *modeldouble.Server // the real agents' model API, once one is declared
 	ctl      *fakeagent.Controller
-	d        *daemon.Daemon
-	started  bool
-	closers  []func() error // run in reverse by close
 	humans   map[string]*human
 	humanSeq []string
 	agents   map[string]*agentDecl
 	agentSeq []string
 	rooms    map[string]*room
 	roomSeq  []string
+}
 
-	posts        []*post              // every message the harness posted, in order
-	recording    *scenarios.Recording // the last room recorded by a step
-	recordedFrom *room                // and the room it was recorded from
-	replayOut    string               // what the last `zooid replay` printed
-	thread       *post                // the thread steps mean by "the thread"
-	focus        map[string]*post     // per agent: the message it is answering
-	calls        map[string][]*call   // per agent: tool calls made through steps
-	last         *call                // the most recent tool call of any agent
-	paging       map[string]*paging
-	prose        map[string]string // per agent: the long reply queued by a step
-	pushes       int
-	stepSeq      int
+// daemonSetup is the daemon under test and what the scenario configured of
+// it: zooid.yaml's knobs (zero: the daemon's default) and the faults
+// programmed into its peers.
+type daemonSetup struct {
+	d           *daemon.Daemon
+	started     bool
+	faults      []*programmedFault
+	idleTimeout time.Duration // zooid.yaml idle_timeout
+	traceDir    string        // zooid.yaml trace.dir; empty: tracing off
+	turnTimeout time.Duration // the daemon's turn timeout; zero: the run's
+	maxProcs    int           // zooid.yaml max_processes
+	queueNotice time.Duration // zooid.yaml queue_notice_after
+	toolTimeout time.Duration // zooid.yaml tool_timeout
+	postTimeout time.Duration // zooid.yaml post_timeout
+}
+
+// conversation is what the humans posted and what later steps mean by "the
+// thread" and "the message it is answering".
+type conversation struct {
+	posts  []*post          // every message the harness posted, in order
+	thread *post            // the thread steps mean by "the thread"
+	focus  map[string]*post // per agent: the message it is answering
+	batch  []*post          // the threads the last "mentions … in N new threads" step started
+	pushes int
 	// barriers are the barrier mentions sent and not yet seen answered;
 	// a kill or stop waits for their answers (see settleBarriers).
 	barriers []barrierSent
+}
 
-	faults      []*programmedFault
-	idleTimeout time.Duration // zooid.yaml idle_timeout; zero: the daemon's default
-	traceDir    string        // zooid.yaml trace.dir; empty: tracing off
-	turnTimeout time.Duration // the daemon's turn timeout; zero: the run's
-	maxProcs    int           // zooid.yaml max_processes; zero: the default
-	queueNotice time.Duration // zooid.yaml queue_notice_after; zero: the default
-	toolTimeout time.Duration // zooid.yaml tool_timeout; zero: the default
-	postTimeout time.Duration // zooid.yaml post_timeout; zero: the default
-	batch       []*post       // the threads the last "mentions … in N new threads" step started
-	http        *httpAnswer   // the last answer of an HTTP-bound agent
+// toolUse is the tool calls agents made through steps, the paging cursors
+// they hold and the long replies queued for them.
+type toolUse struct {
+	calls  map[string][]*call // per agent: tool calls made through steps
+	last   *call              // the most recent tool call of any agent
+	paging map[string]*paging
+	prose  map[string]string // per agent: the long reply queued by a step
+}
+
+// recordings is the last room a step recorded and what replaying it said.
+type recordings struct {
+	recording    *scenarios.Recording // the last room recorded by a step
+	recordedFrom *room                // and the room it was recorded from
+	replayOut    string               // what the last `zooid replay` printed
+}
+
+// httpAgents is the answers of HTTP-bound agents.
+type httpAgents struct {
+	http *httpAnswer // the last answer of an HTTP-bound agent
 	// httpWait waits for the answers of the last "asked over HTTP N times at once".
 	httpWait func(context.Context) ([]*httpAnswer, error)
-
-	timing *scenarioTiming // where the scenario's time goes; nil unless Options.Timings
 }
 
 // human is a user of the homeserver that steps name.
@@ -121,8 +159,9 @@ type post struct {
 func newWorld(r *runner) *world {
 	return &world{
 		run: r, log: r.log,
-		humans: map[string]*human{}, agents: map[string]*agentDecl{}, rooms: map[string]*room{},
-		focus: map[string]*post{}, calls: map[string][]*call{}, paging: map[string]*paging{},
+		cast:         cast{humans: map[string]*human{}, agents: map[string]*agentDecl{}, rooms: map[string]*room{}},
+		conversation: conversation{focus: map[string]*post{}},
+		toolUse:      toolUse{calls: map[string][]*call{}, paging: map[string]*paging{}},
 	}
 }
 
