@@ -76,6 +76,11 @@ type Config struct {
 	// default DefaultPostTimeout); an unanswered try is retried with the
 	// same txn id.
 	PostTimeout time.Duration
+	// TaskTimeout bounds how long a task thread stays open (task_timeout,
+	// default DefaultTaskTimeout): past it the task closes timed_out, is
+	// reported once and frees its slot, so a task waiting on a person who
+	// never answers does not hold the room's capacity for ever.
+	TaskTimeout time.Duration
 }
 
 // AgentUsers says whether any agent runs as a user of its own.

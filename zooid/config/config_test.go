@@ -163,6 +163,24 @@ agents:
 			`zooid.yaml:7: tool_timeout: must be at least 1s, got 500ms`,
 			`zooid.yaml:8: post_timeout: must be a duration such as 30m or 90s, got "never"`,
 		}},
+		{"bad task timeouts", okTransport + `task_timeout: 0
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:7: task_timeout: must be at least 1s, got 0s`}},
+		{"negative task timeout", okTransport + `task_timeout: -5m
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:7: task_timeout: must be at least 1s, got -5m0s`}},
+		{"task timeout not a duration", okTransport + `task_timeout: 3
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:7: task_timeout: must be a duration such as 30m or 90s, got "3"`}},
 		{"trace without dir", okTransport + `trace: { max_file_size: 1MiB }
 agents:
   a:
@@ -579,6 +597,19 @@ agents:
 `, func(t *testing.T, c *Config) {
 			if c.ToolTimeout != 45*time.Second || c.PostTimeout != DefaultPostTimeout {
 				t.Errorf("tool timeout %s, post timeout %s; want 45s and the default %s", c.ToolTimeout, c.PostTimeout, DefaultPostTimeout)
+			}
+			if c.TaskTimeout != DefaultTaskTimeout {
+				t.Errorf("task timeout %s, want the default %s", c.TaskTimeout, DefaultTaskTimeout)
+			}
+		}},
+		{"task timeout", okTransport + `task_timeout: 90s
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, func(t *testing.T, c *Config) {
+			if c.TaskTimeout != 90*time.Second {
+				t.Errorf("task timeout %s, want 90s", c.TaskTimeout)
 			}
 		}},
 		{"trace", okTransport + `trace:

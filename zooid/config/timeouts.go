@@ -16,15 +16,25 @@ const (
 	// given up and the post tried again with the same txn id, so whatever
 	// landed is not posted twice.
 	DefaultPostTimeout = 30 * time.Second
+	// DefaultTaskTimeout bounds how long a task thread stays open
+	// (task_timeout): past it the task closes timed_out and frees its slot of
+	// the room's five. It is twice the default turn_timeout, so an assignee
+	// that works through one whole turn is not cut short, and a question it
+	// asks a person still has half an hour to be answered.
+	DefaultTaskTimeout = time.Hour
 )
 
-// timeouts reads the top-level tool_timeout and post_timeout, with their defaults.
+// timeouts reads the top-level tool_timeout, post_timeout and task_timeout,
+// with their defaults.
 func (p *parser) timeouts(top map[string]field, cfg *Config) {
-	cfg.ToolTimeout, cfg.PostTimeout = DefaultToolTimeout, DefaultPostTimeout
+	cfg.ToolTimeout, cfg.PostTimeout, cfg.TaskTimeout = DefaultToolTimeout, DefaultPostTimeout, DefaultTaskTimeout
 	if d := p.duration(top, "tool_timeout"); d > 0 {
 		cfg.ToolTimeout = d
 	}
 	if d := p.duration(top, "post_timeout"); d > 0 {
 		cfg.PostTimeout = d
+	}
+	if d := p.duration(top, "task_timeout"); d > 0 {
+		cfg.TaskTimeout = d
 	}
 }
