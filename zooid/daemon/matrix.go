@@ -75,6 +75,7 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		Wake:     d.wakeCaller,
 		Logger:   d.log.With("component", "tasks"),
 		Trace:    d.trace,
+		Timeout:  cfg.TaskTimeout,
 	})
 	if err != nil {
 		return fmt.Errorf("opening task journal: %w", err)
@@ -141,6 +142,13 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		if err := d.tasks.Recover(ctx); err != nil {
 			d.log.Error("recovering tasks", "err", err)
 		}
+		// From now on open tasks close at task_timeout; the watch ends with
+		// the intake (Close cancels runCtx) and Close waits for it.
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.tasks.Watch(runCtx)
+		}()
 		return nil
 	case err := <-errc:
 		if err == nil {

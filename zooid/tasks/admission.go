@@ -174,6 +174,7 @@ func (m *Manager) post(ctx context.Context, t *Task) tools.TaskResult {
 		}
 		return nil
 	})
+	m.pokeWatch()
 	if uerr == nil && done.ThreadID != evID {
 		// Another root was bound first; the two can only differ if the
 		// homeserver ignored the txn id. The first root is the thread.

@@ -8,7 +8,9 @@
 //
 // How the daemon drives a Manager:
 //
-//   - At start: Open, then Recover once it can post and wake.
+//   - At start: Open, then Recover once it can post and wake, then Watch on a
+//     goroutine the daemon owns until it stops: an open task closes timed_out
+//     once Options.Timeout (task_timeout) has passed since its admission.
 //   - Tools: the Manager is the tools.Tasks backend (Start, Complete).
 //   - Routing a root whose content has dev.zooid.thread_start: TaskForRoot(room, event,
 //     sender, attempt_id). A task root wakes only its assignee (Task.Agent), whose first

@@ -160,7 +160,8 @@ type env struct {
 	holdWakes bool     // the caller is mid-turn: wakes wait in its queue
 	held      []func() // their delivered callbacks, in order
 
-	now func() time.Time // the managers' clock; nil: time.Now
+	now     func() time.Time // the managers' clock; nil: time.Now
+	timeout time.Duration    // the managers' Options.Timeout; zero: the default
 }
 
 var agents = map[string]struct {
@@ -203,6 +204,7 @@ func (e *env) options() Options {
 		Logger:      testLogger(),
 		PostTimeout: 5 * time.Second,
 		Now:         e.now,
+		Timeout:     e.timeout,
 	}
 }
 

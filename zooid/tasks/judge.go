@@ -78,6 +78,9 @@ func (m *Manager) TurnEnded(ctx context.Context, task id.EventID, o TurnOutcome)
 		}
 		r := judge(t, o)
 		if r == nil {
+			if p := strings.TrimSpace(o.LastProse); p != "" {
+				t.LastProse = p
+			}
 			return nil
 		}
 		m.closeLocked(t, r, m.opts.Now().UTC())

@@ -22,6 +22,10 @@ const DefaultMaxOpenPerRoom = 5
 // DefaultPostTimeout bounds one attempt to post a task event.
 const DefaultPostTimeout = 30 * time.Second
 
+// DefaultTimeout is how long a task stays open when Options.Timeout is zero
+// (config.DefaultTaskTimeout, which the daemon passes, is the same).
+const DefaultTimeout = time.Hour
+
 // Options wire a Manager to Matrix, zooid.yaml and the daemon.
 type Options struct {
 	// StateDir holds the journal (tasks.db). Required.
@@ -43,7 +47,13 @@ type Options struct {
 	MaxOpenPerRoom int
 	// PostTimeout bounds each post attempt; 0 means DefaultPostTimeout.
 	PostTimeout time.Duration
-	// Now is the clock; nil means time.Now.
+	// Timeout bounds how long a task stays open, from its admission
+	// (task_timeout): past it Watch, or Recover after a restart, closes it
+	// timed_out. 0 means DefaultTimeout.
+	Timeout time.Duration
+	// Now is the clock; nil means time.Now. Watch's timers run on the
+	// runtime's clock, so a test that moves Now runs Watch in a
+	// testing/synctest bubble, where both are the bubble's.
 	Now func() time.Time
 	// Trace records each task step (admitted, refused, started, failed,
 	// closed, reported); nil records nothing.
@@ -72,6 +82,10 @@ type Manager struct {
 	posting map[string]*inflight
 	closing bool // Close has begun: no new work
 	closed  bool // the journal is closed
+	// done is closed when Close begins, so Watch returns; poke (one slot)
+	// tells Watch a task opened and its next deadline may have changed.
+	done chan struct{}
+	poke chan struct{}
 
 	// wg counts work Close waits for: Start calls, reports and TaskForRoot's
 	// background reports. Adds happen under mu while !closing.
@@ -94,6 +108,9 @@ func Open(opts Options) (*Manager, error) {
 	}
 	if opts.PostTimeout <= 0 {
 		opts.PostTimeout = DefaultPostTimeout
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -124,6 +141,8 @@ func Open(opts Options) (*Manager, error) {
 		callers:    map[Parent]*sync.Mutex{},
 		stale:      map[string]bool{},
 		posting:    map[string]*inflight{},
+		done:       make(chan struct{}),
+		poke:       make(chan struct{}, 1),
 	}
 	for _, t := range ts {
 		m.tasks[t.AttemptID] = t
@@ -137,9 +156,9 @@ func Open(opts Options) (*Manager, error) {
 	return m, nil
 }
 
-// Close refuses new work, waits for Start calls and reports in flight, and closes the
-// journal. Tasks still open stay open in the journal; the next Open+Recover closes
-// them.
+// Close refuses new work, stops Watch, waits for Start calls and reports in flight,
+// and closes the journal. Tasks still open stay open in the journal; the next
+// Open+Recover closes them.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closing {
@@ -147,6 +166,7 @@ func (m *Manager) Close() error {
 		return nil
 	}
 	m.closing = true
+	close(m.done)
 	m.mu.Unlock()
 	m.wg.Wait()
 	m.mu.Lock()
@@ -262,13 +282,17 @@ func (m *Manager) TaskForRoot(room id.RoomID, root id.EventID, sender id.UserID,
 	if t.State == StateClosed {
 		m.reportLaterLocked(attemptID)
 	}
+	if adopted {
+		m.pokeWatch()
+	}
 	return t.clone(), true
 }
 
 // Recover closes every task the journal held open at Open as cancelled
 // (interrupted_by_restart) and reports every closed task not yet fully reported.
 // Call it once at start-up, when the daemon can post and wake; tasks started since
-// Open are not touched.
+// Open are not touched. A task found past its Timeout is closed timed_out instead:
+// it would have been, had the daemon been running, and it can't go on either way.
 //
 // An attempt still reserved (its post uncertain: the daemon died between journaling
 // and learning the event id) was never routed (routing journals the root first), so
@@ -290,17 +314,23 @@ func (m *Manager) Recover(ctx context.Context) error {
 	var prev []Task
 	now := m.opts.Now().UTC()
 	var unposted []*Task
+	timedOut := 0
 	for a := range m.stale {
 		t := m.tasks[a]
 		if !t.IsOpen() {
 			continue
 		}
-		if t.rootUncertain() && now.Sub(t.Created) < RepostWithin {
+		r := &Result{Status: StatusCancelled, Reason: ReasonInterruptedByRestart, Output: t.Summary}
+		switch {
+		case m.overdue(t, now):
+			r = timedOutResult(t)
+			timedOut++
+		case t.rootUncertain() && now.Sub(t.Created) < RepostWithin:
 			unposted = append(unposted, t)
 			continue
 		}
 		prev = append(prev, t.clone())
-		m.closeLocked(t, &Result{Status: StatusCancelled, Reason: ReasonInterruptedByRestart, Output: t.Summary}, now)
+		m.closeLocked(t, r, now)
 		interrupted = append(interrupted, t)
 	}
 	if err := m.j.put(interrupted...); err != nil {
@@ -318,8 +348,11 @@ func (m *Manager) Recover(ctx context.Context) error {
 		}
 	}
 	m.mu.Unlock()
-	if len(interrupted) > 0 {
-		m.log.Info("closed tasks interrupted by restart", "count", len(interrupted))
+	if n := len(interrupted) - timedOut; n > 0 {
+		m.log.Info("closed tasks interrupted by restart", "count", n)
+	}
+	if timedOut > 0 {
+		m.log.Info("closed tasks that passed task_timeout while the daemon was down", "count", timedOut, "timeout", m.opts.Timeout)
 	}
 	for _, a := range pending {
 		m.report(ctx, a)

@@ -29,6 +29,10 @@ const (
 	StatusPartial   = "partial"
 	StatusFailed    = "failed"
 	StatusCancelled = "cancelled"
+	// StatusTimedOut closes a task still open after Options.Timeout
+	// (task_timeout): typically one whose assignee waits on a person who never
+	// answered. Its output is what the assignee last said or recorded.
+	StatusTimedOut = "timed_out"
 )
 
 // Reasons a closed task carries, and refusals of zooid_complete_task.
@@ -122,6 +126,10 @@ type Task struct {
 	State State `json:"state"`
 	// Summary is the first summary recorded by zooid_complete_task.
 	Summary string `json:"summary,omitempty"`
+	// LastProse is the assignee's last words of a turn that left the task
+	// open (a question to a person, a handoff): a task closed by no turn of
+	// its own (timed out) reports them, so the caller hears what it waited on.
+	LastProse string `json:"last_prose,omitempty"`
 	// Handoffs are the outstanding in-thread handoffs.
 	Handoffs []Handoff `json:"handoffs,omitempty"`
 	// Result is set once closed.
