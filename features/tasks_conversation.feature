@@ -7,7 +7,9 @@ Feature: Working inside a task thread
   another agent in its prose hands work to it: the callee runs in its own
   session of the thread, and its result wakes the assignee. The caller hears the
   task's result once, as a new turn of its original session, never in the middle of
-  another turn, and not at all once its thread was cleared.
+  another turn, and not at all once its thread was cleared. A task still open after
+  task_timeout (waiting on a person who never answers) closes timed_out, is reported
+  once and frees its slot; a reply in its thread after that is an ordinary message.
 
   Background:
     Given the homeserver has users "ori" and "mia"
@@ -86,3 +88,39 @@ Feature: Working inside a task thread
     Then the task "audit svc-a" ends complete with "svc-a is clean"
     And planner's thread gets a notice with the result of "audit svc-a"
     And planner is never woken with the result of "audit svc-a"
+
+  Scenario: tasks waiting on a person who never answers time out, are reported once and free their slots
+    Given open tasks time out after 5 seconds
+    And coder will reply "@ori which services are in scope?"
+    And coder will reply "@ori which services are in scope?"
+    And coder will reply "@ori which services are in scope?"
+    And reviewer will reply "@ori which ports should I check?"
+    And reviewer will reply "@ori which ports should I check?"
+    And coder will take a turn that:
+      | lists its tools |                                                                   |
+      | calls           | zooid_complete_task with {"summary": "svc-a and svc-b are clean"} |
+      | says            | svc-a and svc-b are clean                                         |
+    When ori says in "#ops": "@planner get the services looked at"
+    And planner calls zooid_start_task_threads with {"tasks": [{"agent": "coder", "prompt": "audit svc-a"}, {"agent": "coder", "prompt": "audit svc-b"}, {"agent": "coder", "prompt": "audit svc-c"}, {"agent": "reviewer", "prompt": "review svc-d"}, {"agent": "reviewer", "prompt": "review svc-e"}]}
+    And planner calls zooid_start_task_threads with {"tasks": [{"agent": "reviewer", "prompt": "review svc-f"}], "notify": "none"}
+    Then task 1 is refused (at_capacity)
+    And planner has started 5 task threads in "#ops"
+    And the task "audit svc-a" ends timed_out with "@ori which services are in scope?"
+    And the task "audit svc-b" ends timed_out with "@ori which services are in scope?"
+    And the task "audit svc-c" ends timed_out with "@ori which services are in scope?"
+    And the task "review svc-d" ends timed_out with "@ori which ports should I check?"
+    And the task "review svc-e" ends timed_out with "@ori which ports should I check?"
+    And planner's thread gets a notice with the result of "audit svc-a"
+    And planner's thread gets a notice with the result of "review svc-e"
+    And planner is woken once per task, in the session that delegated it, in the order the tasks ended
+    When planner calls zooid_start_task_threads with {"tasks": [{"agent": "reviewer", "prompt": "review svc-g"}], "notify": "none"}
+    Then task 1 is started
+    And reviewer is prompted with "review svc-g"
+    When ori replies in the thread of "audit svc-a": "yes, svc-b too"
+    Then coder is prompted with "yes, svc-b too" in the same session as "audit svc-a"
+    And coder got a result from zooid_complete_task
+    And the call is refused as an unknown tool
+    And coder sees exactly the tools zooid_get_recent_threads, zooid_get_thread_history, zooid_get_history, zooid_get_members, zooid_get_room_info, zooid_get_rooms and zooid_send_message
+    And coder posts "svc-a and svc-b are clean" in the thread of "audit svc-a"
+    And the task "audit svc-a" ends timed_out with "@ori which services are in scope?"
+    And planner is woken once with the result of "audit svc-a"

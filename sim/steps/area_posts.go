@@ -49,7 +49,7 @@ func postSteps(w *world) []stepDef {
 			example: `agent-a has started 5 task threads in "#ops"`,
 			doc:     "Exactly that many top-level messages from the agent carry dev.zooid.thread_start; each is a started task's thread_id, mentions its assignee and names the version, assignee, attempt id, parent and notify; they appear in the order the calls listed them.",
 			fn:      w.stepStartedThreads},
-		{area: "posts", pattern: `^the task "([^"]+)" ends (complete|partial|failed|cancelled)(?: \(([a-z_]+)\))?(?: with "([^"]*)")?$`,
+		{area: "posts", pattern: `^the task "([^"]+)" ends (complete|partial|failed|cancelled|timed_out)(?: \(([a-z_]+)\))?(?: with "([^"]*)")?$`,
 			example: `the task "audit svc-a" ends complete with "svc-a is clean"`,
 			doc:     "Waits for the task's dev.zooid.thread_result in its thread; there is exactly one, with this status, reason and output (none given: not checked).",
 			fn:      w.stepTaskEnds},

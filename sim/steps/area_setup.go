@@ -187,6 +187,10 @@ func setupSteps(w *world) []stepDef {
 			example: `a post the homeserver leaves unanswered is tried again after 2 seconds`,
 			doc:     "Sets zooid.yaml post_timeout (at least 1s): the deadline of one try of a post, after which it is tried again with the same txn id.",
 			fn:      w.stepPostTimeout},
+		{area: "setup", pattern: `^open tasks time out after (\d+) seconds?$`,
+			example: `open tasks time out after 3 seconds`,
+			doc:     "Sets zooid.yaml task_timeout (at least 1s, as zooid.yaml allows): a task still open that long after it was admitted closes timed_out, is reported once and frees its slot.",
+			fn:      w.stepTaskTimeout},
 		{area: "setup", pattern: `^the homeserver answers normally again$`,
 			example: `the homeserver answers normally again`,
 			doc:     "Removes every fault programmed so far; their hits stay counted for the checks.",
@@ -675,6 +679,15 @@ func (w *world) stepPostTimeout(secs string) error {
 	}
 	n, _ := strconv.Atoi(secs)
 	w.postTimeout = time.Duration(n) * time.Second
+	return nil
+}
+
+func (w *world) stepTaskTimeout(secs string) error {
+	if err := w.beforeStart("task_timeout"); err != nil {
+		return err
+	}
+	n, _ := strconv.Atoi(secs)
+	w.taskTimeout = time.Duration(n) * time.Second
 	return nil
 }
 

@@ -33,6 +33,7 @@ func (w *world) config(exe string) *config.Config {
 		QueueNoticeAfter: w.queueNotice,
 		ToolTimeout:      w.toolTimeout,
 		PostTimeout:      w.postTimeout,
+		TaskTimeout:      w.taskTimeout,
 	}
 	if w.traceDir != "" {
 		cfg.Trace = &config.Trace{Dir: w.traceDir}

@@ -73,6 +73,7 @@ type daemonSetup struct {
 	queueNotice time.Duration // zooid.yaml queue_notice_after
 	toolTimeout time.Duration // zooid.yaml tool_timeout
 	postTimeout time.Duration // zooid.yaml post_timeout
+	taskTimeout time.Duration // zooid.yaml task_timeout
 }
 
 // conversation is what the humans posted and what later steps mean by "the

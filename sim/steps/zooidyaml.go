@@ -77,6 +77,9 @@ func zooidYAML(cfg *config.Config, v secretVars) string {
 	if cfg.PostTimeout > 0 {
 		line(0, "post_timeout", cfg.PostTimeout.String())
 	}
+	if cfg.TaskTimeout > 0 {
+		line(0, "task_timeout", cfg.TaskTimeout.String())
+	}
 	if tr := cfg.Trace; tr != nil {
 		b.WriteString("trace:\n")
 		line(1, "dir", q(tr.Dir))
