@@ -87,8 +87,8 @@ type Manager struct {
 	done chan struct{}
 	poke chan struct{}
 
-	// wg counts work Close waits for: Start calls, reports and TaskForRoot's
-	// background reports. Adds happen under mu while !closing.
+	// wg counts work Close waits for: Start calls, reports, TaskForRoot's
+	// background reports and Watch. Adds happen under mu while !closing.
 	wg sync.WaitGroup
 }
 
