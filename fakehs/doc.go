@@ -49,9 +49,17 @@
 //   - Bundles: unsigned.m.relations holds m.thread (count, latest_event,
 //     current_user_participated), m.replace (the latest applicable edit)
 //     and m.reference ({"chunk": [{"event_id"}]}, oldest first); no
-//     annotations. /relations?recurse=true follows relations of relations
-//     up to 3 levels, its filters applying at every level, in stream order,
-//     and says "recursion_depth": 3 (Synapse's limit, not the depth met).
+//     annotations.
+//   - /relations?recurse=true (or org.matrix.msc3981.recurse) follows
+//     relations of any type down to five relations from the event (its own
+//     and four levels below), says "recursion_depth": 3 all the same, and
+//     applies rel_type and event_type only to what it found: a reaction on an
+//     m.reference is an m.annotation relation of the reference's parent (the
+//     spec, MSC3981, drops events reached through a non-matching one). Every
+//     /relations page holds up to limit matching events in stream order and
+//     has next_batch only when another matching event follows. recurse other
+//     than "true"/"false" is 400 M_INVALID_PARAM. Conformance:
+//     Relations/Recurse/ThroughAReference.
 //   - A /messages filter with lazy_load_members adds `state`: the member
 //     event of each sender on the page as it stood at the page's first
 //     event; /sync with lazy_load_members in its state filter sends only

@@ -3,13 +3,16 @@ package fakehs
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"sort"
 
 	"maunium.net/go/mautrix/id"
 )
 
 // handleRelations serves /v1/rooms/{id}/relations/{event}[/{relType}[/{eventType}]]
-// from the per-event children index, paginated by room tokens.
+// from the per-event children index, paginated by room tokens. With recurse it
+// reads relations of relations too (descendants), and the filters pick from
+// all of them afterwards, as Synapse does.
 func (s *Server) handleRelations(r *http.Request, c *caller) (any, error) {
 	rm, upto, err := s.historyRoom(r, c)
 	if err != nil {
@@ -21,6 +24,10 @@ func (s *Server) handleRelations(r *http.Request, c *caller) (any, error) {
 		// Synapse: 404 M_UNKNOWN "Unknown parent event."
 		return nil, mErr(http.StatusNotFound, "M_UNKNOWN", "Unknown parent event.")
 	}
+	recurse, err := queryRecurse(r.URL.Query())
+	if err != nil {
+		return nil, err
+	}
 	f := &eventFilter{}
 	if s.cfg.profile.IgnoreRelationFilters {
 		// A server without relation filters serves every child.
@@ -30,29 +37,73 @@ func (s *Server) handleRelations(r *http.Request, c *caller) (any, error) {
 	if et := r.PathValue("eventType"); et != "" && !s.cfg.profile.IgnoreRelationFilters {
 		f.Types = &[]string{et}
 	}
-	recurse := r.URL.Query().Get("recurse") == "true"
-	children := rm.children[parent.ID]
+	related := rm.children[parent.ID]
 	if recurse {
-		children = rm.descendants(parent.ID, f)
+		related = rm.descendants(parent.ID)
 	}
-	p, err := s.readPagination(r, rm, children, 5, true)
+	p, err := s.readPagination(r, rm, related, 5, true)
 	if err != nil {
 		return nil, err
 	}
 	p.capAt(upto)
-	pg := p.walk(children, f)
-	resp := map[string]any{"chunk": s.renderAll(pg.events, c)}
+	chunk, next, more := relationsPage(related, p, f)
+	resp := map[string]any{"chunk": s.renderAll(chunk, c)}
 	if recurse {
-		// Synapse reports its depth limit, not the depth it met.
-		resp["recursion_depth"] = maxRelationDepth
+		// Synapse says 3 whatever depth it reached or recursed to.
+		resp["recursion_depth"] = reportedRecursionDepth
 	}
-	if !pg.exhausted {
-		resp["next_batch"] = s.roomToken(rm.ID, pg.next)
+	if more {
+		resp["next_batch"] = s.roomToken(rm.ID, next)
 	}
 	if r.URL.Query().Get("from") != "" {
 		resp["prev_batch"] = r.URL.Query().Get("from")
 	}
 	return resp, nil
+}
+
+// relationsPage is one page of related (ascending Stream) as Synapse pages
+// /relations: its query filters and asks for limit+1 rows, so a page holds up
+// to limit events passing f and has a next token only when one more passing
+// event follows; a full page with nothing matching after it is the last. The
+// token is the position after the page's last event (before it, backwards).
+func relationsPage(related []*evt, p *paginationParams, f *eventFilter) (chunk []*evt, next int64, more bool) {
+	peek := *p
+	peek.limit = p.limit + 1
+	rows := peek.walk(related, f).events
+	if len(rows) <= p.limit {
+		return rows, 0, false
+	}
+	if p.limit == 0 {
+		// Synapse answers limit=0 with a 500; an empty page that stays put
+		// is what fakehs always served.
+		return nil, p.from, true
+	}
+	chunk = rows[:p.limit]
+	next = chunk[len(chunk)-1].Stream
+	if p.backward {
+		next--
+	}
+	return chunk, next, true
+}
+
+// queryRecurse reads ?recurse, or MSC3981's unstable name when recurse is
+// absent or false, as Synapse does: each is a boolean parameter, "true" or
+// "false", and any other value (an empty one too) is 400 M_INVALID_PARAM.
+func queryRecurse(q url.Values) (bool, error) {
+	for _, name := range []string{"recurse", "org.matrix.msc3981.recurse"} {
+		v, ok := q[name]
+		if !ok {
+			continue
+		}
+		switch v[0] {
+		case "true":
+			return true, nil
+		case "false":
+		default:
+			return false, errInvalidParam("Boolean query parameter '%s' must be one of ['true', 'false']", name)
+		}
+	}
+	return false, nil
 }
 
 // handleThreads serves /v1/rooms/{id}/threads: roots ordered by latest
@@ -135,24 +186,29 @@ func (s *Server) checkRelation(rm *room, content json.RawMessage) error {
 	return nil
 }
 
-// maxRelationDepth is how deep /relations?recurse=true follows relations of
-// relations, as in Synapse.
-const maxRelationDepth = 3
+// maxRelationDepth is how many relations deep /relations?recurse=true reaches:
+// the event's own relations and four levels below them, as Synapse's recursive
+// query does (it numbers the levels 0 to 4, following on while depth <= 3).
+const maxRelationDepth = 5
+
+// reportedRecursionDepth is the recursion_depth Synapse reports, 3, fewer
+// than the levels it reaches.
+const reportedRecursionDepth = 3
 
 // descendants is every event relating to parent, directly or through up to
-// maxRelationDepth relations that each pass f, in stream order.
-func (rm *room) descendants(parent id.EventID, f *eventFilter) []*evt {
+// maxRelationDepth-1 intermediate relations of any type, in stream order.
+// Synapse follows every relation and filters only what it found, so a
+// reaction on an m.reference is an m.annotation relation of the reference's
+// parent; the spec (MSC3981) would leave it out. A redacted event has left its
+// parent's children (unindexRelation), so what hangs off it is not reached.
+func (rm *room) descendants(parent id.EventID) []*evt {
 	var out []*evt
-	level := []id.EventID{parent}
+	level := rm.children[parent]
 	for depth := 0; depth < maxRelationDepth && len(level) > 0; depth++ {
-		var next []id.EventID
-		for _, p := range level {
-			for _, c := range rm.children[p] {
-				if f.matches(c) {
-					out = append(out, c)
-					next = append(next, c.ID)
-				}
-			}
+		out = append(out, level...)
+		var next []*evt
+		for _, c := range level {
+			next = append(next, rm.children[c.ID]...)
 		}
 		level = next
 	}

@@ -118,6 +118,15 @@ func MustEqualStrings(t testing.TB, what string, got, want []string) {
 	}
 }
 
+// ExpectEqualStrings is MustEqualStrings that records the failure and lets the test go on, for
+// lists of independent reads where every divergence should show in one run.
+func ExpectEqualStrings(t testing.TB, what string, got, want []string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s:\n got: %q\nwant: %q", what, got, want)
+	}
+}
+
 // field returns an object's member by exact key, because ids contain '.' and ':' that gjson
 // paths would interpret.
 func field(obj gjson.Result, key string) gjson.Result {

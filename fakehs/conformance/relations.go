@@ -18,7 +18,8 @@ func relatesTo(relType string, parent id.EventID, body string) map[string]any {
 	return c
 }
 
-// testRelations pins relation bundles and /relations?recurse=true as Synapse serves them.
+// testRelations pins relation bundles and /relations?recurse=true (recurse.go) as Synapse
+// serves them.
 func (s *suite) testRelations(t *testing.T) {
 	t.Parallel()
 
@@ -50,36 +51,5 @@ func (s *suite) testRelations(t *testing.T) {
 		}
 	})
 
-	t.Run("RecurseFollowsRelationsOfRelations", func(t *testing.T) {
-		t.Parallel()
-		alice, room := s.aliceAlone(t, "recurse")
-		root := s.sendText(t, alice, room, s.label(t, 1)[0])
-		ref := s.send(t, alice, room, event.EventMessage, relatesTo("m.reference", root, "ref"))
-		reply := s.sendThreadReply(t, alice, room, root, "reply")
-		reaction := s.send(t, alice, room, event.EventReaction, map[string]any{
-			"m.relates_to": map[string]any{"rel_type": "m.annotation", "event_id": reply, "key": "👍"}})
-		refOfRef := s.send(t, alice, room, event.EventMessage, relatesTo("m.reference", ref, "ref of ref"))
-		get := func(path string, q ...ReqOpt) gjson.Result {
-			return alice.MustDo(t, "GET", path, nil, append(q, WithQuery("limit", "10"))...)
-		}
-		base := CS("v1", "rooms", string(room), "relations", string(root))
-		// Without recurse only direct children, and no recursion_depth.
-		direct := get(base, WithQuery("dir", "f"))
-		MustEqualStrings(t, "direct relations", jsonEventIDs(direct.Get("chunk").Array()), []string{string(ref), string(reply)})
-		if direct.Get("recursion_depth").Exists() {
-			t.Errorf("recursion_depth without recurse: %s", direct.Raw)
-		}
-		// With recurse Synapse adds relations of relations (up to 3 levels), in stream order
-		// either way, and reports its depth limit, 3.
-		all := get(base, WithQuery("dir", "f"), WithQuery("recurse", "true"))
-		MustEqualStrings(t, "relations with recurse, dir=f", jsonEventIDs(all.Get("chunk").Array()),
-			[]string{string(ref), string(reply), string(reaction), string(refOfRef)})
-		MatchJSON(t, "recursion depth", all, KeyEqual("recursion_depth", 3))
-		back := get(base, WithQuery("recurse", "true"))
-		MustEqualStrings(t, "relations with recurse, dir=b", jsonEventIDs(back.Get("chunk").Array()),
-			[]string{string(refOfRef), string(reaction), string(reply), string(ref)})
-		// A relation type applies at every level.
-		refs := get(base+"/m.reference", WithQuery("dir", "f"), WithQuery("recurse", "true"))
-		MustEqualStrings(t, "m.reference relations with recurse", jsonEventIDs(refs.Get("chunk").Array()), []string{string(ref), string(refOfRef)})
-	})
+	t.Run("Recurse", s.testRecurse)
 }
