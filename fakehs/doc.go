@@ -60,6 +60,12 @@
 //     has next_batch only when another matching event follows. recurse other
 //     than "true"/"false" is 400 M_INVALID_PARAM. Conformance:
 //     Relations/Recurse/ThroughAReference.
+//   - /relations of a redacted event leaves out every m.replace (with
+//     recurse, the edits of events below it too), and as Synapse does it:
+//     after reading limit+1 matching events, so such a page can be short and
+//     end without next_batch although events are left. A redacted event has
+//     lost its own relation, so recurse does not reach it or what hangs off
+//     it. Conformance: Relations/Recurse/OfARedactedEvent.
 //   - A /messages filter with lazy_load_members adds `state`: the member
 //     event of each sender on the page as it stood at the page's first
 //     event; /sync with lazy_load_members in its state filter sends only

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 
 	"maunium.net/go/mautrix/id"
@@ -46,7 +47,9 @@ func (s *Server) handleRelations(r *http.Request, c *caller) (any, error) {
 		return nil, err
 	}
 	p.capAt(upto)
-	chunk, next, more := relationsPage(related, p, f)
+	// Synapse leaves out the edits of a redacted event, which would show what
+	// it said (with recurse, the edits of anything below it too).
+	chunk, next, more := relationsPage(related, p, f, parent.RedactedBy != nil)
 	resp := map[string]any{"chunk": s.renderAll(chunk, c)}
 	if recurse {
 		// Synapse says 3 whatever depth it reached or recursed to.
@@ -66,10 +69,16 @@ func (s *Server) handleRelations(r *http.Request, c *caller) (any, error) {
 // to limit events passing f and has a next token only when one more passing
 // event follows; a full page with nothing matching after it is the last. The
 // token is the position after the page's last event (before it, backwards).
-func relationsPage(related []*evt, p *paginationParams, f *eventFilter) (chunk []*evt, next int64, more bool) {
+// hideEdits drops m.replace events from those rows before they are counted,
+// where Synapse drops them: a page can then come back short and without a
+// token although events are left (Synapse's quirk, kept).
+func relationsPage(related []*evt, p *paginationParams, f *eventFilter, hideEdits bool) (chunk []*evt, next int64, more bool) {
 	peek := *p
 	peek.limit = p.limit + 1
 	rows := peek.walk(related, f).events
+	if hideEdits {
+		rows = slices.DeleteFunc(rows, func(e *evt) bool { return e.RelType == "m.replace" })
+	}
 	if len(rows) <= p.limit {
 		return rows, 0, false
 	}
