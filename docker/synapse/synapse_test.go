@@ -264,7 +264,7 @@ func containersWithURL(t *testing.T, baseURL string) int {
 }
 
 func TestRunReportsSynapseExitAndLeavesNothing(t *testing.T) {
-	testcontainers.SkipIfProviderIsNotHealthy(t)
+	synapse.RequireEngine(t)
 	// Something else already serves the port: Synapse cannot bind it and exits, while
 	// this impostor keeps the readiness probe from ever seeing a 200.
 	l, err := net.Listen("tcp", "127.0.0.1:0")

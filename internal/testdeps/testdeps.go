@@ -8,6 +8,7 @@
 package testdeps
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -101,7 +102,7 @@ func probeDocker() error {
 	}
 	out, err := exec.Command("docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("docker info: %v: %s", err, firstLine(out))
+		return fmt.Errorf("docker info: %v: %s", err, firstLine(bytes.TrimSpace(out)))
 	}
 	return nil
 }
