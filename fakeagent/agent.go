@@ -51,16 +51,28 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("fake-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	control := fs.String("control", "", "controller unix socket")
+	control := fs.String("control", "", "controller unix socket (the harness's); or --script")
+	script := fs.String("script", "", "a script file of turns in the features' wording (fakeagent.ParseScript), for an agent run by hand")
 	name := fs.String("agent", "", "agent name the script is keyed by")
 	linger := fs.Bool("linger", false, "ignore SIGTERM and SIGINT, and stay after stdin ends until the controller goes: an agent that won't end")
 	closeSessions := fs.Bool("close-sessions", false, "advertise session/close (sessionCapabilities.close) at initialize, as agents built to hold several sessions do")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *control == "" || *name == "" {
-		fmt.Fprintln(stderr, "fake-agent: --control and --agent are required")
+	if *name == "" || (*control == "") == (*script == "") {
+		fmt.Fprintln(stderr, "fake-agent: --agent and one of --control (a test controller) or --script FILE (turns in the features' wording; scenarios/README.md) are required")
 		return 2
+	}
+	if *script != "" {
+		// Run by hand: this process serves itself the controller the harness
+		// would, queued with the file's turns for this agent.
+		self, err := scriptController(*script, *name)
+		if err != nil {
+			fmt.Fprintf(stderr, "fake-agent: %v\n", err)
+			return 2
+		}
+		defer self.Close()
+		*control = self.Socket()
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if *linger {
@@ -93,6 +105,26 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		_, _ = io.Copy(io.Discard, ctl.conn)
 	}
 	return 0
+}
+
+// scriptController starts a controller in this process holding the turns the
+// script file at path gives agent.
+func scriptController(path, agent string) (*Controller, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening the script: %w", err)
+	}
+	defer f.Close()
+	turns, err := ParseScript(f, path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := StartController("")
+	if err != nil {
+		return nil, err
+	}
+	c.Queue(agent, turns[agent]...)
+	return c, nil
 }
 
 // control is the agent's end of the control socket: synchronous calls, so

@@ -22,17 +22,6 @@ func (w *world) queue(agent string, t fakeagent.Turn) error {
 	return nil
 }
 
-// splitChunks cuts text into k pieces of about equal length that join back to it.
-func splitChunks(text string, k int) []string {
-	rs := []rune(text)
-	k = max(1, min(k, len(rs)))
-	var out []string
-	for i := range k {
-		out = append(out, string(rs[i*len(rs)/k:(i+1)*len(rs)/k]))
-	}
-	return out
-}
-
 // promptsSeen summarises an agent's prompts for failure messages.
 func (w *world) promptsSeen(agent string) string {
 	if w.runsReal(agent) {

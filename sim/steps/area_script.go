@@ -98,7 +98,7 @@ func (w *world) stepWillReply(agent, text string) error {
 
 func (w *world) stepWillReplyChunks(agent, text, n string) error {
 	k, _ := strconv.Atoi(n)
-	return w.queue(agent, fakeagent.Turn{fakeagent.SayInChunks(splitChunks(text, k)...), fakeagent.Stop("end_turn")})
+	return w.queue(agent, fakeagent.Turn{fakeagent.SayInChunks(fakeagent.SplitChunks(text, k)...), fakeagent.Stop("end_turn")})
 }
 
 func (w *world) stepWillCall(ctx context.Context, agent, tool, args string) error {
@@ -113,10 +113,7 @@ func (w *world) stepWillCall(ctx context.Context, agent, tool, args string) erro
 }
 
 func (w *world) stepWillFail(agent, how string) error {
-	if how == "crash" {
-		return w.queue(agent, fakeagent.Turn{fakeagent.Say("starting"), fakeagent.Crash()})
-	}
-	return w.queue(agent, fakeagent.Turn{fakeagent.Hang()})
+	return w.queue(agent, fakeagent.FailTurn(how))
 }
 
 func (w *world) stepWillList(agent string) error {
@@ -127,55 +124,17 @@ func (w *world) stepTurnTable(ctx context.Context, agent string, table *godog.Ta
 	if err := w.start(ctx); err != nil {
 		return err
 	}
-	var turn fakeagent.Turn
-	ended := false
+	rows := make([][]string, len(table.Rows))
 	for i, row := range table.Rows {
-		if ended {
-			return fmt.Errorf("row %d: nothing can follow a row that ends the turn", i+1)
-		}
-		cells := make([]string, len(row.Cells))
-		for k, c := range row.Cells {
-			cells[k] = strings.TrimSpace(c.Value)
-		}
-		arg := ""
-		if len(cells) > 1 {
-			arg = cells[1]
-		}
-		switch cells[0] {
-		case "says":
-			turn = append(turn, fakeagent.Say(arg))
-		case "calls":
-			tool, js, _ := strings.Cut(arg, " with ")
-			args, err := w.toolArgs(agent, js)
-			if err != nil {
-				return fmt.Errorf("row %d: %w", i+1, err)
-			}
-			turn = append(turn, fakeagent.CallTool(strings.TrimSpace(tool), args))
-		case "waits":
-			d, err := time.ParseDuration(arg)
-			if err != nil {
-				return fmt.Errorf("row %d: waits %q: %w", i+1, arg, err)
-			}
-			turn = append(turn, fakeagent.Wait(d))
-		case "waits until":
-			if arg != "released" {
-				return fmt.Errorf("row %d: waits until %q: the one barrier is | waits until | released |", i+1, arg)
-			}
-			turn = append(turn, fakeagent.WaitUntilReleased())
-		case "lists its tools":
-			turn = append(turn, fakeagent.ListTools())
-		case "stops with":
-			turn, ended = append(turn, fakeagent.Stop(acp.StopReason(arg))), true
-		case "crashes":
-			turn, ended = append(turn, fakeagent.Crash()), true
-		case "hangs":
-			turn, ended = append(turn, fakeagent.Hang()), true
-		default:
-			return fmt.Errorf("row %d: unknown action %q; want says, calls, waits, waits until, lists its tools, stops with, crashes or hangs", i+1, cells[0])
+		for _, c := range row.Cells {
+			rows[i] = append(rows[i], strings.TrimSpace(c.Value))
 		}
 	}
-	if !ended {
-		turn = append(turn, fakeagent.Stop(acp.StopReasonEndTurn))
+	// The rows a script file for a fake-agent run by hand takes too
+	// (fakeagent.ParseScript), with the features' placeholders resolved.
+	turn, err := fakeagent.TurnFromRows(rows, func(js string) (map[string]any, error) { return w.toolArgs(agent, js) })
+	if err != nil {
+		return err
 	}
 	return w.queue(agent, turn)
 }

@@ -3,6 +3,8 @@ package steps
 import (
 	"regexp"
 	"testing"
+
+	"github.com/zooid-dev/zooid/fakeagent"
 )
 
 func TestNamesMapTheSameWayOnEveryServer(t *testing.T) {
@@ -70,7 +72,7 @@ func TestBusyLayoutHasTheAskedThreadsAndRootsBeforeReplies(t *testing.T) {
 func TestSplitChunksJoinsBack(t *testing.T) {
 	text := "checked svc-a: all 12 pods healthy"
 	for _, k := range []int{1, 3, 6, 100} {
-		parts := splitChunks(text, k)
+		parts := fakeagent.SplitChunks(text, k)
 		joined := ""
 		for _, p := range parts {
 			if p == "" {
