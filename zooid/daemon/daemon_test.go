@@ -11,6 +11,7 @@ import (
 
 	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/router"
+	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
 func TestTurnTimeoutComesFromOptionsThenConfigThenDefault(t *testing.T) {
@@ -64,9 +65,13 @@ func TestRouterWakesInConfigurationOrder(t *testing.T) {
 	}
 	r := router.New(d.routerAgents(func(config.RoomRef) (id.RoomID, bool) { return "!ops:hs", true }))
 	slices.Reverse(users) // mention order must not matter either
-	wakes := r.Route(router.Message{Room: "!ops:hs", EventID: "$1", Sender: "@ori:hs", Body: "all of you", Mentions: &event.Mentions{UserIDs: users}})
+	ev := &event.Event{Type: event.EventMessage, ID: "$1", RoomID: "!ops:hs", Sender: "@ori:hs", Content: event.Content{
+		Parsed: &event.MessageEventContent{MsgType: event.MsgText, Body: "all of you", Mentions: &event.Mentions{UserIDs: users}},
+		Raw:    map[string]any{"msgtype": "m.text", "body": "all of you"},
+	}}
+	_, dec := r.Decide(ev, nil) // a top-level mention asks no facts
 	var got []string
-	for _, w := range wakes {
+	for _, w := range dec.Wakes {
 		got = append(got, w.Agent)
 	}
 	if !slices.Equal(got, names) {
@@ -89,6 +94,22 @@ func TestSessionHeaderShape(t *testing.T) {
 	} {
 		if got := c.h.String(); got != c.want {
 			t.Errorf("header\n%s\nwant\n%s", got, c.want)
+		}
+	}
+}
+
+// The trace records the router's reasons as the router gives them, so the two
+// vocabularies must be one.
+func TestRouterReasonsAreTheTraces(t *testing.T) {
+	for r, tr := range map[string]string{
+		router.WhyMention: trace.WhyMention, router.WhyTriggerAny: trace.WhyTriggerAny,
+		router.WhyAddressee: trace.WhyAddressee, router.WhyTaskAssignee: trace.WhyTaskAssignee,
+		router.WhyNotMessage: trace.WhyNotMessage, router.WhyReset: trace.WhyReset,
+		router.WhyTaskResult: trace.WhyTaskResult, router.WhyAgentPost: trace.WhyAgentPost,
+		router.WhyNotAddressed: trace.WhyNotNotified,
+	} {
+		if r != tr {
+			t.Errorf("the router says %q where the trace says %q", r, tr)
 		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/zooid-dev/zooid/zooid/history"
 	"github.com/zooid-dev/zooid/zooid/router"
 	"github.com/zooid-dev/zooid/zooid/tasks"
-	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
 // handleEvent is the transport's callback for every event of a bound room, in
@@ -22,47 +21,29 @@ func (d *Daemon) handleEvent(ctx context.Context, ev *event.Event) {
 	case <-ctx.Done():
 		return
 	}
-	r := d.routerOnce()
-	msg, ok := router.MessageFromEvent(ev)
-	if !ok {
-		d.trace.Record(d.traceEvent(ev, router.Message{}, nil, trace.WhyNotMessage))
-		return
-	}
-	if msg.IsReset {
-		d.trace.Record(d.traceEvent(ev, msg, nil, trace.WhyReset))
+	facts := &routingFacts{d: d, ctx: ctx}
+	msg, dec := d.routerOnce().Decide(ev, facts)
+	d.trace.Record(d.traceEvent(ev, msg, dec))
+	d.carryOut(dec, facts.task)
+}
+
+// carryOut does what the router decided about one event. task is the
+// journaled task whose root the event is, when the decision names one.
+func (d *Daemon) carryOut(dec router.Decision, task *tasks.Task) {
+	if dec.Reset {
+		if err := d.tasks.ThreadCleared(dec.Room, dec.Thread); err != nil {
+			d.log.Error("journaling a cleared thread", "room", dec.Room, "thread", dec.Thread, "err", err)
+		}
 		// /clear ends every session of the thread, not only those the router
 		// woke: handoff callees and task-result wakes open sessions too.
-		r.Reset(msg.Room, msg.ThreadRoot)
-		if err := d.tasks.ThreadCleared(msg.Room, msg.ThreadRoot); err != nil {
-			d.log.Error("journaling a cleared thread", "room", msg.Room, "thread", msg.ThreadRoot, "err", err)
-		}
-		for _, agent := range d.sessions.endThread(msg.Room, msg.ThreadRoot) {
-			d.log.Info("session cleared", "agent", agent, "room", msg.Room, "thread", msg.ThreadRoot)
-		}
-		return
-	}
-	if msg.ThreadRoot != "" {
-		d.rememberTaskThread(r, msg.Room, msg.ThreadRoot)
-		if r.NeedsThreadMemory(msg) {
-			d.recallThread(ctx, r, msg)
+		for _, agent := range d.sessions.endThread(dec.Room, dec.Thread) {
+			d.log.Info("session cleared", "agent", agent, "room", dec.Room, "thread", dec.Thread)
 		}
 	}
-	var task *tasks.Task
-	if msg.IsTaskRoot {
-		if t, ok := d.noteTaskRoot(ev); ok {
-			task = &t
-		} else {
-			// Only roots this daemon posted (and journaled) open task threads:
-			// the field alone, from anyone, is just content.
-			msg.IsTaskRoot, msg.TaskAssignee = false, ""
-		}
-	}
-	wakes := r.Route(msg)
-	d.trace.Record(d.traceEvent(ev, msg, wakes, ""))
-	for _, w := range wakes {
+	for _, w := range dec.Wakes {
 		key := sessionKey{agent: w.Agent, room: w.Room, thread: w.ThreadRoot}
 		text := w.Text
-		if task != nil && task.Agent == w.Agent && w.ThreadRoot == ev.ID {
+		if task != nil && w.Agent == dec.TaskRoot && w.ThreadRoot == w.EventID {
 			// The assignee's first prompt says who delegated and how to finish.
 			text = tasks.Header(*task) + "\n\n" + text
 		}
@@ -82,18 +63,32 @@ func (d *Daemon) routerOnce() *router.Router {
 	return d.router
 }
 
-// rememberTaskThread tells the router a thread is a task thread when its memory
-// of the root is gone (evicted, or from before this daemon started): a bare
-// reply there must still go to the assignee, and never to trigger-any agents.
-func (d *Daemon) rememberTaskThread(r *router.Router, room id.RoomID, root id.EventID) {
-	if _, known := r.Thread(room, root); known {
-		return
-	}
-	t, ok := d.tasks.TaskByThread(room, root)
+// routingFacts answers the router's questions about one event (router.Facts)
+// from the task journal and the room's history.
+type routingFacts struct {
+	d   *Daemon
+	ctx context.Context
+	// task is the journaled task whose root the event is, once TaskRoot found
+	// it; kept here for the assignee's header, whose delegator is no routing fact.
+	task *tasks.Task
+}
+
+func (f *routingFacts) TaskThread(room id.RoomID, root id.EventID) (string, id.UserID, bool) {
+	t, ok := f.d.tasks.TaskByThread(room, root)
+	return t.Agent, t.Parent.UserID, ok
+}
+
+func (f *routingFacts) TaskRoot(m router.Message) (string, bool) {
+	t, ok := f.d.taskForRoot(m)
 	if !ok {
-		return
+		return "", false
 	}
-	r.Observe(router.Message{Room: room, EventID: root, Sender: t.Parent.UserID, IsTaskRoot: true, TaskAssignee: t.Agent})
+	f.task = &t
+	return t.Agent, true
+}
+
+func (f *routingFacts) ThreadHistory(m router.Message) ([]router.Message, bool) {
+	return f.d.recallThread(f.ctx, m)
 }
 
 // Start-up and recall bounds. An attempt whose root post was in flight at a
@@ -130,7 +125,7 @@ func (d *Daemon) adoptTaskRoots(ctx context.Context) {
 			ev := chunk[i]
 			ev.RoomID = room
 			if msg, ok := router.MessageFromEvent(ev); ok && msg.IsTaskRoot {
-				d.noteTaskRoot(ev)
+				d.taskForRoot(msg)
 			}
 		}
 	}
@@ -148,22 +143,21 @@ func (d *Daemon) readerOf(room id.RoomID) (id.UserID, bool) {
 	return "", false
 }
 
-// recallThread gives the router its memory of msg's thread when routing msg
-// needs it: after a restart, an eviction, or for a thread whose root predates
-// this daemon. It reads the root and the newest replies before msg and lets the
-// router observe them, oldest first; only roots this daemon journaled open task
-// threads.
-func (d *Daemon) recallThread(ctx context.Context, r *router.Router, msg router.Message) {
+// recallThread reads msg's thread back for the router when routing msg needs
+// its memory: after a restart, an eviction, or for a thread whose root predates
+// this daemon. It returns the root and the newest replies before msg, oldest
+// first; only roots this daemon journaled open task threads.
+func (d *Daemon) recallThread(ctx context.Context, msg router.Message) ([]router.Message, bool) {
 	reader, ok := d.readerOf(msg.Room)
 	if !ok {
-		return
+		return nil, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, recallTimeout)
 	defer cancel()
 	root, replies, err := history.ThreadTail(ctx, d.transport.Client(reader), msg.Room, msg.ThreadRoot, recallDepth)
 	if err != nil {
 		d.log.Warn("recalling thread memory", "room", msg.Room, "thread", msg.ThreadRoot, "err", err)
-		return
+		return nil, false
 	}
 	// Replies newer than msg (the room's intake may lag the server) are not
 	// history yet for msg.
@@ -176,8 +170,9 @@ func (d *Daemon) recallThread(ctx context.Context, r *router.Router, msg router.
 	var past []router.Message
 	if root != nil {
 		if m, ok := router.MessageFromEvent(root); ok {
+			// As for a live root (Facts.TaskRoot): the field alone, unjournaled, is content.
 			if _, journaled := d.tasks.TaskByThread(msg.Room, root.ID); m.IsTaskRoot && !journaled {
-				m.IsTaskRoot, m.TaskAssignee = false, ""
+				m.IsTaskRoot, m.TaskAssignee, m.TaskAttempt = false, "", ""
 			}
 			past = append(past, m)
 		}
@@ -187,5 +182,5 @@ func (d *Daemon) recallThread(ctx context.Context, r *router.Router, msg router.
 			past = append(past, m)
 		}
 	}
-	r.Recall(msg.Room, msg.ThreadRoot, past)
+	return past, true
 }

@@ -7,12 +7,11 @@ import (
 	"regexp"
 	"strings"
 
-	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/zooid-dev/zooid/zooid/router"
 	"github.com/zooid-dev/zooid/zooid/tasks"
 	"github.com/zooid-dev/zooid/zooid/tools"
-	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // taskAgents is the task manager's view of zooid.yaml: an agent's user and the
@@ -36,14 +35,14 @@ func (d *Daemon) wakeCaller(parent tasks.Parent, text string, delivered func()) 
 	d.sessions.enqueue(sessionKey{agent: parent.Agent, room: parent.Room, thread: parent.ThreadRoot}, req)
 }
 
-// noteTaskRoot binds a task root the homeserver delivered to its task, so the
-// assignee's session is gated as an assignee from its first turn.
-func (d *Daemon) noteTaskRoot(ev *event.Event) (tasks.Task, bool) {
-	start, ok := zevent.ThreadStartOf(ev)
-	if !ok || start.AttemptID == "" {
+// taskForRoot binds a task root the homeserver delivered (m carries
+// dev.zooid.thread_start) to its task, so the assignee's session is gated as
+// an assignee from its first turn.
+func (d *Daemon) taskForRoot(m router.Message) (tasks.Task, bool) {
+	if !m.IsTaskRoot || m.TaskAttempt == "" {
 		return tasks.Task{}, false
 	}
-	return d.tasks.TaskForRoot(ev.RoomID, ev.ID, ev.Sender, start.AttemptID)
+	return d.tasks.TaskForRoot(m.Room, m.EventID, m.Sender, m.TaskAttempt)
 }
 
 // kindFor is the tool gating of a session: the assignee of an open task may

@@ -75,30 +75,16 @@ func (d *Daemon) traceStarts() {
 	}
 }
 
-// traceEvent is the record of one inbound event and the router's decision:
-// the agents it woke, or why nobody (nobody is given when the event never
-// reached the router).
-func (d *Daemon) traceEvent(ev *event.Event, msg router.Message, wakes []router.Wake, nobody string) trace.Record {
+// traceEvent is the record of one inbound event and the router's decision on
+// it, as the router made it.
+func (d *Daemon) traceEvent(ev *event.Event, msg router.Message, dec router.Decision) trace.Record {
 	if !d.trace.Enabled() {
 		return trace.Record{}
 	}
-	e := &trace.Event{ID: ev.ID, Sender: ev.Sender, Type: ev.Type.Type, MsgType: msg.MsgType, Thread: msg.ThreadRoot, Text: msg.Body}
-	for _, w := range wakes {
+	e := &trace.Event{ID: ev.ID, Sender: ev.Sender, Type: ev.Type.Type, MsgType: msg.MsgType, Thread: msg.ThreadRoot, Text: msg.Body, Nobody: dec.Why}
+	for _, w := range dec.Wakes {
 		key := sessionKey{agent: w.Agent, room: w.Room, thread: w.ThreadRoot}
 		e.Woke = append(e.Woke, trace.Wake{Agent: w.Agent, Thread: w.ThreadRoot, Session: key.String(), Why: w.Why})
-	}
-	if len(wakes) == 0 {
-		_, fromAgent := d.byUser[ev.Sender]
-		switch {
-		case nobody != "":
-		case msg.IsTaskResult:
-			nobody = trace.WhyTaskResult
-		case fromAgent:
-			nobody = trace.WhyAgentPost
-		default:
-			nobody = trace.WhyNotNotified
-		}
-		e.Nobody = nobody
 	}
 	return trace.Record{Kind: trace.KindEvent, Room: ev.RoomID, Event: e}
 }

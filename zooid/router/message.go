@@ -19,13 +19,15 @@ type Message struct {
 	// ThreadRoot is the thread the event is in, "" when it is top-level.
 	ThreadRoot id.EventID
 	// IsTaskRoot marks a root carrying dev.zooid.thread_start; TaskAssignee is its
-	// assignee, the one agent the root wakes.
+	// assignee, the one agent the root wakes, and TaskAttempt the attempt id that
+	// ties it to the task journal (Facts.TaskRoot).
 	IsTaskRoot   bool
 	TaskAssignee string
+	TaskAttempt  string
 	// IsTaskResult marks content carrying dev.zooid.thread_result: it wakes nobody.
 	IsTaskResult bool
-	// IsReset marks a dev.zooid.session_reset event (/clear); Route ignores it and the
-	// caller passes its thread to Reset.
+	// IsReset marks a dev.zooid.session_reset event (/clear): Decide ends the
+	// thread's sessions and wakes nobody.
 	IsReset bool
 }
 
@@ -75,6 +77,7 @@ func MessageFromEvent(ev *event.Event) (Message, bool) {
 	if start, ok := zevent.ThreadStartOf(ev); ok {
 		m.IsTaskRoot = true
 		m.TaskAssignee = start.Assignee
+		m.TaskAttempt = start.AttemptID
 	}
 	m.IsTaskResult = zevent.HasThreadResult(ev)
 	return m, true

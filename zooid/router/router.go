@@ -1,6 +1,9 @@
 // Package router holds Zooid's routing rules (behaviour.md §2 and the task-thread dispatch
 // of §5): which agents a Matrix message wakes, on which thread, and the per-thread memory
-// of who is being addressed. It does no I/O and is safe for concurrent use.
+// of who is being addressed. Decide turns one inbound event into a Decision value, which
+// the daemon carries out and the trace records. The router does no I/O itself: what it
+// needs from the task journal and the room's history it asks of Facts. It is safe for
+// concurrent use.
 package router
 
 import (
@@ -32,7 +35,7 @@ type Agent struct {
 	Trigger     Trigger
 }
 
-// Wake is one agent to prompt with one message.
+// Wake is one agent to prompt with one message, in its session (Agent, Room, ThreadRoot).
 type Wake struct {
 	Agent string
 	Room  id.RoomID
@@ -140,8 +143,8 @@ func (r *Router) IsAgent(u id.UserID) (name string, ok bool) {
 	return "", false
 }
 
-// Route returns the agents m wakes, in configuration order, and updates thread memory.
-func (r *Router) Route(m Message) []Wake {
+// route returns the agents m wakes, in configuration order, and updates thread memory.
+func (r *Router) route(m Message) []Wake {
 	if m.IsReset || m.IsTaskResult {
 		return nil
 	}
@@ -165,9 +168,9 @@ func (r *Router) Route(m Message) []Wake {
 	return r.routeThreadReply(m)
 }
 
-// Observe updates thread memory from m without waking anyone, e.g. to rebuild memory from
-// history after a restart.
-func (r *Router) Observe(m Message) {
+// observe updates thread memory from m without waking anyone: a thread's past
+// read back (recall), or a task root known from the journal.
+func (r *Router) observe(m Message) {
 	if m.IsReset || m.IsTaskResult {
 		return
 	}
@@ -198,12 +201,12 @@ func (r *Router) Observe(m Message) {
 	}
 }
 
-// NeedsThreadMemory reports whether Route's answer for m depends on memory of
+// needsThreadMemory reports whether route's answer for m depends on memory of
 // m's thread that the router does not hold: a person's bare reply (no notice,
 // no mention) in a thread it has neither seen nor recalled. Only then is the
-// implicit addressee needed, so only then must the caller read the thread
-// (Recall) before routing m.
-func (r *Router) NeedsThreadMemory(m Message) bool {
+// implicit addressee needed, so only then is the thread read back (recall)
+// before routing m.
+func (r *Router) needsThreadMemory(m Message) bool {
 	if m.IsReset || m.IsTaskResult || m.ThreadRoot == "" || m.MsgType == string(event.MsgNotice) {
 		return false
 	}
@@ -214,17 +217,17 @@ func (r *Router) NeedsThreadMemory(m Message) bool {
 	_, known := r.threads[threadKey{m.Room, m.ThreadRoot}]
 	r.mu.Unlock()
 	// The thread lookup first: in a known thread (most replies) the mention
-	// scan is left to Route alone.
+	// scan is left to route alone.
 	return !known && len(r.mentioned(m)) == 0
 }
 
-// Recall rebuilds the memory of thread (room, root) from what the homeserver
+// recall rebuilds the memory of thread (room, root) from what the homeserver
 // holds of it, oldest first (the root, then its newest replies), waking nobody.
 // Afterwards the thread is known even when nothing in it addressed an agent,
 // so its next replies are routed without reading it again.
-func (r *Router) Recall(room id.RoomID, root id.EventID, msgs []Message) {
+func (r *Router) recall(room id.RoomID, root id.EventID, msgs []Message) {
 	for _, m := range msgs {
-		r.Observe(m)
+		r.observe(m)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -242,9 +245,10 @@ func (r *Router) Thread(room id.RoomID, root id.EventID) (ThreadInfo, bool) {
 	return th.info(), true
 }
 
-// Reset handles /clear in a thread: it returns the agents whose sessions for the thread end.
-// The thread's routing memory survives, so a later bare reply still finds its addressee.
-func (r *Router) Reset(room id.RoomID, root id.EventID) []string {
+// reset handles /clear in a thread: it returns the agents the router woke there, whose
+// sessions for the thread end. The thread's routing memory survives, so a later bare reply
+// still finds its addressee.
+func (r *Router) reset(room id.RoomID, root id.EventID) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	th := r.thread(room, root, false)

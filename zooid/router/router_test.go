@@ -48,11 +48,11 @@ type step struct {
 func runSteps(t *testing.T, r *Router, steps []step) {
 	t.Helper()
 	for i, s := range steps {
-		got := fmtWakes(r.Route(s.msg))
+		got := fmtWakes(r.route(s.msg))
 		if !slices.Equal(got, s.want) {
 			t.Fatalf("step %d (%s from %s: %q): wakes = %q, want %q", i, s.msg.EventID, s.msg.Sender, s.msg.Body, got, s.want)
 		}
-		for _, w := range r.Route(Message{}) {
+		for _, w := range r.route(Message{}) {
 			t.Fatalf("empty message woke %v", w)
 		}
 	}
@@ -165,12 +165,12 @@ func TestRoute(t *testing.T) {
 
 func TestWakeFields(t *testing.T) {
 	r := New(testAgents())
-	ws := r.Route(Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-a hi", Mentions: mentions(userA)})
+	ws := r.route(Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-a hi", Mentions: mentions(userA)})
 	want := []Wake{{Agent: "agent-a", Room: roomMain, ThreadRoot: "$1", Text: "hi", EventID: "$1", Sender: alice, Why: WhyMention}}
 	if !slices.Equal(ws, want) {
 		t.Fatalf("wakes = %+v, want %+v", ws, want)
 	}
-	ws = r.Route(Message{Room: roomMain, EventID: "$2", Sender: alice, Body: "more", ThreadRoot: "$1"})
+	ws = r.route(Message{Room: roomMain, EventID: "$2", Sender: alice, Body: "more", ThreadRoot: "$1"})
 	want = []Wake{{Agent: "agent-a", Room: roomMain, ThreadRoot: "$1", Text: "more", EventID: "$2", Sender: alice, Why: WhyAddressee}}
 	if !slices.Equal(ws, want) {
 		t.Fatalf("wakes = %+v, want %+v", ws, want)
@@ -183,21 +183,21 @@ func TestResetEndsSessionsKeepsMemory(t *testing.T) {
 		{Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-a hi", Mentions: mentions(userA)}, []string{"agent-a@$1:hi"}},
 		{Message{Room: roomMain, EventID: "$2", Sender: alice, Body: "@agent-b too", ThreadRoot: "$1", Mentions: mentions(userB)}, []string{"agent-b@$1:too"}},
 	})
-	if got := r.Reset(roomMain, "$1"); !slices.Equal(got, []string{"agent-a", "agent-b"}) {
-		t.Fatalf("Reset = %v, want [agent-a agent-b]", got)
+	if got := r.reset(roomMain, "$1"); !slices.Equal(got, []string{"agent-a", "agent-b"}) {
+		t.Fatalf("reset = %v, want [agent-a agent-b]", got)
 	}
-	if got := r.Reset(roomMain, "$1"); got != nil {
-		t.Fatalf("second Reset = %v, want none", got)
+	if got := r.reset(roomMain, "$1"); got != nil {
+		t.Fatalf("second reset = %v, want none", got)
 	}
-	if got := r.Reset(roomMain, "$unknown"); got != nil {
-		t.Fatalf("Reset of unknown thread = %v", got)
+	if got := r.reset(roomMain, "$unknown"); got != nil {
+		t.Fatalf("reset of unknown thread = %v", got)
 	}
 	// Memory survived: the bare reply still finds agent-b.
 	runSteps(t, r, []step{
 		{Message{Room: roomMain, EventID: "$3", Sender: alice, Body: "again", ThreadRoot: "$1"}, []string{"agent-b@$1:again"}},
 	})
-	if got := r.Reset(roomMain, "$1"); !slices.Equal(got, []string{"agent-b"}) {
-		t.Fatalf("Reset after new wake = %v, want [agent-b]", got)
+	if got := r.reset(roomMain, "$1"); !slices.Equal(got, []string{"agent-b"}) {
+		t.Fatalf("reset after new wake = %v, want [agent-b]", got)
 	}
 }
 
@@ -206,15 +206,15 @@ func TestThreadMemoryIsBounded(t *testing.T) {
 	r.SetThreadMemory(2)
 	for i := range 3 {
 		eid := id.EventID(fmt.Sprintf("$%d", i))
-		if ws := r.Route(Message{Room: roomMain, EventID: eid, Sender: alice, Body: "@agent-a x", Mentions: mentions(userA)}); len(ws) != 1 {
+		if ws := r.route(Message{Room: roomMain, EventID: eid, Sender: alice, Body: "@agent-a x", Mentions: mentions(userA)}); len(ws) != 1 {
 			t.Fatalf("root %d woke %v", i, ws)
 		}
 	}
 	// $0 was evicted: a bare reply there finds no addressee; $2 is remembered.
-	if ws := r.Route(Message{Room: roomMain, EventID: "$r0", Sender: alice, Body: "x", ThreadRoot: "$0"}); ws != nil {
+	if ws := r.route(Message{Room: roomMain, EventID: "$r0", Sender: alice, Body: "x", ThreadRoot: "$0"}); ws != nil {
 		t.Fatalf("evicted thread woke %v", ws)
 	}
-	if ws := r.Route(Message{Room: roomMain, EventID: "$r2", Sender: alice, Body: "x", ThreadRoot: "$2"}); len(ws) != 1 {
+	if ws := r.route(Message{Room: roomMain, EventID: "$r2", Sender: alice, Body: "x", ThreadRoot: "$2"}); len(ws) != 1 {
 		t.Fatalf("remembered thread woke %v", ws)
 	}
 	if n := len(r.threads); n != 2 {
@@ -224,10 +224,10 @@ func TestThreadMemoryIsBounded(t *testing.T) {
 
 func TestAgentProseWakesNobodyAndBecomesTheAddressee(t *testing.T) {
 	r := New(testAgents())
-	if ws := r.Route(Message{Room: roomMain, EventID: "$t", Sender: userB, Body: "@agent-a do", IsTaskRoot: true, TaskAssignee: "agent-a", Mentions: mentions(userA)}); len(ws) != 1 || ws[0].Agent != "agent-a" {
+	if ws := r.route(Message{Room: roomMain, EventID: "$t", Sender: userB, Body: "@agent-a do", IsTaskRoot: true, TaskAssignee: "agent-a", Mentions: mentions(userA)}); len(ws) != 1 || ws[0].Agent != "agent-a" {
 		t.Fatalf("task root wakes = %v", ws)
 	}
-	if ws := r.Route(Message{Room: roomMain, EventID: "$2", Sender: userA, Body: "@agent-b help", ThreadRoot: "$t", Mentions: mentions(userA, userB)}); len(ws) != 0 {
+	if ws := r.route(Message{Room: roomMain, EventID: "$2", Sender: userA, Body: "@agent-b help", ThreadRoot: "$t", Mentions: mentions(userA, userB)}); len(ws) != 0 {
 		t.Fatalf("agent prose woke %v", ws)
 	}
 	if info, ok := r.Thread(roomMain, "$t"); !ok || !info.Task || info.Assignee != "agent-a" || !slices.Equal(info.Addressees, []string{"agent-a"}) {
@@ -254,9 +254,9 @@ func TestAtMentionedNeedsADeliberateMention(t *testing.T) {
 
 func TestObserveRebuildsMemory(t *testing.T) {
 	r := New(testAgents())
-	r.Observe(Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-a hi", Mentions: mentions(userA)})
-	r.Observe(Message{Room: roomMain, EventID: "$2", Sender: userB, Body: "me", ThreadRoot: "$1"})
-	r.Observe(Message{Room: roomOther, EventID: "$t", Sender: userA, Body: "task", IsTaskRoot: true, TaskAssignee: "agent-c"})
+	r.observe(Message{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-a hi", Mentions: mentions(userA)})
+	r.observe(Message{Room: roomMain, EventID: "$2", Sender: userB, Body: "me", ThreadRoot: "$1"})
+	r.observe(Message{Room: roomOther, EventID: "$t", Sender: userA, Body: "task", IsTaskRoot: true, TaskAssignee: "agent-c"})
 	runSteps(t, r, []step{
 		{Message{Room: roomMain, EventID: "$3", Sender: alice, Body: "so?", ThreadRoot: "$1"}, []string{"agent-b@$1:so?"}},
 		{Message{Room: roomOther, EventID: "$4", Sender: alice, Body: "so?", ThreadRoot: "$t"}, []string{"agent-c@$t:so?"}},
@@ -267,7 +267,7 @@ func TestObserveRebuildsMemory(t *testing.T) {
 // read; everything else routes the same with or without that memory.
 func TestNeedsThreadMemoryOnlyForABareReplyInAnUnknownThread(t *testing.T) {
 	r := New(testAgents())
-	r.Route(Message{Room: roomMain, EventID: "$seen", Sender: alice, Body: "@agent-a hi", Mentions: mentions(userA)})
+	r.route(Message{Room: roomMain, EventID: "$seen", Sender: alice, Body: "@agent-a hi", Mentions: mentions(userA)})
 	for _, c := range []struct {
 		name string
 		msg  Message
@@ -282,30 +282,30 @@ func TestNeedsThreadMemoryOnlyForABareReplyInAnUnknownThread(t *testing.T) {
 		{"a /clear", Message{Room: roomMain, EventID: "$7", Sender: alice, IsReset: true, ThreadRoot: "$old"}, false},
 		{"a task result", Message{Room: roomMain, EventID: "$8", Sender: alice, Body: "result", IsTaskResult: true, ThreadRoot: "$old"}, false},
 	} {
-		if got := r.NeedsThreadMemory(c.msg); got != c.want {
-			t.Errorf("%s: NeedsThreadMemory = %v, want %v", c.name, got, c.want)
+		if got := r.needsThreadMemory(c.msg); got != c.want {
+			t.Errorf("%s: needsThreadMemory = %v, want %v", c.name, got, c.want)
 		}
 	}
 }
 
-// Recall rebuilds the addressee from the thread's past, and a thread where
+// recall rebuilds the addressee from the thread's past, and a thread where
 // nobody was addressed is known afterwards, so it is not read again.
 func TestRecallRebuildsMemoryAndMarksTheThreadKnown(t *testing.T) {
 	r := New(testAgents())
-	r.Recall(roomMain, "$1", []Message{
+	r.recall(roomMain, "$1", []Message{
 		{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-a hi", Mentions: mentions(userA)},
 		{Room: roomMain, EventID: "$2", Sender: userA, Body: "on it", MsgType: "m.notice", ThreadRoot: "$1"},
 		{Room: roomMain, EventID: "$3", Sender: alice, Body: "@agent-b over to you", Mentions: mentions(userB), ThreadRoot: "$1"},
 	})
 	reply := Message{Room: roomMain, EventID: "$4", Sender: alice, Body: "so?", ThreadRoot: "$1"}
-	if r.NeedsThreadMemory(reply) {
+	if r.needsThreadMemory(reply) {
 		t.Fatal("a recalled thread still needs memory")
 	}
 	runSteps(t, r, []step{{reply, []string{"agent-b@$1:so?"}}})
 
-	r.Recall(roomMain, "$quiet", []Message{{Room: roomMain, EventID: "$quiet", Sender: alice, Body: "lunch?"}})
+	r.recall(roomMain, "$quiet", []Message{{Room: roomMain, EventID: "$quiet", Sender: alice, Body: "lunch?"}})
 	quiet := Message{Room: roomMain, EventID: "$5", Sender: alice, Body: "pizza", ThreadRoot: "$quiet"}
-	if r.NeedsThreadMemory(quiet) {
+	if r.needsThreadMemory(quiet) {
 		t.Fatal("a recalled thread that addressed nobody still needs memory")
 	}
 	runSteps(t, r, []step{{quiet, nil}})
@@ -346,8 +346,8 @@ func TestMessageFromEvent(t *testing.T) {
 			true, Message{Room: "!r:x", EventID: "$2", Sender: "@alice:x", Body: "yo", MsgType: "m.text", Mentions: mentions()}},
 		{"reply (not thread) is top-level", `{"type":"m.room.message","event_id":"$3","room_id":"!r:x","sender":"@alice:x","content":{"msgtype":"m.text","body":"re","m.relates_to":{"m.in_reply_to":{"event_id":"$1"}}}}`,
 			true, Message{Room: "!r:x", EventID: "$3", Sender: "@alice:x", Body: "re", MsgType: "m.text"}},
-		{"task root", `{"type":"m.room.message","event_id":"$t","room_id":"!r:x","sender":"@a:x","content":{"msgtype":"m.text","body":"do it","dev.zooid.thread_start":{"version":1,"assignee":"agent-b"}}}`,
-			true, Message{Room: "!r:x", EventID: "$t", Sender: "@a:x", Body: "do it", MsgType: "m.text", IsTaskRoot: true, TaskAssignee: "agent-b"}},
+		{"task root", `{"type":"m.room.message","event_id":"$t","room_id":"!r:x","sender":"@a:x","content":{"msgtype":"m.text","body":"do it","dev.zooid.thread_start":{"version":1,"assignee":"agent-b","attempt_id":"zt1"}}}`,
+			true, Message{Room: "!r:x", EventID: "$t", Sender: "@a:x", Body: "do it", MsgType: "m.text", IsTaskRoot: true, TaskAssignee: "agent-b", TaskAttempt: "zt1"}},
 		{"task result", `{"type":"m.room.message","event_id":"$r","room_id":"!r:x","sender":"@a:x","content":{"msgtype":"m.notice","body":"done","dev.zooid.thread_result":{"status":"complete"}}}`,
 			true, Message{Room: "!r:x", EventID: "$r", Sender: "@a:x", Body: "done", MsgType: "m.notice", IsTaskResult: true}},
 		{"session reset", `{"type":"dev.zooid.session_reset","event_id":"$c","room_id":"!r:x","sender":"@alice:x","content":{"m.relates_to":{"rel_type":"m.thread","event_id":"$1"}}}`,
@@ -402,7 +402,7 @@ func BenchmarkRoute(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		r.Route(msgs[i%len(msgs)])
+		r.route(msgs[i%len(msgs)])
 	}
 }
 
@@ -425,7 +425,7 @@ func TestWakeSaysWhy(t *testing.T) {
 		{Message{Room: roomMain, EventID: "$m1", Sender: alice, Body: "@agent-b x", Mentions: mentions(userB)}, []string{"agent-b:" + WhyMention}},
 		{Message{Room: roomMain, EventID: "$m2", Sender: alice, Body: "y", ThreadRoot: "$m1"}, []string{"agent-b:" + WhyAddressee}},
 	} {
-		if got := whys(r.Route(c.m)); !slices.Equal(got, c.want) {
+		if got := whys(r.route(c.m)); !slices.Equal(got, c.want) {
 			t.Errorf("%s %q woke %v, want %v", c.m.EventID, c.m.Body, got, c.want)
 		}
 	}
@@ -462,7 +462,7 @@ func TestHumanThreadStartIsNotATaskRoot(t *testing.T) {
 	if th, _ := r.Thread(roomMain, "$2"); th.Task || th.Assignee != "" {
 		t.Fatalf("a human's thread_start made a task thread: %+v", th)
 	}
-	r.Observe(Message{Room: roomMain, EventID: "$3", Sender: alice, Body: "x", IsTaskRoot: true, TaskAssignee: "agent-a"})
+	r.observe(Message{Room: roomMain, EventID: "$3", Sender: alice, Body: "x", IsTaskRoot: true, TaskAssignee: "agent-a"})
 	if th, ok := r.Thread(roomMain, "$3"); ok && th.Task {
 		t.Fatalf("replayed human thread_start made a task thread: %+v", th)
 	}
@@ -479,7 +479,7 @@ func TestNonStringBodyIsNotRouted(t *testing.T) {
 		content += `}`
 		ev := parseEvent(t, `{"type":"m.room.message","event_id":"$1","room_id":"!main:example.org","sender":"@alice:example.org","content":`+content+`}`)
 		if m, ok := MessageFromEvent(ev); ok {
-			t.Errorf("body %s: routed as %+v, wakes %v", body, m, fmtWakes(New(testAgents()).Route(m)))
+			t.Errorf("body %s: routed as %+v, wakes %v", body, m, fmtWakes(New(testAgents()).route(m)))
 		}
 	}
 }
