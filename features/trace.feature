@@ -4,7 +4,8 @@ Feature: The daemon's flight recorder
   I want the daemon to write down, per room and in order, what it saw and what it did
 
   The trace (zooid run --trace DIR, or trace: in zooid.yaml) holds each inbound event
-  with the routing decision taken on it, each prompt, each tool call with its result,
+  with the routing decision taken on it (whom it woke and why, or why nobody; a reset, a
+  thread read back first, a task root), each prompt, each tool call with its result,
   each post and each task step. It never holds a token or a session binding id.
 
   Background:
@@ -25,6 +26,8 @@ Feature: The daemon's flight recorder
     And the trace of "#ops" shows "and svc-b too" waking planner (addressee)
     And the trace of "#ops" shows "looking at svc-a" waking nobody (agent_post)
     And the trace of "#ops" shows "audit svc-a" waking coder (task_assignee)
+    And the trace of "#ops" records the decision on "audit svc-a" as the task root of coder
+    And the trace of "#ops" records the decision on "and svc-b too" as neither reset, recall nor task root
     And the trace of "#ops" records planner posting "looking at svc-a"
     And the trace of "#ops" records planner calling zooid_get_recent_threads and its result
     And the trace of "#ops" records nobody-here's task refused
@@ -43,3 +46,17 @@ Feature: The daemon's flight recorder
     When the daemon is killed and started again
     Then the trace of "#ops" records the daemon restarting
     And no secret appears in the trace
+
+  Scenario: a bare reply after a restart is decided on a recall of its thread, and /clear as a reset
+    Given the daemon runs as its own process
+    And planner will reply "looking at svc-a"
+    When ori says in "#ops": "@planner please check svc-a"
+    Then planner posts "looking at svc-a" in the thread
+    When the daemon is killed and started again
+    And ori replies in the thread: "any news?"
+    Then planner is prompted with "any news?" in a new session
+    And the trace of "#ops" shows "any news?" waking planner (addressee)
+    And the trace of "#ops" records the decision on "any news?" as a recall of its thread
+    And the trace of "#ops" records the decision on "please check svc-a" as neither reset, recall nor task root
+    When ori clears the thread
+    Then the trace of "#ops" records a reset of the thread of "please check svc-a"

@@ -32,6 +32,10 @@ const busy = "../../scenarios/busy-ops-traced.json"
 // with "missing: post … ok" (stop 9).
 const crashed = "../../scenarios/ops-crash-traced.json"
 
+// restarted is the recording features/regression_restart.feature plays: a
+// bare reply in a thread after a daemon restart, which routing recalls.
+const restarted = "../../scenarios/ops-restart-traced.json"
+
 func replayMain(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
@@ -134,6 +138,64 @@ func TestRunReturnsBothTracesAndTheDiff(t *testing.T) {
 	}
 	if res.Pushed == 0 {
 		t.Error("no event was pushed")
+	}
+}
+
+// decideAll gives every event record of rec's trace the decision today's
+// daemon would write on it: {} but for the events whose text contains a key
+// of special.
+func decideAll(t *testing.T, rec *scenarios.Recording, special map[string]trace.Decision) {
+	t.Helper()
+	met := map[string]bool{}
+	for i, line := range rec.Trace {
+		var r trace.Record
+		if err := json.Unmarshal(line, &r); err != nil || r.Event == nil {
+			continue
+		}
+		r.Event.Decision = &trace.Decision{}
+		for text, d := range special {
+			if r.Event.Text != "" && strings.Contains(r.Event.Text, text) {
+				*r.Event.Decision = d
+				met[text] = true
+			}
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Trace[i] = b
+	}
+	if len(met) != len(special) {
+		t.Fatalf("the trace has events for %v of %d special decisions", met, len(special))
+	}
+}
+
+// A recording whose trace holds the router's whole decision is compared on
+// all of it: the task root noted, the thread recalled after a restart.
+func TestRecordedDecisionsAreComparedWhole(t *testing.T) {
+	rec, err := scenarios.Load(busy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decideAll(t, rec, map[string]trace.Decision{"audit svc-a": {TaskRoot: "coder"}})
+	if code, out := replayMain(t, writeRecording(t, rec)); code != replay.ExitReproduced {
+		t.Fatalf("with its decisions, %s exited %d, want 0:\n%s", busy, code, out)
+	}
+	decideAll(t, rec, map[string]trace.Decision{})
+	code, out := replayMain(t, writeRecording(t, rec))
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != replay.ExitDiverged || len(lines) != 2 || !strings.Contains(lines[1], `"@zs-coder:localhost audit svc-a": want woke coder (task_assignee`) ||
+		!strings.HasSuffix(lines[1], "; task root of coder") {
+		t.Fatalf("with the task root left out of its decision, exit %d, want 1 and one difference naming the task root:\n%s", code, out)
+	}
+
+	rec, err = scenarios.Load(restarted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decideAll(t, rec, map[string]trace.Decision{"and svc-b?": {Recall: true}})
+	if code, out := replayMain(t, writeRecording(t, rec)); code != replay.ExitReproduced {
+		t.Fatalf("with its decisions, %s exited %d, want 0:\n%s", restarted, code, out)
 	}
 }
 

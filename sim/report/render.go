@@ -141,6 +141,9 @@ func buildRun(n int, r Run) runView {
 				} else if rec.Event.Nobody != "" {
 					it.Decision = "woke nobody (" + rec.Event.Nobody + ")"
 				}
+				if d := rec.Event.Decision.String(); d != "" {
+					it.Decision += "; " + d
+				}
 			case rec.Prompt != nil:
 				t := &turnView{Anchor: fmt.Sprintf("r%d-t%d", n, turnN), Agent: rec.Prompt.Agent, Prompt: rec.Prompt.Text, Fresh: rec.Prompt.Fresh}
 				turnN++

@@ -41,14 +41,15 @@ func fixtureRecording(t testing.TB) *scenarios.Recording {
 		trace.Header{Format: "zooid-trace", Version: 1, Room: room, Segment: 1},
 		trace.Record{Seq: 1, Kind: trace.KindStart, Room: room, Start: &trace.Start{Alias: "#ops", Agents: []string{"agent-a", "agent-b"}}},
 		trace.Record{Seq: 2, Time: at, Kind: trace.KindEvent, Room: room, Event: &trace.Event{ID: "$alarm", Sender: "@ori:hs1", Type: "m.room.message", MsgType: "m.text",
-			Text: "svc-a is slow, @agent-a can you look?", Woke: []trace.Wake{{Agent: "agent-a", Thread: "$alarm", Session: sess, Why: trace.WhyMention}}}},
+			Text: "svc-a is slow, @agent-a can you look?", Woke: []trace.Wake{{Agent: "agent-a", Thread: "$alarm", Session: sess, Why: trace.WhyMention}}, Decision: &trace.Decision{}}},
 		trace.Record{Seq: 3, Kind: trace.KindPrompt, Room: room, Session: sess, Prompt: &trace.Prompt{Agent: "agent-a", Turn: "$alarm", Trigger: "$alarm", Fresh: true, Text: "ori: svc-a is slow"}},
 		trace.Record{Seq: 4, Kind: trace.KindTool, Room: room, Session: sess, Tool: &trace.ToolCall{Agent: "agent-a", Tool: "zooid_read_thread", Args: `{"thread":"$alarm"}`, Result: `{"messages":[]}`}},
 		trace.Record{Seq: 5, Kind: trace.KindTask, Room: room, Session: sess, Task: &trace.TaskStep{Step: trace.StepStarted, Agent: "agent-b", Caller: "agent-a", Thread: "$task"}},
 		trace.Record{Seq: 6, Kind: trace.KindEvent, Room: room, Event: &trace.Event{ID: "$reply", Sender: "@agent-a:hs1", Type: "m.room.message", Thread: "$alarm", Text: "Deploy 8812 shrank the pool.", Nobody: trace.WhyAgentPost}},
 		trace.Record{Seq: 7, Kind: trace.KindTurnEnd, Room: room, Session: sess, TurnEnd: &trace.TurnEnd{Agent: "agent-a", Turn: "$alarm", Stop: "end_turn"}},
 		trace.Record{Seq: 8, Kind: trace.KindEvent, Room: room, Event: &trace.Event{ID: "$evil", Sender: "@ori:hs1", Type: "m.room.message", Text: rec.Text(2), Nobody: trace.WhyNotNotified}},
-		trace.Record{Seq: 9, Kind: trace.KindEvent, Room: room, Event: &trace.Event{ID: "$task", Sender: "@agent-a:hs1", Type: "m.room.message", Text: "Task for agent-b: check svc-b", Nobody: trace.WhyAgentPost}},
+		trace.Record{Seq: 9, Kind: trace.KindEvent, Room: room, Event: &trace.Event{ID: "$task", Sender: "@agent-a:hs1", Type: "m.room.message", Text: "Task for agent-b: check svc-b", Nobody: trace.WhyAgentPost,
+			Decision: &trace.Decision{TaskRoot: "agent-b"}}},
 		trace.Record{Seq: 10, Kind: trace.KindTask, Room: room, Session: "agent-b|!ops:hs1|$task", Task: &trace.TaskStep{Step: trace.StepClosed, Agent: "agent-b", Thread: "$task", Status: "completed"}},
 	}
 	for _, r := range recs {
@@ -119,6 +120,9 @@ func TestTraceAttachesToTheTimeline(t *testing.T) {
 	task := items[2]
 	if turn.Steps[1].Link != task.Anchor || task.TaskOf != turn.Anchor {
 		t.Errorf("task step links %q, task root %q; task root links back %q, turn %q", turn.Steps[1].Link, task.Anchor, task.TaskOf, turn.Anchor)
+	}
+	if task.Decision != "woke nobody (agent_post); task root of agent-b" {
+		t.Errorf("task root: decision %q", task.Decision)
 	}
 	if len(task.Notes) != 1 || task.Notes[0] != "closed for agent-b: completed" {
 		t.Errorf("task root notes %q", task.Notes)

@@ -384,7 +384,7 @@ func (g *graph) candidate(members, events []int) (*scenarios.Recording, string) 
 			continue
 		case r.Agent != nil && gone[r.Agent.Agent]:
 			continue
-		case r.Event != nil && len(gone) > 0 && len(r.Event.Woke) > 0:
+		case r.Event != nil && len(gone) > 0 && (len(r.Event.Woke) > 0 || r.Event.Decision != nil && gone[r.Event.Decision.TaskRoot]):
 			ev := *r.Event
 			ev.Woke = nil
 			for _, w := range r.Event.Woke {
@@ -392,8 +392,14 @@ func (g *graph) candidate(members, events []int) (*scenarios.Recording, string) 
 					ev.Woke = append(ev.Woke, w)
 				}
 			}
-			if len(ev.Woke) == 0 {
+			if len(ev.Woke) == 0 && len(r.Event.Woke) > 0 {
 				ev.Nobody = trace.WhyNotNotified
+			}
+			if d := r.Event.Decision; d != nil && gone[d.TaskRoot] {
+				// No task of an agent that is not configured is journaled.
+				nd := *d
+				nd.TaskRoot = ""
+				ev.Decision = &nd
 			}
 			r.Event = &ev
 			out.Trace = append(out.Trace, mustJSON(r))

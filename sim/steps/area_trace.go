@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"maunium.net/go/mautrix/id"
+
 	"github.com/zooid-dev/zooid/sim/replay"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
@@ -27,6 +29,14 @@ func traceSteps(w *world) []stepDef {
 			example: `the trace of "#ops" shows "can someone audit svc-a" waking agent-a (mention)`,
 			doc:     "The routing decision on the message containing the text: exactly these agents woke, for that reason, each in the session of the message's thread (or nobody, and why).",
 			fn:      w.stepTraceWoke},
+		{area: "trace", pattern: `^the trace of "(#[a-z0-9-]+)" records the decision on "([^"]*)" as (neither reset, recall nor task root|a recall of its thread|the task root of [a-z0-9-]+)$`,
+			example: `the trace of "#ops" records the decision on "can you restart it?" as a recall of its thread`,
+			doc:     "The rest of the routing decision on the message containing the text, exactly: neither reset, recall nor task root, its thread read back from the homeserver first, or the root of a journaled task of that assignee.",
+			fn:      w.stepTraceDecision},
+		{area: "trace", pattern: `^the trace of "(#[a-z0-9-]+)" records a reset of the thread of "([^"]*)"$`,
+			example: `the trace of "#ops" records a reset of the thread of "how is svc-b?"`,
+			doc:     "A /clear in the thread of the top-level message containing the text, decided as a reset that woke nobody.",
+			fn:      w.stepTraceReset},
 		{area: "trace", pattern: `^the trace of "(#[a-z0-9-]+)" records ([a-z0-9-]+) calling ([a-z_]+) and its result$`,
 			example: `the trace of "#ops" records agent-a calling zooid_get_recent_threads and its result`,
 			doc:     "A tool call of the agent, in one of its sessions, with its arguments and a non-empty result.",
@@ -102,6 +112,60 @@ func (w *world) stepTraceWoke(ctx context.Context, roomName, text, agents, why s
 		return true, nil
 	})
 	return err
+}
+
+func (w *world) stepTraceDecision(ctx context.Context, roomName, text, as string) error {
+	var want trace.Decision
+	switch {
+	case as == "a recall of its thread":
+		want.Recall = true
+	case strings.HasPrefix(as, "the task root of "):
+		want.TaskRoot = strings.TrimPrefix(as, "the task root of ")
+	}
+	_, err := w.traceRecord(ctx, roomName, fmt.Sprintf("the trace's decision on %q", text), func(r trace.Record) (bool, error) {
+		e := r.Event
+		if e == nil || !strings.Contains(e.Text, text) {
+			return false, nil
+		}
+		if e.Decision == nil || *e.Decision != want {
+			return false, fmt.Errorf("event %s is decided as %s, want %s", e.ID, decisionText(e.Decision), decisionText(&want))
+		}
+		return true, nil
+	})
+	return err
+}
+
+func (w *world) stepTraceReset(ctx context.Context, roomName, text string) error {
+	var root id.EventID
+	_, err := w.traceRecord(ctx, roomName, fmt.Sprintf("a reset of the thread of %q in the trace", text), func(r trace.Record) (bool, error) {
+		e := r.Event
+		switch {
+		case e == nil:
+			return false, nil
+		case root == "" && e.Thread == "" && strings.Contains(e.Text, text):
+			root = e.ID
+			return false, nil
+		case root == "" || e.Thread != root || e.Decision == nil || !e.Decision.Reset:
+			return false, nil
+		}
+		if len(e.Woke) > 0 || e.Nobody != trace.WhyReset || *e.Decision != (trace.Decision{Reset: true}) {
+			return false, fmt.Errorf("the reset %s woke %v (nobody: %q), decided as %s", e.ID, e.Woke, e.Nobody, decisionText(e.Decision))
+		}
+		return true, nil
+	})
+	return err
+}
+
+// decisionText says what a trace's decision holds besides its wakes.
+func decisionText(d *trace.Decision) string {
+	switch s := d.String(); {
+	case d == nil:
+		return "nothing (no decision recorded)"
+	case s == "":
+		return "neither reset, recall nor task root"
+	default:
+		return s
+	}
 }
 
 func (w *world) stepTraceTool(ctx context.Context, roomName, agent, tool string) error {

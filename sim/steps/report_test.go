@@ -15,7 +15,7 @@ import (
 func TestSimReportShowsTheRun(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run.html")
 	var log bytes.Buffer
-	status := Run(Options{Homeserver: "fake", Paths: []string{"features/trace.feature:15"}, Output: &log, Report: out})
+	status := Run(Options{Homeserver: "fake", Paths: []string{"features/trace.feature:16"}, Output: &log, Report: out})
 	if status != 0 {
 		t.Fatalf("status %d:\n%s", status, log.String())
 	}
@@ -32,7 +32,7 @@ func TestSimReportShowsTheRun(t *testing.T) {
 		`<summary>`,
 		"woke planner (mention)",
 		"woke planner (addressee)",
-		"woke coder (task_assignee)",
+		"woke coder (task_assignee); task root of coder",
 		`tool zooid_get_recent_threads`,
 		`class="caller">started by its caller`,
 		`<span class="agent-badge">agent</span>`,

@@ -81,7 +81,8 @@ func (d *Daemon) traceEvent(ev *event.Event, msg router.Message, dec router.Deci
 	if !d.trace.Enabled() {
 		return trace.Record{}
 	}
-	e := &trace.Event{ID: ev.ID, Sender: ev.Sender, Type: ev.Type.Type, MsgType: msg.MsgType, Thread: msg.ThreadRoot, Text: msg.Body, Nobody: dec.Why}
+	e := &trace.Event{ID: ev.ID, Sender: ev.Sender, Type: ev.Type.Type, MsgType: msg.MsgType, Thread: msg.ThreadRoot, Text: msg.Body, Nobody: dec.Why,
+		Decision: &trace.Decision{Reset: dec.Reset, Recall: dec.Recall, TaskRoot: dec.TaskRoot}}
 	for _, w := range dec.Wakes {
 		key := sessionKey{agent: w.Agent, room: w.Room, thread: w.ThreadRoot}
 		e.Woke = append(e.Woke, trace.Wake{Agent: w.Agent, Thread: w.ThreadRoot, Session: key.String(), Why: w.Why})

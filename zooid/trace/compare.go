@@ -261,6 +261,7 @@ func (c *comparer) align(label string, want, got []Record) {
 		g := got[j]
 		gi := identity(g)
 		c.m.unify(pairs(wi.ids, gi.ids))
+		w, g = comparable(w, g)
 		wo, gout := outcome(w), outcome(g)
 		if wo.skel != gout.skel || !c.m.fits(wo.ids, gout.ids) {
 			c.add(label, "%s: want %s; got %s", describe(w), outcomeText(w), outcomeText(g))
@@ -361,6 +362,18 @@ func identity(r Record) normed {
 	return join(string(r.Kind))
 }
 
+// comparable is w and g as far as both recorded them: of two event records,
+// one written before the decision was recorded, only whom each woke.
+func comparable(w, g Record) (Record, Record) {
+	if w.Event == nil || g.Event == nil || (w.Event.Decision == nil) == (g.Event.Decision == nil) {
+		return w, g
+	}
+	we, ge := *w.Event, *g.Event
+	we.Decision, ge.Decision = nil, nil
+	w.Event, g.Event = &we, &ge
+	return w, g
+}
+
 func outcome(r Record) normed {
 	switch {
 	case r.Event != nil:
@@ -368,7 +381,11 @@ func outcome(r Record) normed {
 		for _, w := range r.Event.Woke {
 			parts = append(parts, w.Agent, w.Why, string(w.Thread))
 		}
-		return join(append(parts, r.Event.Nobody)...)
+		parts = append(parts, r.Event.Nobody)
+		if d := r.Event.Decision; d != nil {
+			parts = append(parts, "decided", fmt.Sprint(d.Reset), fmt.Sprint(d.Recall), d.TaskRoot)
+		}
+		return join(parts...)
 	case r.Prompt != nil:
 		return join(string(r.Prompt.Trigger), r.Prompt.Text, fmt.Sprint(r.Prompt.Fresh))
 	case r.Tool != nil:
@@ -430,14 +447,18 @@ func describe(r Record) string {
 func outcomeText(r Record) string {
 	switch {
 	case r.Event != nil:
-		if len(r.Event.Woke) == 0 {
-			return "woke nobody (" + r.Event.Nobody + ")"
+		s := "woke nobody (" + r.Event.Nobody + ")"
+		if len(r.Event.Woke) > 0 {
+			var ws []string
+			for _, w := range r.Event.Woke {
+				ws = append(ws, fmt.Sprintf("%s (%s, thread %s)", w.Agent, w.Why, w.Thread))
+			}
+			s = "woke " + strings.Join(ws, ", ")
 		}
-		var ws []string
-		for _, w := range r.Event.Woke {
-			ws = append(ws, fmt.Sprintf("%s (%s, thread %s)", w.Agent, w.Why, w.Thread))
+		if d := r.Event.Decision.String(); d != "" {
+			s += "; " + d
 		}
-		return "woke " + strings.Join(ws, ", ")
+		return s
 	case r.Prompt != nil:
 		return fmt.Sprintf("%q", short(r.Prompt.Text))
 	case r.Tool != nil:

@@ -12,6 +12,7 @@ package trace
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -104,6 +105,43 @@ type Event struct {
 	Woke []Wake `json:"woke,omitempty"`
 	// Nobody says why no agent woke (see the Why* constants); empty when one did.
 	Nobody string `json:"nobody,omitempty"`
+	// Decision is the rest of the router's decision on the event; Woke and
+	// Nobody, which traces held before it, are its wakes and why nobody woke.
+	// A record written before the daemon recorded it has none (nil), and
+	// Compare then compares Woke and Nobody alone.
+	Decision *Decision `json:"decision,omitempty"`
+}
+
+// Decision is what the router decided about an event besides whom it woke
+// (the daemon's router.Decision). The daemon writes one on every event record,
+// {} when none of its fields applies.
+type Decision struct {
+	// Reset is a /clear: every session of the thread ended.
+	Reset bool `json:"reset,omitempty"`
+	// Recall says routing first read the thread back from the homeserver: a
+	// person's bare reply in a thread the router held no memory of.
+	Recall bool `json:"recall,omitempty"`
+	// TaskRoot is the assignee of the journaled task whose root the event is.
+	TaskRoot string `json:"task_root,omitempty"`
+}
+
+// String says what d holds, for a reader of a diff or a report: "" when
+// nothing (or d is nil).
+func (d *Decision) String() string {
+	if d == nil {
+		return ""
+	}
+	var parts []string
+	if d.Reset {
+		parts = append(parts, "thread reset")
+	}
+	if d.Recall {
+		parts = append(parts, "thread recalled")
+	}
+	if d.TaskRoot != "" {
+		parts = append(parts, "task root of "+d.TaskRoot)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Wake is one agent woken by an event.

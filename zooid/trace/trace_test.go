@@ -91,6 +91,92 @@ func TestCompareNamesAnEditedRoutingDecision(t *testing.T) {
 	}
 }
 
+// decided gives every event record a decision, as today's daemon writes
+// them; change edits the one of the reply.
+func decided(change func(*trace.Decision)) func([]trace.Record) []trace.Record {
+	return func(rs []trace.Record) []trace.Record {
+		for _, r := range rs {
+			if r.Event != nil {
+				r.Event.Decision = &trace.Decision{}
+			}
+		}
+		if change != nil {
+			change(rs[7].Event.Decision)
+		}
+		return rs
+	}
+}
+
+// Two traces that both recorded the router's whole decision are compared on
+// all of it: a reply that now recalls its thread first is one difference.
+func TestCompareNamesAChangedDecision(t *testing.T) {
+	want := read(t, run(t, "1", decided(nil)))
+	if d := trace.Compare(want, read(t, run(t, "2", decided(nil)))); len(d) != 0 {
+		t.Fatalf("want no diff between decided runs, got:\n%s", d)
+	}
+	got := read(t, run(t, "2", decided(func(d *trace.Decision) { d.Recall = true })))
+	d := trace.Compare(want, got)
+	if len(d) != 1 {
+		t.Fatalf("want exactly one difference, got %d:\n%s", len(d), d)
+	}
+	const line = `#general, routing: event $reply0001 from @alice:hs1 in thread $root00001 "thanks": ` +
+		`want woke agent-a (addressee, thread $root00001); got woke agent-a (addressee, thread $root00002); thread recalled`
+	if d[0].String() != line {
+		t.Fatalf("diff:\n got %s\nwant %s", d[0], line)
+	}
+	got = read(t, run(t, "2", decided(func(d *trace.Decision) { d.TaskRoot = "agent-a" })))
+	if d := trace.Compare(want, got); len(d) != 1 || !strings.HasSuffix(d[0].What, "; task root of agent-a") {
+		t.Fatalf("want one difference naming the task root, got:\n%s", d)
+	}
+}
+
+// A trace written before the decision was recorded (no "decision" on its
+// event records) still compares: on whom each event woke, and why nobody.
+func TestCompareATraceFromBeforeDecisionsOnWhomItWoke(t *testing.T) {
+	old := read(t, run(t, "1", nil))
+	for _, r := range old.Rooms[0].Records {
+		if r.Event != nil && r.Event.Decision != nil {
+			t.Fatalf("an event written without a decision reads back with one: %+v", r.Event.Decision)
+		}
+	}
+	got := read(t, run(t, "2", decided(func(d *trace.Decision) { d.Recall = true })))
+	if d := trace.Compare(old, got); len(d) != 0 {
+		t.Fatalf("want no diff against a trace that did not record recalls, got:\n%s", d)
+	}
+	got = read(t, run(t, "2", func(rs []trace.Record) []trace.Record {
+		rs = decided(nil)(rs)
+		rs[7].Event.Woke, rs[7].Event.Nobody = nil, trace.WhyNotNotified
+		return rs
+	}))
+	d := trace.Compare(old, got)
+	if len(d) != 1 || !strings.HasSuffix(d[0].What, "want woke agent-a (addressee, thread $root00001); got woke nobody (nobody_addressed)") {
+		t.Fatalf("want one difference in whom the reply woke, got:\n%s", d)
+	}
+}
+
+// The daemon's empty decision is written as {}, which is what tells a
+// record that has one from a record written before.
+func TestWriterKeepsAnEmptyDecision(t *testing.T) {
+	dir := t.TempDir()
+	w, err := trace.Open(trace.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Record(trace.Record{Room: "!r:x", Kind: trace.KindEvent, Event: &trace.Event{ID: "$e", Sender: "@a:x", Type: "m.room.message", Nobody: trace.WhyNotNotified, Decision: &trace.Decision{}}})
+	w.Close()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"decision":{}`) {
+		t.Fatalf("the record does not carry an empty decision:\n%s", b)
+	}
+	if e := read(t, dir).Rooms[0].Records[0].Event; e.Decision == nil || *e.Decision != (trace.Decision{}) {
+		t.Fatalf("read back as %+v", e.Decision)
+	}
+}
+
 func TestCompareNamesAMissingPost(t *testing.T) {
 	want := read(t, run(t, "1", nil))
 	got := read(t, run(t, "2", func(rs []trace.Record) []trace.Record {
