@@ -23,7 +23,7 @@ targets=(
   "./zooid/config FuzzParse"
   "./zooid/mcpserver FuzzHandshake"
   "./zooid/router FuzzMentions"
-  "./scenarios FuzzParse"
+  "./zooid/recording FuzzParse"
   "./zooid/httpapi FuzzSessionBody"
 )
 out=$(mktemp)

@@ -42,7 +42,7 @@ func layerOf(pkg string) (layer, bool) {
 		return leaf, true
 	case "zooid":
 		return product, true
-	case "fakehs", "fakeagent", "modeldouble", "busyroom", "scenarios", "docker":
+	case "fakehs", "fakeagent", "modeldouble", "busyroom", "docker":
 		return double, true
 	case "sim":
 		return harness, true

@@ -12,8 +12,8 @@ import (
 
 	"maunium.net/go/mautrix/id"
 
-	"github.com/zooid-dev/zooid/scenarios"
 	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/recording"
 )
 
 // recordTokenEnv is where `zooid record` takes its access token from when no
@@ -32,7 +32,7 @@ func cmdRecord(args []string, stdout, stderr io.Writer) int {
 func runRecord(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("zooid record", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var o scenarios.RecordOptions
+	var o recording.RecordOptions
 	var tokenFile, asUser, configPath, oldToken string
 	fs.StringVar(&o.Homeserver, "homeserver", "", "homeserver base URL, e.g. http://127.0.0.1:8008")
 	fs.StringVar(&tokenFile, "token-file", "", "file holding the access token (default: $"+recordTokenEnv+")")
@@ -82,7 +82,7 @@ func runRecord(ctx context.Context, args []string, lookupEnv func(string) (strin
 		}
 		o.AsUser = id.UserID(asUser)
 	}
-	o.Agents = map[id.UserID]scenarios.Agent{}
+	o.Agents = map[id.UserID]recording.Agent{}
 	if configPath != "" {
 		cfg, err := config.Load(configPath)
 		if err != nil {
@@ -95,7 +95,7 @@ func runRecord(ctx context.Context, args []string, lookupEnv func(string) (strin
 				for i, r := range a.Matrix.Rooms {
 					rooms[i] = string(r)
 				}
-				o.Agents[a.Matrix.UserID] = scenarios.Agent{Rooms: rooms, Trigger: a.Matrix.Trigger}
+				o.Agents[a.Matrix.UserID] = recording.Agent{Rooms: rooms, Trigger: a.Matrix.Trigger}
 			}
 		}
 	}
@@ -105,10 +105,10 @@ func runRecord(ctx context.Context, args []string, lookupEnv func(string) (strin
 			return 2
 		}
 		if _, ok := o.Agents[id.UserID(a)]; !ok {
-			o.Agents[id.UserID(a)] = scenarios.Agent{Trigger: config.TriggerMention}
+			o.Agents[id.UserID(a)] = recording.Agent{Trigger: config.TriggerMention}
 		}
 	}
-	rec, notes, err := scenarios.Record(ctx, o)
+	rec, notes, err := recording.Record(ctx, o)
 	if err != nil {
 		fmt.Fprintf(stderr, "zooid record: %v\n", err)
 		return 1

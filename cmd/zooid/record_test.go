@@ -20,12 +20,12 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/fakehs"
-	"github.com/zooid-dev/zooid/scenarios"
+	"github.com/zooid-dev/zooid/zooid/recording"
 )
 
 // importRecording seeds fakehs with a recording, names as localparts on
 // "localhost", and returns a token of its first member.
-func importRecording(t *testing.T, srv *fakehs.Server, rec *scenarios.Recording, alias string) string {
+func importRecording(t *testing.T, srv *fakehs.Server, rec *recording.Recording, alias string) string {
 	t.Helper()
 	user := func(n string) id.UserID { return id.NewUserID(n, "localhost") }
 	_, tok, err := srv.RegisterUser(rec.Members[0], rec.Members[0])
@@ -60,13 +60,13 @@ func withToken(tok string) func(string) (string, bool) {
 	}
 }
 
-func runRecordOK(t *testing.T, tok string, args ...string) (*scenarios.Recording, string) {
+func runRecordOK(t *testing.T, tok string, args ...string) (*recording.Recording, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	if code := runRecord(context.Background(), args, withToken(tok), &out, &errb); code != 0 {
 		t.Fatalf("zooid record %v exited %d: %s", args, code, errb.String())
 	}
-	rec, err := scenarios.Parse(&out, "recorded")
+	rec, err := recording.Parse(&out, "recorded")
 	if err != nil {
 		t.Fatalf("the recording does not load: %v\n%s", err, out.String())
 	}
@@ -77,7 +77,7 @@ func runRecordOK(t *testing.T, tok string, args ...string) (*scenarios.Recording
 // room through the client-server API and checks that the recording is the
 // original: members, order, senders, timestamps, types, relations, content.
 func TestRecordRoundTrip(t *testing.T) {
-	orig, err := scenarios.Load(filepath.Join("..", "..", "scenarios", "svc-a-incident.json"))
+	orig, err := recording.Load(filepath.Join("..", "..", "scenarios", "svc-a-incident.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestRecordRoundTrip(t *testing.T) {
 // TestRecordLimitDropsOrphans records only the newest events: what relates to
 // an event outside the window is left out, and said so.
 func TestRecordLimitDropsOrphans(t *testing.T) {
-	orig, err := scenarios.Load(filepath.Join("..", "..", "scenarios", "svc-a-incident.json"))
+	orig, err := recording.Load(filepath.Join("..", "..", "scenarios", "svc-a-incident.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func asJSON(t *testing.T, v any) string {
 // client-server API (an import can't express m.in_reply_to) and records it:
 // a reply keeps its target, a thread's fallback reply is no reply.
 func TestRecordRepliesRoundTrip(t *testing.T) {
-	orig, err := scenarios.Load(filepath.Join("..", "..", "scenarios", "deploy-review.json"))
+	orig, err := recording.Load(filepath.Join("..", "..", "scenarios", "deploy-review.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,12 +336,12 @@ func TestRecordKeepsTheWorld(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	rec, err := scenarios.Parse(bytes.NewReader(out.Bytes()), "recorded")
+	rec, err := recording.Parse(bytes.NewReader(out.Bytes()), "recorded")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	if rec.Version != scenarios.Version || rec.Room != "#ops" {
-		t.Errorf("version %d room %q, want %d and #ops", rec.Version, rec.Room, scenarios.Version)
+	if rec.Version != recording.Version || rec.Room != "#ops" {
+		t.Errorf("version %d room %q, want %d and #ops", rec.Version, rec.Room, recording.Version)
 	}
 	if a, ok := rec.Agents["agent-a"]; !ok || !reflect.DeepEqual(a.Rooms, []string{"#ops"}) || a.Trigger != "mention" || len(rec.Agents) != 1 {
 		t.Errorf("agents %+v; want agent-a in #ops on mention only", rec.Agents)
@@ -397,7 +397,7 @@ func TestRecordAnonymize(t *testing.T) {
 	if code := runRecord(context.Background(), append(args, "--anonymize"), withToken(asToken), &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	anon, err := scenarios.Parse(bytes.NewReader(out.Bytes()), "anon")
+	anon, err := recording.Parse(bytes.NewReader(out.Bytes()), "anon")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,7 +475,7 @@ func TestShippedRecordingIsRecorderOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	orig, err := scenarios.Parse(bytes.NewReader(want), path)
+	orig, err := recording.Parse(bytes.NewReader(want), path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/zooid-dev/zooid/scenarios"
 	"github.com/zooid-dev/zooid/sim/report"
+	"github.com/zooid-dev/zooid/zooid/recording"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
@@ -30,7 +30,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	rec, err := scenarios.Load(fs.Arg(0))
+	rec, err := recording.Load(fs.Arg(0))
 	if err != nil {
 		fmt.Fprintf(stderr, "zooid report: %v\n", err)
 		return 1
@@ -51,7 +51,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 }
 
 // writeHTML renders rec (with tr, or its own trace) and diff to path.
-func writeHTML(path string, rec *scenarios.Recording, tr *trace.Trace, diff trace.Diff, status string) error {
+func writeHTML(path string, rec *recording.Recording, tr *trace.Trace, diff trace.Diff, status string) error {
 	run, err := report.FromRecording(rec, tr)
 	if err != nil {
 		return err

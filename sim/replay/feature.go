@@ -11,7 +11,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/fakeagent"
-	"github.com/zooid-dev/zooid/scenarios"
+	"github.com/zooid-dev/zooid/zooid/recording"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
@@ -23,7 +23,7 @@ import (
 // how task threads ended — for a maintainer to edit into what should happen.
 // ref is how the Background names the recording: a name in scenarios/ or a
 // path.
-func Feature(rec *scenarios.Recording, ref string) (string, error) {
+func Feature(rec *recording.Recording, ref string) (string, error) {
 	want, err := RecordedTrace(rec)
 	if err != nil {
 		return "", err
@@ -86,7 +86,7 @@ func Feature(rec *scenarios.Recording, ref string) (string, error) {
 }
 
 // WriteFeatureFile writes Feature(rec, ref) to path.
-func WriteFeatureFile(path string, rec *scenarios.Recording, ref string) error {
+func WriteFeatureFile(path string, rec *recording.Recording, ref string) error {
 	f, err := Feature(rec, ref)
 	if err != nil {
 		return err
@@ -212,7 +212,7 @@ func core(s string) string {
 // roomName is how the feature names the played room: the recording's room,
 // else its name or its first agent's first room when they read as a step's
 // room name, else "#replayed".
-func roomName(rec *scenarios.Recording) string {
+func roomName(rec *recording.Recording) string {
 	cands := []string{rec.Room, rec.Name}
 	for _, m := range rec.Members {
 		if a, ok := rec.Agents[m]; ok && len(a.Rooms) > 0 {

@@ -11,7 +11,7 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/zooid-dev/zooid/scenarios"
+	"github.com/zooid-dev/zooid/zooid/recording"
 )
 
 // Exit codes of `zooid replay`.
@@ -63,7 +63,7 @@ func MainWith(args []string, stdout, stderr io.Writer, base Options) int {
 		fs.Usage()
 		return ExitBadInput
 	}
-	rec, err := scenarios.Load(paths[0])
+	rec, err := recording.Load(paths[0])
 	if err != nil {
 		fmt.Fprintf(stderr, "zooid replay: %v\n", err)
 		return ExitBadInput

@@ -7,7 +7,7 @@ import (
 
 	"maunium.net/go/mautrix/id"
 
-	"github.com/zooid-dev/zooid/scenarios"
+	"github.com/zooid-dev/zooid/zooid/recording"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
@@ -72,7 +72,7 @@ type action struct {
 	stop  string
 }
 
-func newPlan(rec *scenarios.Recording, want *trace.Trace) (*plan, error) {
+func newPlan(rec *recording.Recording, want *trace.Trace) (*plan, error) {
 	room := want.Rooms[0]
 	p := &plan{want: want, wantRoom: room.ID, user: map[string]id.UserID{},
 		agentRooms: map[string][]string{}, made: map[int]bool{}, turns: map[string][]*turn{}, total: map[trace.Kind]int{}}
@@ -87,7 +87,7 @@ func newPlan(rec *scenarios.Recording, want *trace.Trace) (*plan, error) {
 
 // users gives each member the user id the trace shows it had (a Synapse run
 // prefixes localparts), else @name:server.
-func (p *plan) users(rec *scenarios.Recording, recs []trace.Record) {
+func (p *plan) users(rec *recording.Recording, recs []trace.Record) {
 	var seen []id.UserID
 	add := func(u id.UserID) {
 		if u != "" && !slicesContains(asStrings(seen), string(u)) {
@@ -138,7 +138,7 @@ func asStrings(us []id.UserID) []string {
 
 // roomsOf names the played room as the recorded daemon did (the start
 // record's alias) and the agents' other rooms with the same prefix.
-func (p *plan) roomsOf(rec *scenarios.Recording, recorded string) {
+func (p *plan) roomsOf(rec *recording.Recording, recorded string) {
 	short := rec.Room
 	if short == "" {
 		short = "#replayed"
@@ -211,7 +211,7 @@ func eventKey(sender string, e *trace.Event) string {
 // align pairs the trace's events with the recording's, works out what is
 // history (sent before the daemon starts) and what is pushed, and where the
 // daemon restarted.
-func (p *plan) align(rec *scenarios.Recording, recs []trace.Record) error {
+func (p *plan) align(rec *recording.Recording, recs []trace.Record) error {
 	posted := map[id.EventID]bool{}
 	for _, r := range recs {
 		if r.Post != nil && r.Post.ID != "" {
@@ -229,7 +229,7 @@ func (p *plan) align(rec *scenarios.Recording, recs []trace.Record) error {
 		ev := rec.Events[j]
 		typ := ev.Type
 		if typ == "" {
-			typ = scenarios.TypeMessage
+			typ = recording.TypeMessage
 		}
 		if name[e.Sender] != ev.Sender || typ != e.Type {
 			return false

@@ -41,9 +41,9 @@ import (
 	"github.com/zooid-dev/zooid/fakeagent"
 	"github.com/zooid-dev/zooid/fakehs"
 	"github.com/zooid-dev/zooid/internal/pushdrain"
-	"github.com/zooid-dev/zooid/scenarios"
 	"github.com/zooid-dev/zooid/sim/dut"
 	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/recording"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
@@ -105,7 +105,7 @@ var ErrNoTrace = errors.New("the recording carries no trace (record it with `zoo
 // compares what the daemon did with rec's trace. An error means the replay
 // could not run (bad recording, a part failed to start); a divergence is
 // not an error but a non-empty Result.Diff.
-func Run(ctx context.Context, rec *scenarios.Recording, opts Options) (*Result, error) {
+func Run(ctx context.Context, rec *recording.Recording, opts Options) (*Result, error) {
 	want, err := RecordedTrace(rec)
 	if err != nil {
 		return nil, err
@@ -133,7 +133,7 @@ func Run(ctx context.Context, rec *scenarios.Recording, opts Options) (*Result, 
 
 // RecordedTrace is the trace a recording carries, as one room: the played
 // room's records in order, state events left out.
-func RecordedTrace(rec *scenarios.Recording) (*trace.Trace, error) {
+func RecordedTrace(rec *recording.Recording) (*trace.Trace, error) {
 	if len(rec.Trace) == 0 {
 		return nil, fmt.Errorf("%s: %w", rec.Path, ErrNoTrace)
 	}
@@ -253,7 +253,7 @@ func isState(typ string) bool {
 
 // runner is one replay's parts and progress.
 type runner struct {
-	rec  *scenarios.Recording
+	rec  *recording.Recording
 	plan *plan
 	opts Options
 	log  *slog.Logger
@@ -639,7 +639,7 @@ func (r *runner) send(ctx context.Context, i int) error {
 	content := r.rec.Content(i, func(n string) id.UserID { return r.plan.user[n] }, ids)
 	typ := ev.Type
 	if typ == "" {
-		typ = scenarios.TypeMessage
+		typ = recording.TypeMessage
 	}
 	uid := r.plan.user[ev.Sender]
 	sent, err := r.users[uid].SendMessageEvent(ctx, r.room, event.Type{Type: typ, Class: event.MessageEventType}, content)

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zooid-dev/zooid/scenarios"
 	"github.com/zooid-dev/zooid/sim/replay"
 	"github.com/zooid-dev/zooid/sim/testbin"
+	"github.com/zooid-dev/zooid/zooid/recording"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
@@ -55,7 +55,7 @@ func TestRecordingThatReproducesExitsZero(t *testing.T) {
 
 // editDecision rewrites the routing decision on the event whose text
 // contains text, in a copy of rec's trace.
-func editDecision(t testing.TB, rec *scenarios.Recording, text string, f func(*trace.Event)) {
+func editDecision(t testing.TB, rec *recording.Recording, text string, f func(*trace.Event)) {
 	t.Helper()
 	n := 0
 	for i, line := range rec.Trace {
@@ -76,7 +76,7 @@ func editDecision(t testing.TB, rec *scenarios.Recording, text string, f func(*t
 	}
 }
 
-func writeRecording(t *testing.T, rec *scenarios.Recording) string {
+func writeRecording(t *testing.T, rec *recording.Recording) string {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := rec.Write(&buf); err != nil {
@@ -90,7 +90,7 @@ func writeRecording(t *testing.T, rec *scenarios.Recording) string {
 }
 
 func TestEditedRoutingDecisionExitsOneAndIsNamed(t *testing.T) {
-	rec, err := scenarios.Load(busy)
+	rec, err := recording.Load(busy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestEditedRoutingDecisionExitsOneAndIsNamed(t *testing.T) {
 // Run is the engine shrink and --html build on: the Result carries both
 // traces and the diff.
 func TestRunReturnsBothTracesAndTheDiff(t *testing.T) {
-	rec, err := scenarios.Load(busy)
+	rec, err := recording.Load(busy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestRunReturnsBothTracesAndTheDiff(t *testing.T) {
 // decideAll gives every event record of rec's trace the decision today's
 // daemon would write on it: {} but for the events whose text contains a key
 // of special.
-func decideAll(t *testing.T, rec *scenarios.Recording, special map[string]trace.Decision) {
+func decideAll(t *testing.T, rec *recording.Recording, special map[string]trace.Decision) {
 	t.Helper()
 	met := map[string]bool{}
 	for i, line := range rec.Trace {
@@ -173,7 +173,7 @@ func decideAll(t *testing.T, rec *scenarios.Recording, special map[string]trace.
 // A recording whose trace holds the router's whole decision is compared on
 // all of it: the task root noted, the thread recalled after a restart.
 func TestRecordedDecisionsAreComparedWhole(t *testing.T) {
-	rec, err := scenarios.Load(busy)
+	rec, err := recording.Load(busy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestRecordedDecisionsAreComparedWhole(t *testing.T) {
 		t.Fatalf("with the task root left out of its decision, exit %d, want 1 and one difference naming the task root:\n%s", code, out)
 	}
 
-	rec, err = scenarios.Load(restarted)
+	rec, err = recording.Load(restarted)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestBadInputExitsTwo(t *testing.T) {
 	if err := os.WriteFile(broken, []byte(`{"version": 2, "members": [`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := scenarios.Load(busy)
+	rec, err := recording.Load(busy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestBadInputExitsTwo(t *testing.T) {
 // once; the recording's two event records and two post records of it are
 // one event to compare, as today's daemon, stopped cleanly, writes one.
 func TestACrashsSecondRecordsOfOneEventAreOneEvent(t *testing.T) {
-	rec, err := scenarios.Load(crashed)
+	rec, err := recording.Load(crashed)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/fakeagent"
-	"github.com/zooid-dev/zooid/scenarios"
+	"github.com/zooid-dev/zooid/zooid/recording"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
@@ -32,7 +32,7 @@ type Script struct {
 
 // NewScript reads rec's trace; live names this run's user of each member
 // (called when needed, not now).
-func NewScript(rec *scenarios.Recording, live func(name string) id.UserID) (*Script, error) {
+func NewScript(rec *recording.Recording, live func(name string) id.UserID) (*Script, error) {
 	want, err := RecordedTrace(rec)
 	if err != nil {
 		return nil, err

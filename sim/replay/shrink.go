@@ -9,9 +9,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/zooid-dev/zooid/scenarios"
 	"github.com/zooid-dev/zooid/sim/report"
 	"github.com/zooid-dev/zooid/sim/shrink"
+	"github.com/zooid-dev/zooid/zooid/recording"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
@@ -35,7 +35,7 @@ type ShrinkResult struct {
 // smallest recording whose replay still diverges the same way: every
 // difference of rec's replay, with run ids masked, is among the
 // candidate's. progress, when set, hears of each candidate.
-func Shrink(ctx context.Context, rec *scenarios.Recording, opts Options, progress func(string)) (*ShrinkResult, error) {
+func Shrink(ctx context.Context, rec *recording.Recording, opts Options, progress func(string)) (*ShrinkResult, error) {
 	began := time.Now()
 	first, err := Run(ctx, rec, opts)
 	if err != nil {
@@ -51,7 +51,7 @@ func Shrink(ctx context.Context, rec *scenarios.Recording, opts Options, progres
 	opts.Dir = "" // each candidate in a directory of its own, removed after
 	out := &ShrinkResult{Diff: first.Diff}
 	n := 0
-	res, err := shrink.Recording(ctx, rec, func(ctx context.Context, c *scenarios.Recording) (bool, error) {
+	res, err := shrink.Recording(ctx, rec, func(ctx context.Context, c *recording.Recording) (bool, error) {
 		n++
 		cctx, cancel := context.WithTimeout(ctx, bound)
 		defer cancel()
@@ -81,7 +81,7 @@ func Shrink(ctx context.Context, rec *scenarios.Recording, opts Options, progres
 
 // shrinkMain is `zooid replay --shrink OUT.json FILE`: exit 1 with the
 // shrunk recording written when it diverges, 0 when it reproduces.
-func shrinkMain(ctx context.Context, rec *scenarios.Recording, opts Options, out, htmlOut string, stdout, stderr io.Writer) int {
+func shrinkMain(ctx context.Context, rec *recording.Recording, opts Options, out, htmlOut string, stdout, stderr io.Writer) int {
 	start := time.Now()
 	res, err := Shrink(ctx, rec, opts, func(s string) { fmt.Fprintf(stderr, "zooid replay: %s\n", s) })
 	if errors.Is(err, ErrReproduces) {
@@ -115,7 +115,7 @@ func shrinkMain(ctx context.Context, rec *scenarios.Recording, opts Options, out
 }
 
 // WriteHTML renders rec, its trace and diff as one page (sim/report).
-func WriteHTML(path string, rec *scenarios.Recording, diff trace.Diff, status string) error {
+func WriteHTML(path string, rec *recording.Recording, diff trace.Diff, status string) error {
 	run, err := report.FromRecording(rec, nil)
 	if err != nil {
 		return err

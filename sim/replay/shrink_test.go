@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zooid-dev/zooid/scenarios"
 	"github.com/zooid-dev/zooid/sim/replay"
 	shrinkpkg "github.com/zooid-dev/zooid/sim/shrink"
+	"github.com/zooid-dev/zooid/zooid/recording"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
@@ -21,9 +21,9 @@ import (
 // messages, top-level chatter by ori and mia that mentions nobody, with the
 // trace records today's daemon writes for it (an event that wakes nobody),
 // so the padded recording still replays. Sequence numbers are renumbered.
-func padded(t testing.TB, n int) *scenarios.Recording {
+func padded(t testing.TB, n int) *recording.Recording {
 	t.Helper()
-	rec, err := scenarios.Load(busy)
+	rec, err := recording.Load(busy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func padded(t testing.TB, n int) *scenarios.Recording {
 	}
 	extra := n - len(rec.Events)
 	per := extra / len(slots)
-	var events []scenarios.Event
+	var events []recording.Event
 	var out []map[string]any
 	remap := map[int]int{}
 	c := 0
@@ -73,7 +73,7 @@ func padded(t testing.TB, n int) *scenarios.Recording {
 			for range k {
 				sender := []string{"ori", "mia"}[c%2]
 				text := fmt.Sprintf("status note %d: nothing to report", c)
-				events = append(events, scenarios.Event{Sender: sender, Timestamp: e.Timestamp, Type: scenarios.TypeMessage,
+				events = append(events, recording.Event{Sender: sender, Timestamp: e.Timestamp, Type: recording.TypeMessage,
 					Content: map[string]any{"msgtype": "m.text", "body": text}, Thread: -1, ReplyTo: -1, Edits: -1, ReactsTo: -1})
 				out = append(out, map[string]any{"kind": "event", "room": room, "time": "2026-12-01T01:46:02Z",
 					"event": map[string]any{"id": fmt.Sprintf("$chatter%012d", c), "sender": "@" + sender + ":localhost", "type": "m.room.message",
@@ -170,7 +170,7 @@ func TestShrinkAPaddedRecording(t *testing.T) {
 	if code != replay.ExitDiverged || !strings.Contains(text, "shrunk 2 events and 3 members to 2 events and 3 members") {
 		t.Fatalf("zooid replay --shrink: exit %d\n%s", code, text)
 	}
-	if _, err := scenarios.Load(out); err != nil {
+	if _, err := recording.Load(out); err != nil {
 		t.Fatal(err)
 	}
 	html, err := os.ReadFile(page)
@@ -201,7 +201,7 @@ func BenchmarkShrinkA500EventRecording(b *testing.B) {
 	}
 }
 
-func textsOf(rec *scenarios.Recording) []string {
+func textsOf(rec *recording.Recording) []string {
 	var out []string
 	for i := range rec.Events {
 		out = append(out, rec.Events[i].Sender+": "+rec.Text(i))

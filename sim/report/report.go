@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zooid-dev/zooid/scenarios"
+	"github.com/zooid-dev/zooid/zooid/recording"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
@@ -72,7 +72,7 @@ type Event struct {
 // decisions and turns attach to them; trace events that match no recorded
 // event (the recording window started later) are shown where the trace has
 // them. tr may be nil; then the recording's own trace lines are used.
-func FromRecording(rec *scenarios.Recording, tr *trace.Trace) (Run, error) {
+func FromRecording(rec *recording.Recording, tr *trace.Trace) (Run, error) {
 	run := Run{Title: rec.Name}
 	if run.Title == "" {
 		run.Title = rec.Path
@@ -153,7 +153,7 @@ func FromRecording(rec *scenarios.Recording, tr *trace.Trace) (Run, error) {
 }
 
 // recordedEvent is event i of rec, its relations named by ids.
-func recordedEvent(rec *scenarios.Recording, i int, ids []string) Event {
+func recordedEvent(rec *recording.Recording, i int, ids []string) Event {
 	e := rec.Events[i]
 	_, isAgent := rec.Agents[e.Sender]
 	out := Event{ID: ids[i], Label: e.Label, Sender: e.Sender, Agent: isAgent, Time: e.Timestamp, Type: e.Type, Text: rec.Text(i)}
@@ -173,7 +173,7 @@ func recordedEvent(rec *scenarios.Recording, i int, ids []string) Event {
 	case e.ReplyTo >= 0 && e.Thread < 0:
 		out.Relation = "replies to " + ids[e.ReplyTo]
 	}
-	if out.Text == "" && e.Type != scenarios.TypeMessage {
+	if out.Text == "" && e.Type != recording.TypeMessage {
 		b, _ := json.Marshal(e.Content)
 		out.Text = string(b)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"maunium.net/go/mautrix/id"
 
-	"github.com/zooid-dev/zooid/scenarios"
+	"github.com/zooid-dev/zooid/zooid/recording"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
@@ -28,9 +28,9 @@ const fixture = `{
   ]
 }`
 
-func fixtureRecording(t testing.TB) *scenarios.Recording {
+func fixtureRecording(t testing.TB) *recording.Recording {
 	t.Helper()
-	rec, err := scenarios.Parse(strings.NewReader(fixture), "fixture.json")
+	rec, err := recording.Parse(strings.NewReader(fixture), "fixture.json")
 	if err != nil {
 		t.Fatal(err)
 	}

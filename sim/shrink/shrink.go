@@ -9,17 +9,17 @@ import (
 
 	"maunium.net/go/mautrix/id"
 
-	"github.com/zooid-dev/zooid/scenarios"
+	"github.com/zooid-dev/zooid/zooid/recording"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
 // Fails says whether a candidate recording still fails the way the input
 // did; for `zooid replay --shrink` it replays the candidate and asks SameWay.
-type Fails func(ctx context.Context, rec *scenarios.Recording) (bool, error)
+type Fails func(ctx context.Context, rec *recording.Recording) (bool, error)
 
 // Result is a shrunk recording and what it took.
 type Result struct {
-	Recording *scenarios.Recording
+	Recording *recording.Recording
 	// Tests is how many candidates were replayed; Cached how many were
 	// answered without (met before, or equal to another after closure).
 	Tests, Cached int
@@ -35,7 +35,7 @@ type Result struct {
 // and the events those turns posted. A removed agent is also taken out of
 // the trace's routing decisions and start records, as if it had never been
 // configured. fails must hold for rec itself; that is checked first.
-func Recording(ctx context.Context, rec *scenarios.Recording, fails Fails) (*Result, error) {
+func Recording(ctx context.Context, rec *recording.Recording, fails Fails) (*Result, error) {
 	g, err := newGraph(rec)
 	if err != nil {
 		return nil, err
@@ -109,7 +109,7 @@ type turnSpan struct {
 
 // graph is what depends on what in a recording and its trace.
 type graph struct {
-	rec     *scenarios.Recording
+	rec     *recording.Recording
 	lines   []line
 	traceID []string       // recording event → the trace's id for it ("" if unmatched)
 	byID    map[string]int // trace event id → recording event
@@ -120,7 +120,7 @@ type graph struct {
 
 var serverRE = regexp.MustCompile(`@([A-Za-z0-9._=/+-]+):[A-Za-z0-9.-]+(?::\d+)?`)
 
-func newGraph(rec *scenarios.Recording) (*graph, error) {
+func newGraph(rec *recording.Recording) (*graph, error) {
 	g := &graph{rec: rec, traceID: make([]string, len(rec.Events)), byID: map[string]int{}, children: make([][]int, len(rec.Events))}
 	for n, raw := range rec.Trace {
 		var probe struct {
@@ -191,7 +191,7 @@ func (g *graph) align() {
 			body, _ := re.Content["body"].(string)
 			typ := re.Type
 			if typ == "" {
-				typ = scenarios.TypeMessage
+				typ = recording.TypeMessage
 			}
 			if typ != e.Type || !sameSender(string(e.Sender), re.Sender) {
 				continue
@@ -306,11 +306,11 @@ func (g *graph) kept(members, events []int) []int {
 
 // candidate is the recording with only members and events (closed), its
 // trace cut to match, and a key naming it for the cache.
-func (g *graph) candidate(members, events []int) (*scenarios.Recording, string) {
+func (g *graph) candidate(members, events []int) (*recording.Recording, string) {
 	rec := g.rec
 	events = g.kept(members, events)
-	out := &scenarios.Recording{Path: rec.Path, Version: scenarios.Version, Name: rec.Name, Room: rec.Room,
-		Agents: map[string]scenarios.Agent{}, LeftOut: rec.LeftOut}
+	out := &recording.Recording{Path: rec.Path, Version: recording.Version, Name: rec.Name, Room: rec.Room,
+		Agents: map[string]recording.Agent{}, LeftOut: rec.LeftOut}
 	gone := map[string]bool{}
 	for _, m := range members {
 		name := rec.Members[m]

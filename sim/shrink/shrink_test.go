@@ -13,7 +13,7 @@ import (
 
 	"maunium.net/go/mautrix/id"
 
-	"github.com/zooid-dev/zooid/scenarios"
+	"github.com/zooid-dev/zooid/zooid/recording"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
@@ -22,7 +22,7 @@ import (
 // tool call, the agent's reply posted in the mention's thread, turn end),
 // reply in threads, react. Event bug is "@agent-b is svc-q up?" in the
 // thread of an incident root; it returns its index.
-func busyRoom(t testing.TB, n int) (*scenarios.Recording, int) {
+func busyRoom(t testing.TB, n int) (*recording.Recording, int) {
 	t.Helper()
 	humans := []string{"ori", "mia", "lev", "noa", "tal"}
 	var b strings.Builder
@@ -123,7 +123,7 @@ func busyRoom(t testing.TB, n int) (*scenarios.Recording, int) {
 		}
 	}
 	b.WriteString("]}")
-	rec, err := scenarios.Parse(strings.NewReader(b.String()), "busy.json")
+	rec, err := recording.Parse(strings.NewReader(b.String()), "busy.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,14 +145,14 @@ func busyRoom(t testing.TB, n int) (*scenarios.Recording, int) {
 // each traced event of the recording by its mentions of configured agents,
 // with a bug — a mention of agent-b in a thread about svc-q wakes nobody —
 // and diffs that with the recorded decisions, as trace.Compare would.
-func routeToday(t testing.TB, rec *scenarios.Recording) trace.Diff {
+func routeToday(t testing.TB, rec *recording.Recording) trace.Diff {
 	t.Helper()
 	// Every candidate is a valid recording: it writes and loads back.
 	var buf bytes.Buffer
 	if err := rec.Write(&buf); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := scenarios.Parse(&buf, "candidate.json"); err != nil {
+	if _, err := recording.Parse(&buf, "candidate.json"); err != nil {
 		t.Fatalf("a candidate is not a valid recording: %v", err)
 	}
 	var diff trace.Diff
@@ -192,7 +192,7 @@ func TestShrinkA500EventRecording(t *testing.T) {
 		t.Fatalf("the busy room diverges as %v; want once, at the svc-q mention", original)
 	}
 	start := time.Now()
-	res, err := Recording(context.Background(), rec, func(_ context.Context, c *scenarios.Recording) (bool, error) {
+	res, err := Recording(context.Background(), rec, func(_ context.Context, c *recording.Recording) (bool, error) {
 		return SameWay(original, routeToday(t, c)), nil
 	})
 	if err != nil {

@@ -3,8 +3,8 @@ package steps
 import (
 	"fmt"
 
-	"github.com/zooid-dev/zooid/scenarios"
 	"github.com/zooid-dev/zooid/sim/replay"
+	"github.com/zooid-dev/zooid/zooid/recording"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
@@ -18,7 +18,7 @@ const SaveRecordingsEnv = "ZOOID_TEST_SAVE_RECORDINGS"
 // traceSettled says whether a recording's trace has caught up with the
 // room: every recorded event routed, every prompt's turn ended and every
 // post seen coming back as an event, every closed task reported.
-func traceSettled(rec *scenarios.Recording) (bool, string) {
+func traceSettled(rec *recording.Recording) (bool, string) {
 	tr, err := replay.RecordedTrace(rec)
 	if err != nil {
 		return false, err.Error()

@@ -14,8 +14,8 @@ import (
 
 	"github.com/zooid-dev/zooid/fakeagent"
 	"github.com/zooid-dev/zooid/fakehs"
-	"github.com/zooid-dev/zooid/scenarios"
 	"github.com/zooid-dev/zooid/sim/replay"
+	"github.com/zooid-dev/zooid/zooid/recording"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
@@ -34,9 +34,9 @@ func ScenariosDir() (string, error) {
 // loadRecording reads a recording by name (scenarios/<name>.json of this
 // module) or by path (anything with a slash or ending in .json, relative
 // to the working directory), so `zooid sim` outside the repository can use one.
-func loadRecording(ref string) (*scenarios.Recording, error) {
+func loadRecording(ref string) (*recording.Recording, error) {
 	if strings.ContainsRune(ref, '/') || strings.ContainsRune(ref, filepath.Separator) || strings.HasSuffix(ref, ".json") {
-		return scenarios.Load(ref)
+		return recording.Load(ref)
 	}
 	if err := checkName(ref); err != nil {
 		return nil, fmt.Errorf("recording %q is neither a name in scenarios/ nor a path to a .json file", ref)
@@ -45,7 +45,7 @@ func loadRecording(ref string) (*scenarios.Recording, error) {
 	if err != nil {
 		return nil, fmt.Errorf("recording %q: %w (give a path to the file instead)", ref, err)
 	}
-	return scenarios.Load(filepath.Join(dir, ref+".json"))
+	return recording.Load(filepath.Join(dir, ref+".json"))
 }
 
 // recordedRoom declares a room that holds a recording.
@@ -98,7 +98,7 @@ func (w *world) recordedRoom(ctx context.Context, roomName, ref string, play boo
 // declareRecordedAgents configures the recording's agents the scenario has
 // not declared: bound to the recorded room (as roomName) and the other rooms
 // it names, with the recorded trigger.
-func (w *world) declareRecordedAgents(ctx context.Context, rec *scenarios.Recording, roomName string) error {
+func (w *world) declareRecordedAgents(ctx context.Context, rec *recording.Recording, roomName string) error {
 	for _, m := range rec.Members {
 		a, ok := rec.Agents[m]
 		if !ok {
@@ -172,7 +172,7 @@ func (w *world) recordedThreadOf(s string) (*post, []string) {
 
 // recordedRoom is a room's recorded history, sent in or played.
 type recordedRoom struct {
-	rec   *scenarios.Recording
+	rec   *recording.Recording
 	drain *pushDrain // set when its history was sent and the pushes must be swallowed
 	// play: the room starts empty and the recording is sent into the running
 	// daemon by steps; next is the first event not sent yet.
@@ -317,7 +317,7 @@ func (w *world) replayRoom(ctx context.Context, r *room, creator *human) error {
 }
 
 // replayed is a replayed room's recording, or an error naming the step to use.
-func (w *world) replayed(roomName string) (*room, *scenarios.Recording, error) {
+func (w *world) replayed(roomName string) (*room, *recording.Recording, error) {
 	r, ok := w.rooms[roomName]
 	if !ok || r.replay == nil {
 		return nil, nil, fmt.Errorf("%s is not replayed from a recording; use: %q is replayed from the recorded scenario \"name\"", roomName, roomName)
@@ -339,7 +339,7 @@ type expected struct {
 }
 
 // recordedEntry is what event i of the recording should read back as.
-func (w *world) recordedEntry(r *room, rec *scenarios.Recording, i int) (expected, error) {
+func (w *world) recordedEntry(r *room, rec *recording.Recording, i int) (expected, error) {
 	e := rec.Events[i]
 	uid, err := w.userID(e.Sender)
 	if err != nil {
@@ -410,7 +410,7 @@ func (x expected) check(e map[string]any, overview bool) error {
 
 // okCallOnReplayed is the last tool call, which must have succeeded, and the
 // replayed room it is checked against, with its recording.
-func (w *world) okCallOnReplayed(roomName string) (*call, *room, *scenarios.Recording, error) {
+func (w *world) okCallOnReplayed(roomName string) (*call, *room, *recording.Recording, error) {
 	c, err := w.okCall()
 	if err != nil {
 		return nil, nil, nil, err
@@ -444,7 +444,7 @@ func (w *world) record(ctx context.Context, roomName, agent string, withTrace bo
 		return err
 	}
 	names := map[id.UserID]string{}
-	agents := map[id.UserID]scenarios.Agent{}
+	agents := map[id.UserID]recording.Agent{}
 	for n, h := range w.humans {
 		names[h.id] = n
 	}
@@ -452,10 +452,10 @@ func (w *world) record(ctx context.Context, roomName, agent string, withTrace bo
 		uid := w.names().agent(n)
 		names[uid] = n
 		if slices.Contains(a.rooms, roomName) {
-			agents[uid] = scenarios.Agent{Rooms: []string{roomName}, Trigger: a.trigger}
+			agents[uid] = recording.Agent{Rooms: []string{roomName}, Trigger: a.trigger}
 		}
 	}
-	opts := scenarios.RecordOptions{
+	opts := recording.RecordOptions{
 		Homeserver: w.lease.hs.baseURL(), Token: w.lease.reg.AppToken, AsUser: w.names().agent(agent),
 		Room: string(r.id), Limit: 1000, Names: names, Agents: agents,
 	}
@@ -474,11 +474,11 @@ func (w *world) record(ctx context.Context, roomName, agent string, withTrace bo
 			put++
 		}
 	}
-	var rec *scenarios.Recording
+	var rec *recording.Recording
 	var notes []string
 	err := w.eventually(ctx, fmt.Sprintf("recording the %d events put in %s", put, roomName), func() (bool, string, error) {
 		var err error
-		rec, notes, err = scenarios.Record(ctx, opts)
+		rec, notes, err = recording.Record(ctx, opts)
 		if err != nil {
 			return false, "", fmt.Errorf("recording %s as %s: %w", roomName, agent, err)
 		}
@@ -506,7 +506,7 @@ func (w *world) record(ctx context.Context, roomName, agent string, withTrace bo
 
 // madeByDaemon waits until the daemon has posted recording event i itself,
 // as the recording's trace says it did, and returns its id in this run.
-func (w *world) madeByDaemon(ctx context.Context, sc *recordedScript, rec *scenarios.Recording, i int) (id.EventID, error) {
+func (w *world) madeByDaemon(ctx context.Context, sc *recordedScript, rec *recording.Recording, i int) (id.EventID, error) {
 	var eid id.EventID
 	err := w.eventually(ctx, fmt.Sprintf("the daemon posting recorded event %d as %s (%q), as the recording's trace says", i, rec.Events[i].Sender, rec.Text(i)), func() (bool, string, error) {
 		w.feedScript(sc)

@@ -14,8 +14,8 @@ import (
 
 	"github.com/zooid-dev/zooid/fakeagent"
 	"github.com/zooid-dev/zooid/modeldouble"
-	"github.com/zooid-dev/zooid/scenarios"
 	"github.com/zooid-dev/zooid/zooid/daemon"
+	"github.com/zooid-dev/zooid/zooid/recording"
 )
 
 // world is one scenario: its homeserver lease, its humans, agents and rooms,
@@ -100,7 +100,7 @@ type toolUse struct {
 
 // recordings is the last room a step recorded and what replaying it said.
 type recordings struct {
-	recording    *scenarios.Recording // the last room recorded by a step
+	recording    *recording.Recording // the last room recorded by a step
 	recordedFrom *room                // and the room it was recorded from
 	replayOut    string               // what the last `zooid replay` printed
 }

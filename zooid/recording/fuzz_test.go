@@ -1,4 +1,4 @@
-package scenarios
+package recording
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 // recording or an error naming the file, never a panic; a recording it accepts
 // answers its accessors for every event.
 func FuzzParse(f *testing.F) {
-	seeds, _ := filepath.Glob("*.json")
+	seeds, _ := filepath.Glob(shipped + "*.json")
 	for _, p := range seeds {
 		if b, err := os.ReadFile(p); err == nil {
 			f.Add(b)

@@ -1,4 +1,4 @@
-package scenarios
+package recording
 
 import (
 	"bytes"
@@ -12,10 +12,13 @@ import (
 	"maunium.net/go/mautrix/id"
 )
 
+// shipped is the repository's folder of recordings.
+const shipped = "../../scenarios/"
+
 func user(n string) id.UserID { return id.NewUserID("x-"+n, "example.org") }
 
 func TestLoadShippedRecordings(t *testing.T) {
-	paths, err := filepath.Glob("*.json")
+	paths, err := filepath.Glob(shipped + "*.json")
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no recordings found: %v", err)
 	}
@@ -31,7 +34,7 @@ func TestLoadShippedRecordings(t *testing.T) {
 }
 
 func TestIncidentRecordingShape(t *testing.T) {
-	rec, err := Load("svc-a-incident.json")
+	rec, err := Load(shipped + "svc-a-incident.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +64,7 @@ func TestIncidentRecordingShape(t *testing.T) {
 }
 
 func TestContentMapsNamesAndBuildsRelations(t *testing.T) {
-	rec, err := Load("deploy-review.json")
+	rec, err := Load(shipped + "deploy-review.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +100,7 @@ func TestContentMapsNamesAndBuildsRelations(t *testing.T) {
 }
 
 func TestEditContentGetsNewContent(t *testing.T) {
-	rec, err := Load("svc-a-incident.json")
+	rec, err := Load(shipped + "svc-a-incident.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +170,7 @@ func TestLoadMissingFile(t *testing.T) {
 }
 
 func TestWriteRoundTrips(t *testing.T) {
-	for _, p := range []string{"svc-a-incident.json", "deploy-review.json"} {
+	for _, p := range []string{shipped + "svc-a-incident.json", shipped + "deploy-review.json"} {
 		rec, err := Load(p)
 		if err != nil {
 			t.Fatal(err)
@@ -243,7 +246,7 @@ func TestVersionsAndLines(t *testing.T) {
 			}
 		})
 	}
-	v1, err := Load("deploy-review.json")
+	v1, err := Load(shipped + "deploy-review.json")
 	if err != nil {
 		t.Fatal(err)
 	}

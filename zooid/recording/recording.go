@@ -1,9 +1,10 @@
-// Package scenarios reads recorded room scenarios: a room's members and its
-// events in order, with senders as the short names steps use ("ori",
-// "agent-a") and relations by the index or label of an earlier event, so one
-// file replays on the fake homeserver and on Synapse alike. README.md in this
-// directory describes the file format.
-package scenarios
+// Package recording reads and writes recorded rooms (`zooid record`): a
+// room's members and its events in order, with senders as the short names
+// steps use ("ori", "agent-a") and relations by the index or label of an
+// earlier event, so one file replays on the fake homeserver and on Synapse
+// alike. The recordings themselves live in the repository's scenarios/,
+// whose README.md describes the file format.
+package recording
 
 import (
 	"bytes"
