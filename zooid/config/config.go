@@ -113,6 +113,10 @@ type MatrixTransport struct {
 	// as_token_file / hs_token_file; each is at least MinSecretLen long.
 	ASToken string
 	HSToken string
+	// HSTokenFrom says where HSToken came from, for messages that must send
+	// an operator to it without printing it: "hs_token_file /etc/zooid/hs_token",
+	// "hs_token ${MATRIX_HS_TOKEN}" or "hs_token (written inline in zooid.yaml)".
+	HSTokenFrom string
 	// Listen is the appservice push listener, e.g. 127.0.0.1:9000; empty
 	// means no push listener: the daemon uses /sync.
 	Listen string

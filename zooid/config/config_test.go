@@ -46,7 +46,7 @@ func TestExampleLoads(t *testing.T) {
 		t.Fatalf("matrix transport %+v", mx)
 	}
 	want := MatrixTransport{Homeserver: "http://127.0.0.1:8008", ServerName: "example.org", ASToken: "as-1-0123456789abcdef", HSToken: "hs-1-0123456789abcdef",
-		Listen: "127.0.0.1:9000", ID: "zooid", SenderLocalpart: "zooid"}
+		HSTokenFrom: "hs_token ${MATRIX_HS_TOKEN}", Listen: "127.0.0.1:9000", ID: "zooid", SenderLocalpart: "zooid"}
 	if *mx.Matrix != want {
 		t.Errorf("matrix = %+v, want %+v", *mx.Matrix, want)
 	}
@@ -652,6 +652,10 @@ agents:
 				t.Errorf("dirs %s %s", c.StateDir, c.RunDir)
 			}
 			mx, _ := c.Transport("matrix")
+			// Where the token came from names the file, so a refused token can send the operator there.
+			if !strings.HasPrefix(mx.Matrix.HSTokenFrom, "hs_token_file /") || !strings.HasSuffix(mx.Matrix.HSTokenFrom, "/hs.token") {
+				t.Errorf("hs_token from %q, want hs_token_file and the absolute path of hs.token", mx.Matrix.HSTokenFrom)
+			}
 			if mx.Matrix.HSToken != "hs-from-file-0123456789" || mx.Matrix.ServerName != "hs.local" {
 				t.Errorf("matrix %+v: want the token from hs.token and the server of the agents' ids", mx.Matrix)
 			}

@@ -216,6 +216,7 @@ func (p *parser) matrixTransport(e field, path string) *MatrixTransport {
 	}
 	m.ASToken = p.secretValue(f, e.key, path, "as_token", true)
 	m.HSToken = p.secretValue(f, e.key, path, "hs_token", true)
+	m.HSTokenFrom = p.secretSource(f, "hs_token")
 	if m.ASToken != "" && m.ASToken == m.HSToken {
 		p.errorf(keyOr(f, "hs_token", keyOr(f, "hs_token_file", e.key)), path+".hs_token", "must differ from as_token")
 	}

@@ -2,6 +2,8 @@ package config
 
 import (
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -16,6 +18,31 @@ const MinSecretLen = 16
 type secret struct {
 	value, path string
 }
+
+// secretSource describes where the token of key in f comes from without
+// giving its value: the file it is read from, the ${VAR} reference as
+// written, or that it is written inline.
+func (p *parser) secretSource(f map[string]field, key string) string {
+	if file, ok := f[key+"_file"]; ok {
+		if n := deref(file.val); n != nil && n.Kind == yaml.ScalarNode {
+			if name, err := expand(n.Value, p.lookup); err == nil {
+				return key + "_file " + p.abs(name)
+			}
+		}
+		return key + "_file"
+	}
+	if inline, ok := f[key]; ok {
+		if n := deref(inline.val); n != nil && n.Kind == yaml.ScalarNode && envRefOnly.MatchString(strings.TrimSpace(n.Value)) {
+			return key + " " + strings.TrimSpace(n.Value)
+		}
+		return key + " (written inline in " + filepath.Base(p.file) + ")"
+	}
+	return key
+}
+
+// envRefOnly matches a value that is nothing but one ${VAR} reference, which
+// names where a token comes from without giving it away.
+var envRefOnly = regexp.MustCompile(`^\$\{[A-Za-z_][A-Za-z0-9_]*\}$`)
 
 // secretValue reads a token given either inline as key (usually ${VAR}) or as
 // key_file, a file holding it (relative paths against the config's

@@ -97,6 +97,7 @@ func (t *Transport) checkRegistration(ctx context.Context) error {
 		return fmt.Errorf("client for %s: %w", t.opts.Homeserver, err)
 	}
 	txnID := "zooid-start-" + rand.Text()
+	refusedBefore := t.refusals.count()
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	var resp *mautrix.RespAppservicePing
@@ -129,7 +130,9 @@ func (t *Transport) checkRegistration(ctx context.Context) error {
 	case errors.Is(err, mautrix.MForbidden):
 		return fmt.Errorf("checking the appservice registration: the homeserver's registration for this as_token is not %q; "+
 			"set the matrix transport's id to the registration's id: %w", t.opts.ID, err)
-	case errors.Is(err, mautrix.MBadStatus) || errors.Is(err, mautrix.MConnectionFailed) || errors.Is(err, mautrix.MConnectionTimeout):
+	case errors.Is(err, mautrix.MBadStatus):
+		return t.badStatus(err, where, t.refusals.count() > refusedBefore)
+	case errors.Is(err, mautrix.MConnectionFailed) || errors.Is(err, mautrix.MConnectionTimeout):
 		return fmt.Errorf("checking the appservice registration %q: the homeserver could not reach this daemon; "+
 			"its registration's url must lead to %s: %w", t.opts.ID, where, err)
 	case errors.Is(err, mautrix.MURLNotSet):
@@ -137,4 +140,46 @@ func (t *Transport) checkRegistration(ctx context.Context) error {
 	default:
 		return fmt.Errorf("checking the appservice registration %q at %s: %w", t.opts.ID, t.opts.Homeserver, err)
 	}
+}
+
+// badStatus explains a ping the homeserver delivered to the registration's
+// url and got an error status for (M_BAD_STATUS, the status inside). A 401 or
+// 403 that this listener gave (refusedHere) is this daemon refusing the
+// homeserver's token, not a url that leads nowhere: naming the url there sent
+// an operator to the wrong line of the registration.
+func (t *Transport) badStatus(err error, where string, refusedHere bool) error {
+	status := pingStatus(err)
+	switch {
+	case refusedHere && (status == http.StatusUnauthorized || status == http.StatusForbidden):
+		return fmt.Errorf("checking the appservice registration %q: the homeserver reached this daemon, but this daemon refused "+
+			"the homeserver's token: the registration's hs_token differs from this daemon's (%s); make them equal, e.g. "+
+			"regenerate the registration with zooid registration and restart the homeserver: %w", t.opts.ID, t.hsTokenFrom(), err)
+	case status != 0:
+		return fmt.Errorf("checking the appservice registration %q: the homeserver reached something else at the registration's url, "+
+			"which answered HTTP %d; the url must lead to this daemon at %s: %w", t.opts.ID, status, where, err)
+	default:
+		return fmt.Errorf("checking the appservice registration %q: the homeserver's ping to the registration's url failed; "+
+			"the url must lead to this daemon at %s: %w", t.opts.ID, where, err)
+	}
+}
+
+// pingStatus is the appservice's HTTP status a homeserver reports inside an
+// M_BAD_STATUS ping error (Synapse: "status"), 0 when there is none.
+func pingStatus(err error) int {
+	var he mautrix.HTTPError
+	var hp *mautrix.HTTPError
+	var re *mautrix.RespError
+	switch {
+	case errors.As(err, &he):
+		re = he.RespError
+	case errors.As(err, &hp):
+		re = hp.RespError
+	}
+	if re == nil {
+		return 0
+	}
+	if n, ok := re.ExtraData["status"].(float64); ok {
+		return int(n)
+	}
+	return 0
 }

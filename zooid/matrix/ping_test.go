@@ -1,11 +1,15 @@
 package matrix
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,6 +106,46 @@ func TestStartChecksTheRegistration(t *testing.T) {
 		})
 	}
 
+	t.Run("hs_token refused", func(t *testing.T) {
+		// The registration the homeserver holds carries another hs_token: the ping reaches
+		// this daemon, which refuses it, and the homeserver answers 502 M_BAD_STATUS with
+		// status 403 inside (as Synapse does: fakehs/conformance testPing). That is the
+		// daemon's refusal, not an unreachable url.
+		logs := &logBuffer{}
+		opts := Options{ServerName: "localhost", ASToken: testAS, HSToken: testHS, HSTokenFrom: "hs_token_file /etc/zooid/hs_token",
+			ID: "zooid", StateDir: t.TempDir(), Logger: logs.logger(), Listen: freeAddr(t), Agents: []Agent{{Name: "agent-a", UserID: userA}}}
+		reg := Registration(opts, "http://"+opts.Listen)
+		reg.ServerToken = "hs-token-of-another-install"
+		hs := fakehs.New(t, fakehs.WithServerName("localhost"), fakehs.WithAppservice(reg))
+		opts.Homeserver = hs.URL()
+		err := startErr(t, opts)
+		if err == nil || !strings.Contains(err.Error(), "this daemon refused the homeserver's token") ||
+			!strings.Contains(err.Error(), "hs_token_file /etc/zooid/hs_token") || strings.Contains(err.Error(), "could not reach") {
+			t.Fatalf("start with a registration holding another hs_token: %v", err)
+		}
+		if n := logs.count("push listener refused a request with a wrong homeserver token"); n != 1 {
+			t.Fatalf("%d warnings of the refused token, want 1:\n%s", n, logs)
+		}
+		if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "daemon_token=\"hs_token_file /etc/zooid/hs_token\"") ||
+			strings.Contains(logs.String(), reg.ServerToken) {
+			t.Fatalf("the warning names the level, the daemon's token file and never the token:\n%s", logs)
+		}
+	})
+
+	t.Run("url leads to another server that refuses", func(t *testing.T) {
+		// Another appservice at the url refuses the homeserver's token: 403 again, but
+		// this daemon refused nothing, so the url is what to fix.
+		other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`{"errcode":"M_FORBIDDEN"}`))
+		}))
+		t.Cleanup(other.Close)
+		err := startErr(t, pingEnv(t, other.URL, fakehs.Profile{}))
+		if err == nil || !strings.Contains(err.Error(), "reached something else at the registration's url, which answered HTTP 403") {
+			t.Fatalf("start with a registration url to a server that refuses: %v", err)
+		}
+	})
+
 	t.Run("homeserver without the ping", func(t *testing.T) {
 		// Matrix before 1.7: nothing to check with, so the start goes on.
 		opts := pingEnv(t, "", fakehs.Profile{NoPing: true})
@@ -141,5 +185,67 @@ func TestDroppedPing(t *testing.T) {
 		if got := droppedPing(c.err, c.took); got != c.want {
 			t.Errorf("droppedPing(%v, %v) = %v, want %v", c.err, c.took, got, c.want)
 		}
+	}
+}
+
+// logBuffer collects a transport's log lines (text handler, debug and up) for
+// tests that check what it said.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// count is how many lines contain s.
+func (b *logBuffer) count(s string) int {
+	n := 0
+	for _, line := range strings.Split(b.String(), "\n") {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
+}
+
+func (b *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// TestRefusedTokensAreLoggedOncePerCause: the homeserver retries a refused transaction for
+// as long as its token is wrong; the operator gets one warning per cause (no token, each
+// distinct wrong token), never the token.
+func TestRefusedTokensAreLoggedOncePerCause(t *testing.T) {
+	e := newEnv(t, true)
+	logs := &logBuffer{}
+	e.opts.Logger = logs.logger()
+	tr := start(t, e.opts, newRecorder().handle)
+	general, _ := tr.RoomID("#general:localhost")
+	body := txnBody(general, "$refused")
+	for i, auth := range []string{"Bearer wrong-token-one", "Bearer wrong-token-one", "", "Bearer wrong-token-two", "", "Bearer wrong-token-two"} {
+		resp := putTxn(t, tr.PushURL(), fmt.Sprintf("/_matrix/app/v1/transactions/r%d", i), auth, body)
+		_ = resp.Body.Close()
+	}
+	if n := logs.count("refused a request with a wrong homeserver token"); n != 2 {
+		t.Errorf("%d warnings of wrong tokens for two distinct ones, want 2:\n%s", n, logs)
+	}
+	if n := logs.count("refused a request with no homeserver token"); n != 1 {
+		t.Errorf("%d warnings of a missing token, want 1:\n%s", n, logs)
+	}
+	if strings.Contains(logs.String(), "wrong-token-one") || strings.Contains(logs.String(), testHS) {
+		t.Errorf("a token reached the log:\n%s", logs)
+	}
+	if n := tr.refusals.count(); n != 6 {
+		t.Errorf("%d refusals counted, want 6", n)
 	}
 }

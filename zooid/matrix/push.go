@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	"maunium.net/go/mautrix"
 )
@@ -30,6 +31,7 @@ func (t *Transport) pushHandler() http.Handler {
 }
 
 // authed checks the homeserver's token: missing → 401, wrong → 403, as the spec asks.
+// Each refusal is counted and logged once per distinct cause (see refusals).
 func (t *Transport) authed(next http.HandlerFunc) http.HandlerFunc {
 	want := sha256.Sum256([]byte(t.opts.HSToken))
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -42,17 +44,85 @@ func (t *Transport) authed(next http.HandlerFunc) http.HandlerFunc {
 			tok = r.URL.Query().Get("access_token")
 		}
 		if tok == "" {
+			t.refused(r, refusalMissing)
 			writeError(w, http.StatusUnauthorized, "M_UNAUTHORIZED", "missing homeserver token")
 			return
 		}
 		// Hashing first makes the comparison independent of the token's length too.
 		got := sha256.Sum256([]byte(tok))
 		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			t.refused(r, got)
 			writeError(w, http.StatusForbidden, "M_FORBIDDEN", "bad homeserver token")
 			return
 		}
 		next(w, r)
 	}
+}
+
+// refusalMissing is the cause key of a request that carried no token at all.
+var refusalMissing = [32]byte{}
+
+// maxRefusalCauses bounds the causes remembered: past it every refusal is
+// logged again, which is noisy but never grows memory for whoever sends junk.
+const maxRefusalCauses = 16
+
+// refusals counts the push listener's refusals and remembers which causes
+// (no token, or the digest of each wrong one) were logged. The homeserver
+// retries a refused transaction with backoff for as long as its token is
+// wrong, so a log line per request would bury the one that matters, and
+// silence would leave an operator guessing why nothing arrives.
+type refusals struct {
+	mu     sync.Mutex
+	n      int
+	logged map[[32]byte]bool
+}
+
+// count is how many requests were refused so far.
+func (r *refusals) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n
+}
+
+// add counts a refusal and reports whether its cause is new.
+func (r *refusals) add(cause [32]byte) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n++
+	if r.logged[cause] {
+		return false
+	}
+	if r.logged == nil {
+		r.logged = map[[32]byte]bool{}
+	}
+	if len(r.logged) < maxRefusalCauses {
+		r.logged[cause] = true
+	}
+	return true
+}
+
+// refused counts a request refused for its token and, the first time for its
+// cause, says at warn which token to check; the token itself is never logged.
+func (t *Transport) refused(r *http.Request, cause [32]byte) {
+	if !t.refusals.add(cause) {
+		return
+	}
+	what := "a wrong homeserver token"
+	if cause == refusalMissing {
+		what = "no homeserver token"
+	}
+	t.log.Warn("push listener refused a request with "+what+
+		"; if the homeserver sent it, its appservice registration's hs_token differs from this daemon's: "+
+		"make them equal (regenerate the registration with zooid registration and restart the homeserver)",
+		"daemon_token", t.hsTokenFrom(), "id", t.opts.ID, "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+}
+
+// hsTokenFrom names where the daemon's hs_token comes from.
+func (t *Transport) hsTokenFrom() string {
+	if t.opts.HSTokenFrom != "" {
+		return t.opts.HSTokenFrom
+	}
+	return "hs_token"
 }
 
 func notFound(w http.ResponseWriter, _ *http.Request) {

@@ -42,6 +42,10 @@ type Options struct {
 	ServerName string
 	ASToken    string
 	HSToken    string
+	// HSTokenFrom names where HSToken came from (config.MatrixTransport's
+	// HSTokenFrom), so a refused homeserver token is traced to the file or
+	// variable to fix; empty says "hs_token".
+	HSTokenFrom string
 	// ID is the appservice registration's id. With a push listener, Start
 	// pings the appservice through the homeserver under this id to check the
 	// registration before anything else; empty skips that check.
@@ -84,6 +88,7 @@ func OptionsFromConfig(cfg *config.Config, mt *config.MatrixTransport) Options {
 		ServerName:      mt.ServerName,
 		ASToken:         mt.ASToken,
 		HSToken:         mt.HSToken,
+		HSTokenFrom:     mt.HSTokenFrom,
 		ID:              mt.ID,
 		SenderLocalpart: mt.SenderLocalpart,
 		Listen:          mt.Listen,
@@ -117,7 +122,8 @@ type Transport struct {
 
 	listener net.Listener
 	server   *http.Server
-	pings    pings // pings the homeserver forwarded to the listener
+	pings    pings    // pings the homeserver forwarded to the listener
+	refusals refusals // requests the listener refused for their token
 
 	clientsMu sync.Mutex
 	clients   map[id.UserID]*mautrix.Client

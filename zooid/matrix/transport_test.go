@@ -879,7 +879,7 @@ agents:
 	}
 	tr, _ := cfg.Transport("matrix")
 	got := OptionsFromConfig(cfg, tr.Matrix)
-	want := Options{Homeserver: "http://127.0.0.1:8008", ServerName: "example.org", ASToken: "as-0123456789abcdef", HSToken: "hs-0123456789abcdef",
+	want := Options{Homeserver: "http://127.0.0.1:8008", ServerName: "example.org", ASToken: "as-0123456789abcdef", HSToken: "hs-0123456789abcdef", HSTokenFrom: "hs_token (written inline in zooid.yaml)",
 		ID: "zooid", SenderLocalpart: "zooid", Listen: "127.0.0.1:9000", StateDir: "/var/lib/zooid/matrix", PostTimeout: config.DefaultPostTimeout,
 		Agents: []Agent{{Name: "a", UserID: "@a:example.org", DisplayName: "A", Rooms: []config.RoomRef{"#r:example.org", "!x:example.org"}}}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
