@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -64,6 +65,13 @@ func zooidProcessWith(t *testing.T, stdout io.Writer, files []*os.File, args ...
 // of this test binary).
 func zooidProcessAt(t *testing.T, exe string, stdout io.Writer, files []*os.File, args ...string) *exec.Cmd {
 	t.Helper()
+	return zooidProcessLogged(t, exe, stdout, nil, files, args...)
+}
+
+// zooidProcessLogged is zooidProcessAt copying the process's stderr (its log)
+// to logs as well, when logs is not nil.
+func zooidProcessLogged(t *testing.T, exe string, stdout, logs io.Writer, files []*os.File, args ...string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), execEnv+"=1")
 	if len(files) > 0 {
@@ -71,8 +79,11 @@ func zooidProcessAt(t *testing.T, exe string, stdout io.Writer, files []*os.File
 		cmd.Env = append(cmd.Env, fmt.Sprintf("LISTEN_FDS=%d", len(files)))
 	}
 	cmd.Stdout = stdout
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if logs != nil {
+		cmd.Stderr = io.MultiWriter(stderr, logs)
+	}
 	cmd.SysProcAttr = childproc.SysProcAttr()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting zooid %s: %v", args[0], err)
@@ -124,13 +135,14 @@ func e2eEnv(t *testing.T) {
 // stack is the standalone fake homeserver and the daemon as separate
 // processes, as an operator runs them, with ori joined to #general.
 type stack struct {
-	exe, cfg string    // the zooid binary the processes run, and its config
-	push     *os.File  // the daemon's push port, bound by the test
-	runArgs  []string  // after `run --config cfg`
-	hs       *curl     // the homeserver, as ori calls it by hand
-	token    string    // ori's access token
-	room     string    // #general's room id
-	daemon   *exec.Cmd // the latest `zooid run`
+	exe, cfg string      // the zooid binary the processes run, and its config
+	logs     *syncBuffer // what every `zooid run` of the stack logged
+	push     *os.File    // the daemon's push port, bound by the test
+	runArgs  []string    // after `run --config cfg`
+	hs       *curl       // the homeserver, as ori calls it by hand
+	token    string      // ori's access token
+	room     string      // #general's room id
+	daemon   *exec.Cmd   // the latest `zooid run`
 }
 
 // startStack starts what an end-to-end test needs, in the order an operator
@@ -144,6 +156,14 @@ type stack struct {
 // says where it is. Every process is stopped when the test ends.
 func startStack(t *testing.T, exe, cfg string, push *os.File, runArgs ...string) *stack {
 	t.Helper()
+	return startStackRegistered(t, exe, cfg, cfg, push, runArgs...)
+}
+
+// startStackRegistered is startStack with the registration made from
+// another config, regCfg: an operator who changed zooid.yaml after installing
+// the registration.
+func startStackRegistered(t *testing.T, exe, cfg, regCfg string, push *os.File, runArgs ...string) *stack {
+	t.Helper()
 	if exe == "" {
 		self, err := os.Executable()
 		if err != nil {
@@ -156,7 +176,7 @@ func startStack(t *testing.T, exe, cfg string, push *os.File, runArgs ...string)
 	// config, agents' users included, against its own executable.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	regCmd := exec.CommandContext(ctx, exe, "registration", "--config", cfg)
+	regCmd := exec.CommandContext(ctx, exe, "registration", "--config", regCfg)
 	regCmd.Env = append(os.Environ(), execEnv+"=1")
 	var stderr bytes.Buffer
 	regCmd.Stderr = &stderr
@@ -177,7 +197,7 @@ func startStack(t *testing.T, exe, cfg string, push *os.File, runArgs ...string)
 	hsURL = strings.TrimSpace(hsURL)
 	t.Setenv("E2E_HS_URL", hsURL)
 
-	s := &stack{exe: exe, cfg: cfg, push: push, runArgs: runArgs, hs: &curl{t: t, base: hsURL}}
+	s := &stack{exe: exe, cfg: cfg, push: push, runArgs: runArgs, hs: &curl{t: t, base: hsURL}, logs: &syncBuffer{}}
 	s.run(t)
 	reply := s.hs.do("POST", "/_matrix/client/v3/register", "", `{"username":"ori","password":"pw","auth":{"type":"m.login.dummy"}}`)
 	s.token = reply["access_token"].(string)
@@ -197,7 +217,7 @@ func startStack(t *testing.T, exe, cfg string, push *os.File, runArgs ...string)
 // and push port.
 func (s *stack) run(t *testing.T) {
 	t.Helper()
-	s.daemon = zooidProcessAt(t, s.exe, io.Discard, []*os.File{s.push}, append([]string{"run", "--config", s.cfg}, s.runArgs...)...)
+	s.daemon = zooidProcessLogged(t, s.exe, io.Discard, s.logs, []*os.File{s.push}, append([]string{"run", "--config", s.cfg}, s.runArgs...)...)
 }
 
 // send posts an event of type typ with the raw JSON content into #general
@@ -400,4 +420,23 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 	}
 	w.buf.Next(consumed)
 	return len(p), nil
+}
+
+// syncBuffer is a bytes.Buffer safe to write from a process's output copier
+// while a test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

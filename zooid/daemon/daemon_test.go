@@ -63,7 +63,7 @@ func TestRouterWakesInConfigurationOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := router.New(d.routerAgents(func(config.RoomRef) (id.RoomID, bool) { return "!ops:hs", true }))
+	r := router.New(d.routerAgents(func(id.UserID, config.RoomRef) (id.RoomID, bool) { return "!ops:hs", true }))
 	slices.Reverse(users) // mention order must not matter either
 	ev := &event.Event{Type: event.EventMessage, ID: "$1", RoomID: "!ops:hs", Sender: "@ori:hs", Content: event.Content{
 		Parsed: &event.MessageEventContent{MsgType: event.MsgText, Body: "all of you", Mentions: &event.Mentions{UserIDs: users}},

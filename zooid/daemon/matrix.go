@@ -45,7 +45,7 @@ func Registration(cfg *config.Config, url string) (*appservice.Registration, err
 func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) error {
 	cfg := d.opts.Config
 	mopts := matrix.OptionsFromConfig(cfg, mt)
-	mopts.Logger = d.log.With("component", "matrix")
+	mopts.Logger = d.log // the transport names itself (component=matrix)
 	mopts.Trace = d.trace
 	mopts.Listener = d.opts.PushListener
 	tr, err := matrix.New(mopts)
@@ -73,7 +73,7 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		Send:     tr.Send,
 		Agents:   d.taskAgents,
 		Wake:     d.wakeCaller,
-		Logger:   d.log.With("component", "tasks"),
+		Logger:   d.log, // the manager names itself (component=tasks)
 		Trace:    d.trace,
 		Timeout:  cfg.TaskTimeout,
 	})
@@ -163,12 +163,12 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 // buildRouter builds the router from the resolved room ids. It runs once the
 // transport is up; rooms that failed to resolve are logged and skipped.
 func (d *Daemon) buildRouter() *router.Router {
-	return router.New(d.routerAgents(d.transport.RoomID))
+	return router.New(d.routerAgents(d.transport.AgentRoomID))
 }
 
 // routerAgents is the routing view of the Matrix agents, in zooid.yaml order
 // (the order of wakes), with each agent's rooms resolved by resolve.
-func (d *Daemon) routerAgents(resolve func(room config.RoomRef) (id.RoomID, bool)) []router.Agent {
+func (d *Daemon) routerAgents(resolve func(agent id.UserID, room config.RoomRef) (id.RoomID, bool)) []router.Agent {
 	var ras []router.Agent
 	for _, a := range d.opts.Config.Agents {
 		rt := d.agents[a.Name]
@@ -177,9 +177,9 @@ func (d *Daemon) routerAgents(resolve func(room config.RoomRef) (id.RoomID, bool
 		}
 		rt.rooms = rt.rooms[:0]
 		for _, r := range rt.cfg.Matrix.Rooms {
-			rid, ok := resolve(r)
+			rid, ok := resolve(rt.userID, r)
 			if !ok {
-				d.log.Warn("room not resolved; agent not bound there", "agent", rt.cfg.Name, "room", r)
+				d.log.Warn("room not served for this agent (see the start-up error above); agent not bound there", "agent", rt.cfg.Name, "room", r)
 				continue
 			}
 			rt.rooms = append(rt.rooms, rid)

@@ -5,15 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/internal/mxcall"
 )
 
-// setup registers the agents' users, sets their display names and joins their rooms.
+// setup registers the agents' users, sets their display names and joins their rooms. A
+// room the homeserver refuses (an alias outside the registration, a room an agent may not
+// join) costs only that room, or only that agent there: it is logged with what to fix and
+// the other rooms and agents are served. Anything else (the homeserver down, a refused
+// agent user) fails the start.
 func (t *Transport) setup(ctx context.Context) error {
 	for _, a := range t.opts.Agents {
 		if err := t.register(ctx, a); err != nil {
@@ -52,17 +58,32 @@ func (t *Transport) setup(ctx context.Context) error {
 			joined[a.UserID][r] = true
 		}
 	}
+	served := 0
 	for _, r := range order {
-		roomID, err := t.joinRoom(ctx, r, members[r], joined)
+		roomID, in, err := t.joinRoom(ctx, r, members[r], joined)
 		if err != nil {
-			return err
+			if !roomRefused(err) {
+				return err
+			}
+			t.log.Error("room not served: its agents are not bound there until the daemon starts again", "room", r, "err", err)
+			continue
 		}
 		t.roomsMu.Lock()
 		t.rooms[r] = roomID
 		t.rooms[config.RoomRef(roomID)] = roomID
 		t.bound[roomID] = true
+		for _, u := range in {
+			if t.members[u] == nil {
+				t.members[u] = map[id.RoomID]bool{}
+			}
+			t.members[u][roomID] = true
+		}
 		t.roomsMu.Unlock()
-		t.log.Info("room ready", "room", r, "room_id", roomID, "agents", len(members[r]))
+		served++
+		t.log.Info("room ready", "room", r, "room_id", roomID, "agents", len(in))
+	}
+	if served == 0 && len(order) > 0 {
+		t.log.Error("no configured room is served: no agent will be woken", "rooms", len(order))
 	}
 	return nil
 }
@@ -78,42 +99,109 @@ func (t *Transport) register(ctx context.Context, a Agent) error {
 		Type:         mautrix.AuthTypeAppservice,
 		InhibitLogin: true,
 	}, nil)
-	if err != nil && !errors.Is(err, mautrix.MUserInUse) {
+	switch {
+	case err == nil || errors.Is(err, mautrix.MUserInUse):
+		return nil
+	case errors.Is(err, mautrix.MExclusive):
+		return fmt.Errorf("registering %s (agent %s): the user is outside the user namespaces of the appservice registration %q the homeserver holds; "+
+			"regenerate the registration (zooid registration --config zooid.yaml), install it on the homeserver and restart the homeserver: %w",
+			a.UserID, a.Name, t.opts.ID, err)
+	default:
 		return fmt.Errorf("registering %s: %w", a.UserID, err)
 	}
-	return nil
 }
 
-// joinRoom joins every member to room. An alias that doesn't resolve is created by the first
-// member (if the alias is on our server), who then invites the others.
-func (t *Transport) joinRoom(ctx context.Context, room config.RoomRef, users []id.UserID, joined map[id.UserID]map[id.RoomID]bool) (id.RoomID, error) {
-	if rid, ok := room.RoomID(); ok {
-		for _, u := range users {
-			if joined[u][rid] {
-				continue
-			}
-			if _, err := t.Client(u).JoinRoom(ctx, string(rid), nil); err != nil {
-				return "", fmt.Errorf("joining %s as %s: %w", room, u, err)
-			}
+// roomError is a configured room the homeserver refused, with what to do about it.
+type roomError struct {
+	msg string
+	err error
+}
+
+func (e *roomError) Error() string {
+	if e.err == nil {
+		return e.msg
+	}
+	return e.msg + ": " + e.err.Error()
+}
+
+func (e *roomError) Unwrap() error { return e.err }
+
+// roomRefused says err is about the room itself, which trying again will not change: the
+// homeserver answered with a client error (403 M_FORBIDDEN, 400 M_EXCLUSIVE, 404), or the
+// room can't be made here at all. Rate limits, server errors and broken connections are not:
+// those fail the start as before, rather than leave rooms unserved for a passing fault.
+func roomRefused(err error) bool {
+	var re *roomError
+	if errors.As(err, &re) {
+		return true
+	}
+	s := mxcall.Status(err)
+	return s >= 400 && s < 500 && s != http.StatusTooManyRequests
+}
+
+// joinRoom joins every member to room and returns its id and the members now in it. An
+// alias that doesn't resolve is created by the first member (if the alias is on our server),
+// who invites the others. A member the room refuses (an invite-only room) is invited by a
+// member already in it and joins then; one that still can't join is logged and left out,
+// so the others serve the room.
+func (t *Transport) joinRoom(ctx context.Context, room config.RoomRef, users []id.UserID, joined map[id.UserID]map[id.RoomID]bool) (id.RoomID, []id.UserID, error) {
+	roomID, ok := room.RoomID()
+	if !ok {
+		var err error
+		if roomID, err = t.resolveOrCreate(ctx, t.Client(users[0]), room, users); err != nil {
+			return "", nil, err
 		}
-		return rid, nil
 	}
-	alias, _ := room.Alias()
-	first := t.Client(users[0])
-	roomID, err := t.resolveOrCreate(ctx, first, room, users)
-	if err != nil {
-		return "", err
+	var in []id.UserID
+	for _, u := range users {
+		if joined[u][roomID] {
+			in = append(in, u)
+		}
 	}
+	var firstErr error
 	for _, u := range users {
 		// Re-joining is not free: homeservers may record it as a new membership event.
-		if joined[u][roomID] {
+		if slices.Contains(in, u) {
 			continue
 		}
-		if _, err := t.Client(u).JoinRoom(ctx, string(roomID), nil); err != nil {
-			return "", fmt.Errorf("joining %s (%s) as %s: %w", alias, roomID, u, err)
+		err := t.join(ctx, roomID, u, in)
+		if err != nil && !roomRefused(err) {
+			return "", nil, fmt.Errorf("joining %s (%s) as %s: %w", room, roomID, u, err)
 		}
+		if err != nil {
+			t.log.Error("agent not served in a room: the room refused it", "room", room, "room_id", roomID, "user", u,
+				"fix", "invite it into the room (or make the room public), then restart the daemon", "err", err)
+			firstErr = firstOf(firstErr, err)
+			continue
+		}
+		in = append(in, u)
 	}
-	return roomID, nil
+	if len(in) == 0 {
+		return "", nil, &roomError{msg: fmt.Sprintf("no agent could join %s (%s)", room, roomID), err: firstErr}
+	}
+	return roomID, in, nil
+}
+
+// join joins u to roomID; refused (an invite-only room), it asks a member already in the
+// room to invite u and joins again.
+func (t *Transport) join(ctx context.Context, roomID id.RoomID, u id.UserID, in []id.UserID) error {
+	_, err := t.Client(u).JoinRoom(ctx, string(roomID), nil)
+	if err == nil || !errors.Is(err, mautrix.MForbidden) || len(in) == 0 {
+		return err
+	}
+	if _, ierr := t.Client(in[0]).InviteUser(ctx, roomID, &mautrix.ReqInviteUser{UserID: u}); ierr != nil {
+		return fmt.Errorf("%w (and %s could not invite it: %w)", err, in[0], ierr)
+	}
+	_, err = t.Client(u).JoinRoom(ctx, string(roomID), nil)
+	return err
+}
+
+// firstOf keeps the first non-nil error.
+func firstOf(first, next error) error {
+	if first != nil {
+		return first
+	}
+	return next
 }
 
 func (t *Transport) resolveOrCreate(ctx context.Context, cli *mautrix.Client, room config.RoomRef, users []id.UserID) (id.RoomID, error) {
@@ -127,10 +215,10 @@ func (t *Transport) resolveOrCreate(ctx context.Context, cli *mautrix.Client, ro
 	alias, _ := room.Alias()
 	local, server, ok := strings.Cut(strings.TrimPrefix(string(alias), "#"), ":")
 	if !ok || local == "" {
-		return "", fmt.Errorf("room alias %q is malformed", alias)
+		return "", &roomError{msg: fmt.Sprintf("room alias %q is malformed", alias)}
 	}
 	if t.opts.ServerName != "" && server != t.opts.ServerName {
-		return "", fmt.Errorf("room %s does not exist and is on %s, not this homeserver (%s), so it can't be created", alias, server, t.opts.ServerName)
+		return "", &roomError{msg: fmt.Sprintf("room %s does not exist and is on %s, not this homeserver (%s), so it can't be created", alias, server, t.opts.ServerName)}
 	}
 	created, err := cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{
 		// Public join rule so the operator's humans can join by alias; not listed in the
@@ -148,6 +236,11 @@ func (t *Transport) resolveOrCreate(ctx context.Context, cli *mautrix.Client, ro
 			if rerr == nil {
 				return resp.RoomID, nil
 			}
+		}
+		if errors.Is(err, mautrix.MExclusive) {
+			return "", &roomError{msg: fmt.Sprintf("room %s does not exist and this daemon may not create it: the alias is outside the alias namespaces "+
+				"of the appservice registration %q the homeserver holds; regenerate the registration (zooid registration --config zooid.yaml), "+
+				"install it on the homeserver and restart the homeserver, or create the room yourself and invite the agents", alias, t.opts.ID), err: err}
 		}
 		return "", fmt.Errorf("creating room %s as %s: %w", alias, cli.UserID, err)
 	}

@@ -131,6 +131,7 @@ type Transport struct {
 	roomsMu sync.RWMutex
 	rooms   map[config.RoomRef]id.RoomID // configured room → resolved id
 	bound   map[id.RoomID]bool
+	members map[id.UserID]map[id.RoomID]bool // the bound rooms each agent is in
 
 	wake   chan struct{} // nudges the dispatcher after new inbox records
 	ready  chan struct{}
@@ -178,6 +179,7 @@ func New(opts Options) (*Transport, error) {
 		clients:       map[id.UserID]*mautrix.Client{},
 		rooms:         map[config.RoomRef]id.RoomID{},
 		bound:         map[id.RoomID]bool{},
+		members:       map[id.UserID]map[id.RoomID]bool{},
 		wake:          make(chan struct{}, 1),
 		ready:         make(chan struct{}),
 		closed:        make(chan struct{}),
@@ -280,6 +282,19 @@ func (t *Transport) RoomID(room config.RoomRef) (id.RoomID, bool) {
 	defer t.roomsMu.RUnlock()
 	r, ok := t.rooms[room]
 	return r, ok
+}
+
+// AgentRoomID is RoomID for the agent user: the room's id only when Start got that agent
+// into it. A room that refused the agent (or was not served at all) is not one to route
+// to it: it could neither read there nor answer.
+func (t *Transport) AgentRoomID(user id.UserID, room config.RoomRef) (id.RoomID, bool) {
+	t.roomsMu.RLock()
+	defer t.roomsMu.RUnlock()
+	r, ok := t.rooms[room]
+	if !ok || !t.members[user][r] {
+		return "", false
+	}
+	return r, true
 }
 
 // PushURL is the URL the homeserver should push transactions to (the real bound port); ""

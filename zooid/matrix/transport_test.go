@@ -886,3 +886,70 @@ agents:
 		t.Fatalf("options\n got %+v\nwant %+v", got, want)
 	}
 }
+
+// TestARefusedRoomCostsOnlyThatRoom: a room the homeserver refuses is logged with what to fix
+// and left unserved, and every other room and agent is served. Before, one refused room
+// stopped the start, and with it every agent.
+func TestARefusedRoomCostsOnlyThatRoom(t *testing.T) {
+	e := newEnv(t, true)
+	ctx := context.Background()
+	// A private room agent-a is in, which agent-b is bound to but was never invited to: the
+	// daemon has agent-a invite it. And a private room no agent is in: nobody can let them in.
+	inviteOnly, err := e.human.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", RoomAliasName: "locked", Invite: []id.UserID{userA}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.human.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", RoomAliasName: "sealed"}); err != nil {
+		t.Fatal(err)
+	}
+	// The operator bound agent-b to #ops2 after installing the registration, which
+	// therefore does not reserve that alias: creating it is refused with M_EXCLUSIVE.
+	logs := &logBuffer{}
+	opts := e.opts
+	opts.Logger = logs.logger()
+	opts.Agents = []Agent{
+		{Name: "agent-a", UserID: userA, Rooms: []config.RoomRef{"#general:localhost", "#locked:localhost"}},
+		{Name: "agent-b", UserID: userB, Rooms: []config.RoomRef{"#general:localhost", "#ops2:localhost", "#locked:localhost", "#sealed:localhost"}},
+	}
+	rec := newRecorder()
+	tr := start(t, opts, rec.handle)
+
+	if _, ok := tr.RoomID("#ops2:localhost"); ok {
+		t.Fatal("#ops2 was served, but the homeserver refused to create it")
+	}
+	if _, ok := tr.AgentRoomID(userB, "#sealed:localhost"); ok {
+		t.Fatal("#sealed was served to agent-b, which can't join it")
+	}
+	for _, want := range []string{
+		`room #ops2:localhost does not exist and this daemon may not create it: the alias is outside the alias namespaces of the appservice registration \"zooid\"`,
+		"regenerate the registration (zooid registration --config zooid.yaml)",
+		"M_EXCLUSIVE",
+		"room=#sealed:localhost",
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, logs)
+		}
+	}
+	for _, c := range []struct {
+		user id.UserID
+		room config.RoomRef
+		want id.RoomID
+	}{{userA, "#locked:localhost", inviteOnly.RoomID}, {userB, "#locked:localhost", inviteOnly.RoomID}} {
+		if got, ok := tr.AgentRoomID(c.user, c.room); !ok || got != c.want {
+			t.Errorf("%s in %s: %s %v, want %s", c.user, c.room, got, ok, c.want)
+		}
+	}
+	// The room the others share still works for both agents.
+	general, ok := tr.AgentRoomID(userB, "#general:localhost")
+	if !ok {
+		t.Fatal("#general not served to agent-b")
+	}
+	if _, ok := tr.AgentRoomID(userA, "#general:localhost"); !ok {
+		t.Fatal("#general not served to agent-a")
+	}
+	if _, err := e.human.JoinRoomByID(ctx, general); err != nil {
+		t.Fatal(err)
+	}
+	sendText(t, e.human, general, "still served")
+	rec.waitBodies(t, general, "still served")
+}
