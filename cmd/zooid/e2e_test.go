@@ -112,10 +112,14 @@ const (
 	e2eHSToken = "e2e-hs-token-0123456789"
 )
 
-// matrixYAML opens an end-to-end zooid.yaml: its transports.matrix names the
-// homeserver and tokens startStack provides, and listens on the push port.
+// matrixYAML opens an end-to-end zooid.yaml: #general, which the daemon
+// creates private, invites ori (the stack's human); its transports.matrix
+// (last, so a test may add transports) names the homeserver and tokens
+// startStack provides, and listens on the push port.
 func matrixYAML(push string) string {
-	return `transports:
+	return `rooms:
+  '#general': { invite: ['@ori'] }
+transports:
   matrix:
     homeserver: ${E2E_HS_URL}
     server_name: localhost
@@ -149,8 +153,8 @@ type stack struct {
 // would: the registration `zooid registration --config cfg` prints (written
 // beside cfg), `zooid fakehs` serving it on a port of its choosing, then
 // `zooid run --config cfg runArgs...` with push handed over as a
-// socket-activated descriptor; then ori registers, waits for the daemon to
-// create #general and joins it. exe is the zooid binary to run ("" for this
+// socket-activated descriptor; ori registers first, then waits for the
+// daemon to create #general (inviting ori) and joins it. exe is the zooid binary to run ("" for this
 // test binary). cfg names the homeserver ${E2E_HS_URL} and the tokens
 // ${E2E_AS_TOKEN} and ${E2E_HS_TOKEN}; E2E_HS_URL points at fakehs once it
 // says where it is. Every process is stopped when the test ends.
@@ -198,9 +202,11 @@ func startStackRegistered(t *testing.T, exe, cfg, regCfg string, push *os.File, 
 	t.Setenv("E2E_HS_URL", hsURL)
 
 	s := &stack{exe: exe, cfg: cfg, push: push, runArgs: runArgs, hs: &curl{t: t, base: hsURL}, logs: &syncBuffer{}}
-	s.run(t)
+	// ori exists before the daemon starts, as the people an operator lists
+	// under rooms: do: the daemon invites them when it creates the room.
 	reply := s.hs.do("POST", "/_matrix/client/v3/register", "", `{"username":"ori","password":"pw","auth":{"type":"m.login.dummy"}}`)
 	s.token = reply["access_token"].(string)
+	s.run(t)
 	eventually(t, "the daemon to create #general", func() bool {
 		r, status := s.hs.try("GET", "/_matrix/client/v3/directory/room/"+url.PathEscape("#general:localhost"), s.token, "")
 		if status != http.StatusOK {
@@ -278,6 +284,13 @@ func TestRunAnswersAMentionPostedOverHTTP(t *testing.T) {
 	// ori joins the #general the daemon creates and mentions agent-a.
 	s := startStack(t, "", cfgPath, pushFile, "--log-level", "debug")
 	mention := s.mention("agent-a", "t1", "is svc-a healthy?")
+
+	// The daemon made #general private: ori, whom rooms: lists, joined; eve, anyone else
+	// on the homeserver, can't join and so can't prompt agent-a.
+	eve := s.hs.do("POST", "/_matrix/client/v3/register", "", `{"username":"eve","password":"pw","auth":{"type":"m.login.dummy"}}`)
+	if r, status := s.hs.try("POST", "/_matrix/client/v3/join/"+url.PathEscape(s.room), eve["access_token"].(string), `{}`); status != http.StatusForbidden || r["errcode"] != "M_FORBIDDEN" {
+		t.Errorf("eve, never invited, joining the #general the daemon created: %d %v; want 403 M_FORBIDDEN", status, r)
+	}
 
 	eventually(t, "agent-a's reply in the mention's thread", func() bool {
 		for _, ev := range s.recent() {

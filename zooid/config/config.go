@@ -46,6 +46,9 @@ type Config struct {
 	File       string
 	Transports []Transport
 	Agents     []Agent
+	// Rooms holds the settings of the rooms under rooms:, by room; Room gives any
+	// room's settings with the defaults.
+	Rooms map[RoomRef]Room
 	// StateDir holds durable state; default ".zooid" next to the file.
 	StateDir string
 	// TurnTimeout bounds one agent turn (turn_timeout: 30m); zero means the

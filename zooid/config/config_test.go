@@ -50,6 +50,9 @@ func TestExampleLoads(t *testing.T) {
 	if *mx.Matrix != want {
 		t.Errorf("matrix = %+v, want %+v", *mx.Matrix, want)
 	}
+	if r := cfg.Room("#general:example.org"); r.Visibility != VisibilityPrivate || !slices.Equal(r.Invite, []id.UserID{"@alice:example.org", "@bob:example.net"}) {
+		t.Errorf("#general = %+v, want private with alice and bob invited", r)
+	}
 	hooks := cfg.Transports[1]
 	if hooks.Type != TypeHTTP || hooks.HTTP.Port != 3000 || hooks.HTTP.Listen != "127.0.0.1:3000" || hooks.HTTP.Token != "bearer-1-0123456789abcdef" {
 		t.Errorf("hooks = %+v %+v", hooks, hooks.HTTP)

@@ -34,7 +34,7 @@ func (p *parser) parse(data []byte) *Config {
 		return nil
 	}
 	root := doc.Content[0]
-	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout", "trace", "user", "runtime", "container", "max_processes", "queue_notice_after", "tool_timeout", "post_timeout", "task_timeout")
+	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout", "trace", "user", "runtime", "container", "max_processes", "queue_notice_after", "tool_timeout", "post_timeout", "task_timeout", "rooms")
 	cfg := &Config{File: p.file}
 
 	if f, ok := top["transports"]; ok {
@@ -71,6 +71,7 @@ func (p *parser) parse(data []byte) *Config {
 		p.errorf(keyOr(top, "agents", root), "agents", "at least one agent is required")
 	}
 	fillServerNames(cfg)
+	p.rooms(top, cfg)
 
 	cfg.StateDir = filepath.Join(p.base, ".zooid")
 	if v, ok := p.str(top["state_dir"], "state_dir"); ok && v != "" {

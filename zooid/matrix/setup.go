@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/config"
@@ -146,9 +147,10 @@ func roomRefused(err error) bool {
 // so the others serve the room.
 func (t *Transport) joinRoom(ctx context.Context, room config.RoomRef, users []id.UserID, joined map[id.UserID]map[id.RoomID]bool) (id.RoomID, []id.UserID, error) {
 	roomID, ok := room.RoomID()
+	created := false
 	if !ok {
 		var err error
-		if roomID, err = t.resolveOrCreate(ctx, t.Client(users[0]), room, users); err != nil {
+		if roomID, created, err = t.resolveOrCreate(ctx, t.Client(users[0]), room, users); err != nil {
 			return "", nil, err
 		}
 	}
@@ -179,7 +181,45 @@ func (t *Transport) joinRoom(ctx context.Context, room config.RoomRef, users []i
 	if len(in) == 0 {
 		return "", nil, &roomError{msg: fmt.Sprintf("no agent could join %s (%s)", room, roomID), err: firstErr}
 	}
+	t.invitePeople(ctx, room, roomID, in[0], created)
 	return roomID, in, nil
+}
+
+// invitePeople invites the people rooms: lists for room, as agent (a member): all of them
+// into a room the daemon just created, and into any other room those who have never been in
+// it. Someone who left, was removed or banned has a membership and is left alone: the
+// config names who may come in, not who must stay. A refused invite (an unknown user, an
+// agent without the power to invite) is logged and costs nothing else.
+func (t *Transport) invitePeople(ctx context.Context, room config.RoomRef, roomID id.RoomID, agent id.UserID, created bool) {
+	cli := t.Client(agent)
+	for _, u := range t.roomSettings(room).Invite {
+		if !created {
+			var m event.MemberEventContent
+			err := cli.StateEvent(ctx, roomID, event.StateMember, string(u), &m)
+			if err == nil {
+				continue
+			}
+			if !mxcall.NotFound(err) {
+				t.log.Warn("not inviting: could not read the membership", "room", room, "user", u, "err", err)
+				continue
+			}
+		}
+		if _, err := cli.InviteUser(ctx, roomID, &mautrix.ReqInviteUser{UserID: u}); err != nil {
+			t.log.Warn("could not invite a person rooms: lists", "room", room, "room_id", roomID, "user", u, "as", agent,
+				"fix", "check the user id exists, or invite them from a Matrix client", "err", err)
+			continue
+		}
+		t.log.Info("invited", "room", room, "room_id", roomID, "user", u)
+	}
+}
+
+// roomSettings is what rooms: says of room, private by default.
+func (t *Transport) roomSettings(room config.RoomRef) config.Room {
+	r, ok := t.opts.Rooms[room]
+	if !ok || r.Visibility == "" {
+		r.Visibility = config.VisibilityPrivate
+	}
+	return r
 }
 
 // join joins u to roomID; refused (an invite-only room), it asks a member already in the
@@ -204,46 +244,60 @@ func firstOf(first, next error) error {
 	return next
 }
 
-func (t *Transport) resolveOrCreate(ctx context.Context, cli *mautrix.Client, room config.RoomRef, users []id.UserID) (id.RoomID, error) {
+// resolveOrCreate gives the room's id, creating it when its alias does not exist yet (and
+// reporting that it did): as rooms: says, private by default (invite-only, history visible
+// to members from their invitation), so nobody on the homeserver can walk in and prompt
+// agents that may run commands. The other agents are invited at creation.
+func (t *Transport) resolveOrCreate(ctx context.Context, cli *mautrix.Client, room config.RoomRef, users []id.UserID) (id.RoomID, bool, error) {
 	roomID, err := room.Resolve(ctx, cli)
 	if err == nil {
-		return roomID, nil
+		return roomID, false, nil
 	}
 	if !errors.Is(err, mautrix.MNotFound) {
-		return "", err
+		return "", false, err
 	}
 	alias, _ := room.Alias()
 	local, server, ok := strings.Cut(strings.TrimPrefix(string(alias), "#"), ":")
 	if !ok || local == "" {
-		return "", &roomError{msg: fmt.Sprintf("room alias %q is malformed", alias)}
+		return "", false, &roomError{msg: fmt.Sprintf("room alias %q is malformed", alias)}
 	}
 	if t.opts.ServerName != "" && server != t.opts.ServerName {
-		return "", &roomError{msg: fmt.Sprintf("room %s does not exist and is on %s, not this homeserver (%s), so it can't be created", alias, server, t.opts.ServerName)}
+		return "", false, &roomError{msg: fmt.Sprintf("room %s does not exist and is on %s, not this homeserver (%s), so it can't be created", alias, server, t.opts.ServerName)}
 	}
-	created, err := cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{
-		// Public join rule so the operator's humans can join by alias; not listed in the
-		// directory.
-		Preset:        "public_chat",
-		Visibility:    "private",
+	settings := t.roomSettings(room)
+	req := &mautrix.ReqCreateRoom{
+		Visibility:    "private", // never listed in the room directory
 		RoomAliasName: local,
 		Name:          local,
 		Invite:        users[1:],
-	})
+	}
+	if settings.Visibility == config.VisibilityPublic {
+		req.Preset = "public_chat"
+	} else {
+		req.Preset = "private_chat"
+		// The preset shares history with every member, including what was said before
+		// they were invited; members see it from their invitation instead.
+		req.InitialState = []*event.Event{{
+			Type:    event.StateHistoryVisibility,
+			Content: event.Content{Parsed: &event.HistoryVisibilityEventContent{HistoryVisibility: event.HistoryVisibilityInvited}},
+		}}
+	}
+	created, err := cli.CreateRoom(ctx, req)
 	if err != nil {
 		if errors.Is(err, mautrix.MRoomInUse) {
 			// Someone created the alias between our resolve and create.
 			resp, rerr := cli.ResolveAlias(ctx, alias)
 			if rerr == nil {
-				return resp.RoomID, nil
+				return resp.RoomID, false, nil
 			}
 		}
 		if errors.Is(err, mautrix.MExclusive) {
-			return "", &roomError{msg: fmt.Sprintf("room %s does not exist and this daemon may not create it: the alias is outside the alias namespaces "+
+			return "", false, &roomError{msg: fmt.Sprintf("room %s does not exist and this daemon may not create it: the alias is outside the alias namespaces "+
 				"of the appservice registration %q the homeserver holds; regenerate the registration (zooid registration --config zooid.yaml), "+
 				"install it on the homeserver and restart the homeserver, or create the room yourself and invite the agents", alias, t.opts.ID), err: err}
 		}
-		return "", fmt.Errorf("creating room %s as %s: %w", alias, cli.UserID, err)
+		return "", false, fmt.Errorf("creating room %s as %s: %w", alias, cli.UserID, err)
 	}
-	t.log.Info("created room", "alias", alias, "room_id", created.RoomID, "creator", cli.UserID)
-	return created.RoomID, nil
+	t.log.Info("created room", "alias", alias, "room_id", created.RoomID, "creator", cli.UserID, "visibility", settings.Visibility)
+	return created.RoomID, true, nil
 }

@@ -63,7 +63,10 @@ type Options struct {
 	// StateDir holds the bbolt file with since tokens, seen event ids and the inbox.
 	StateDir string
 	Agents   []Agent
-	Logger   *slog.Logger
+	// Rooms are the settings of rooms under zooid.yaml's rooms: (how the daemon creates
+	// a room, whom it invites); a room not in it is private and invites nobody.
+	Rooms  map[config.RoomRef]config.Room
+	Logger *slog.Logger
 	// Trace records every post (trace.KindPost); nil records nothing.
 	Trace trace.Recorder
 	// PostTimeout bounds one try of Send: a try the homeserver leaves
@@ -93,6 +96,7 @@ func OptionsFromConfig(cfg *config.Config, mt *config.MatrixTransport) Options {
 		SenderLocalpart: mt.SenderLocalpart,
 		Listen:          mt.Listen,
 		StateDir:        filepath.Join(cfg.StateDir, "matrix"),
+		Rooms:           cfg.Rooms,
 
 		PostTimeout: cfg.PostTimeout,
 	}

@@ -72,6 +72,8 @@ func newEnv(t *testing.T, push bool) *env {
 			{Name: "agent-a", UserID: userA, DisplayName: "Agent A", Rooms: []config.RoomRef{"#general:localhost"}},
 			{Name: "agent-b", UserID: userB, DisplayName: "Agent B", Rooms: []config.RoomRef{"#general:localhost", "#side:localhost"}},
 		},
+		// The daemon creates #general private; alice is the operator's human in it.
+		Rooms: map[config.RoomRef]config.Room{"#general:localhost": {Invite: []id.UserID{"@alice:localhost"}}},
 	}
 	url := ""
 	if push {
@@ -952,4 +954,67 @@ func TestARefusedRoomCostsOnlyThatRoom(t *testing.T) {
 	}
 	sendText(t, e.human, general, "still served")
 	rec.waitBodies(t, general, "still served")
+}
+
+// TestTheDaemonsRoomsArePrivate: a room the daemon creates is invite-only with its history
+// visible to members from their invitation; the people rooms: lists are invited and join,
+// anyone else on the homeserver is refused (403 M_FORBIDDEN, as Synapse: fakehs/conformance
+// InviteJoinStateMembersLeave). A room configured public is open to anyone.
+func TestTheDaemonsRoomsArePrivate(t *testing.T) {
+	e := newEnv(t, true)
+	ctx := context.Background()
+	uid, tok, err := e.hs.RegisterUser("eve", "Eve")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eve, err := mautrix.NewClient(e.hs.URL(), uid, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := e.opts
+	opts.Rooms = map[config.RoomRef]config.Room{
+		"#general:localhost": {Invite: []id.UserID{"@alice:localhost", "@nobody-here:localhost"}},
+		"#side:localhost":    {Visibility: config.VisibilityPublic},
+	}
+	tr := start(t, opts, newRecorder().handle)
+	general, _ := tr.RoomID("#general:localhost")
+	side, _ := tr.RoomID("#side:localhost")
+
+	var jr event.JoinRulesEventContent
+	var hv event.HistoryVisibilityEventContent
+	if err := tr.Client(userA).StateEvent(ctx, general, event.StateJoinRules, "", &jr); err != nil || jr.JoinRule != event.JoinRuleInvite {
+		t.Errorf("#general's join rule %q (%v), want invite", jr.JoinRule, err)
+	}
+	if err := tr.Client(userA).StateEvent(ctx, general, event.StateHistoryVisibility, "", &hv); err != nil || hv.HistoryVisibility != event.HistoryVisibilityInvited {
+		t.Errorf("#general's history visibility %q (%v), want invited", hv.HistoryVisibility, err)
+	}
+	if _, err := eve.JoinRoomByID(ctx, general); !errors.Is(err, mautrix.MForbidden) {
+		t.Fatalf("eve, never invited, joining #general: %v; want M_FORBIDDEN", err)
+	}
+	if _, err := e.human.JoinRoomByID(ctx, general); err != nil {
+		t.Fatalf("alice, invited by rooms:, joining #general: %v", err)
+	}
+	if _, err := eve.JoinRoomByID(ctx, side); err != nil {
+		t.Fatalf("eve joining #side, configured public: %v", err)
+	}
+
+	// At the next start the listed people who were never in the room are invited (here:
+	// bob, added to the list since); alice, who left, is not invited back.
+	if _, err := e.human.LeaveRoom(ctx, general); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.hs.RegisterUser("bob", "Bob"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	opts.Rooms["#general:localhost"] = config.Room{Invite: []id.UserID{"@alice:localhost", "@bob:localhost"}}
+	tr2 := start(t, opts, newRecorder().handle)
+	for user, want := range map[id.UserID]event.Membership{"@alice:localhost": event.MembershipLeave, "@bob:localhost": event.MembershipInvite} {
+		var m event.MemberEventContent
+		if err := tr2.Client(userA).StateEvent(ctx, general, event.StateMember, string(user), &m); err != nil || m.Membership != want {
+			t.Errorf("%s in #general after the restart: %q (%v), want %q", user, m.Membership, err, want)
+		}
+	}
 }
