@@ -14,6 +14,7 @@ import (
 
 	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/daemon"
+	"github.com/zooid-dev/zooid/zooid/preflight"
 )
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
@@ -22,6 +23,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	path := fs.String("config", "zooid.yaml", "path to zooid.yaml")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	traceDir := fs.String("trace", "", "write the flight recorder's trace to this directory (overrides zooid.yaml's trace.dir)")
+	reg := fs.String("registration", "", "the appservice registration the homeserver holds, to compare with the config at start (default: "+preflight.DefaultRegistration+" beside zooid.yaml, if there is one)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -39,6 +41,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "zooid run: %v\n", err)
 		return 1
+	}
+	// What zooid check warns of, logged once here: the daemon starts anyway, and the
+	// first mention or the homeserver would otherwise be the first to say it.
+	for _, f := range preflight.Check(cfg, preflight.Options{Registration: *reg}) {
+		logger.Warn("start-up check: "+f.Msg, "config", cfg.File, "key", f.Path)
 	}
 	if *traceDir != "" {
 		if cfg.Trace == nil {

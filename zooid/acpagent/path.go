@@ -2,7 +2,9 @@ package acpagent
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -37,6 +39,25 @@ func lookCommand(command string, env []string) string {
 		}
 	}
 	return command
+}
+
+// LookCommand finds the program Start runs for command in an agent whose
+// environment is env: on env's PATH first, then on the daemon's. It fails as
+// Start would, before anything starts, so zooid check can say what the first
+// mention would otherwise meet.
+func LookCommand(command string, env []string) (string, error) {
+	p := lookCommand(command, env)
+	if !strings.ContainsRune(p, '/') {
+		return exec.LookPath(p)
+	}
+	fi, err := os.Stat(p)
+	switch {
+	case err != nil:
+		return "", err
+	case !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0:
+		return "", fmt.Errorf("%s is not an executable file", p)
+	}
+	return p, nil
 }
 
 // authRequired says err is ACP's auth_required error (-32000).

@@ -213,20 +213,27 @@ type preset struct {
 	command string
 	args    []string
 	env     map[string]string
+	// install says how an operator gets the command, for messages about a
+	// missing one.
+	install string
 }
 
 // presets start each adapter's installed command, as its project documents
 // it; docs/agents.md names the package and version proven with each.
 var presets = map[string]preset{
-	"claude":   {command: "claude-agent-acp"},
-	"opencode": {command: "opencode", args: []string{"acp"}},
-	"codex":    {command: "codex-acp"},
+	"claude":   {command: "claude-agent-acp", install: "npm install -g @zed-industries/claude-agent-acp"},
+	"opencode": {command: "opencode", args: []string{"acp"}, install: "npm install -g opencode-ai"},
+	"codex":    {command: "codex-acp", install: "npm install -g @zed-industries/codex-acp"},
 	// gemini connects no MCP server in a folder it does not trust, so without
 	// this the Zooid tools would be missing; the agent's folder is its own
 	// working directory, which the operator chose.
-	"gemini": {command: "gemini", args: []string{"--acp"}, env: map[string]string{"GEMINI_CLI_TRUST_WORKSPACE": "true"}},
-	"pi":     {command: "pi-acp"},
+	"gemini": {command: "gemini", args: []string{"--acp"}, env: map[string]string{"GEMINI_CLI_TRUST_WORKSPACE": "true"}, install: "npm install -g @google/gemini-cli"},
+	"pi":     {command: "pi-acp", install: "npm install -g pi-acp @earendil-works/pi-coding-agent"},
 }
+
+// PresetInstall says how to install the command of the preset name ("" for
+// an unknown preset).
+func PresetInstall(name string) string { return presets[name].install }
 
 // PresetNames lists the known presets, sorted.
 func PresetNames() []string {
