@@ -26,6 +26,7 @@ var subcommands = map[string]subcommand{
 	"check":        {"validate a config file: zooid check --config zooid.yaml", cmdCheck},
 	"registration": {"print the appservice registration for a config: zooid registration --config zooid.yaml --url http://127.0.0.1:9000", cmdRegistration},
 	"mcp":          {"the Zooid MCP stdio bridge agents start (internal; put into session/new by the daemon)", cmdMCP},
+	"demo-agent":   {"the demo agent, an ACP agent without a model (preset: demo starts it; try it before giving an agent a model key)", cmdDemoAgent},
 	"record":       {"record a room as a replayable scenario: ZOOID_RECORD_TOKEN=... zooid record --homeserver URL --room '#ops:server' > scenarios/x.json", cmdRecord},
 }
 

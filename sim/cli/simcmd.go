@@ -17,6 +17,7 @@ import (
 	"github.com/zooid-dev/zooid/internal/echo"
 	"github.com/zooid-dev/zooid/internal/netjail"
 	"github.com/zooid-dev/zooid/zooid/bridge"
+	"github.com/zooid-dev/zooid/zooid/demoagent"
 )
 
 type subcommand struct {
@@ -35,6 +36,8 @@ var subcommands = map[string]subcommand{
 	// The harness starts its agents' bridge as `<this binary> mcp`, as the daemon
 	// would start `zooid mcp`.
 	"mcp": {"the Zooid MCP stdio bridge of the harness's agents (internal)", cmdMCP},
+	// and an agent on the demo preset as `<this binary> demo-agent`.
+	"demo-agent": {"the demo agent of the harness's agents on preset demo (internal)", cmdDemoAgent},
 	// bench's cross-process floor: a unix-socket line echo in a process of its own.
 	"echo": {"echo lines on a unix socket: the far end of bench's cross-process floor (internal)", cmdEcho},
 	// Real agents of the harness run in a network namespace with only a loopback
@@ -83,4 +86,8 @@ func cmdNetjail(args []string, _, stderr io.Writer) int { return netjail.Main(ar
 
 func cmdMCP(args []string, stdout, stderr io.Writer) int {
 	return bridge.Main(args, os.Stdin, stdout, stderr)
+}
+
+func cmdDemoAgent(args []string, stdout, stderr io.Writer) int {
+	return demoagent.Main(args, os.Stdin, stdout, stderr)
 }

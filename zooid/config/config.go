@@ -216,7 +216,14 @@ type preset struct {
 	// install says how an operator gets the command, for messages about a
 	// missing one.
 	install string
+	// self: the command is this zooid executable (SelfCommand), whatever its
+	// path; the daemon puts its own in (ACP.RunsSelf).
+	self bool
 }
+
+// SelfCommand is the command ACP.Resolve names for a preset whose agent is
+// built into zooid itself (demo): the daemon runs its own executable instead.
+const SelfCommand = "zooid"
 
 // presets start each adapter's installed command, as its project documents
 // it; docs/agents.md names the package and version proven with each.
@@ -229,6 +236,9 @@ var presets = map[string]preset{
 	// working directory, which the operator chose.
 	"gemini": {command: "gemini", args: []string{"--acp"}, env: map[string]string{"GEMINI_CLI_TRUST_WORKSPACE": "true"}, install: "npm install -g @google/gemini-cli"},
 	"pi":     {command: "pi-acp", install: "npm install -g pi-acp @earendil-works/pi-coding-agent"},
+	// The demo agent needs no model and nothing installed: a first conversation
+	// with the daemon and its tools (zooid/demoagent).
+	"demo": {command: SelfCommand, args: []string{"demo-agent"}, self: true},
 }
 
 // PresetInstall says how to install the command of the preset name ("" for
@@ -253,6 +263,12 @@ func (a ACP) Resolve() (command string, args []string) {
 	}
 	p := presets[a.Preset]
 	return p.command, append(slices.Clone(p.args), a.Args...)
+}
+
+// RunsSelf says the agent is built into zooid (the demo preset): its command
+// is the daemon's own executable, not SelfCommand looked up on a PATH.
+func (a ACP) RunsSelf() bool {
+	return a.Command == "" && presets[a.Preset].self
 }
 
 // Environment is the variables the agent gets on top of the daemon's

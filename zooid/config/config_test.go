@@ -239,7 +239,7 @@ agents:
   a:
     acp: { preset: cursor }
     matrix: { user_id: '@a', rooms: ['#r'] }
-`, []string{`zooid.yaml:9: agents.a.acp.preset: unknown preset "cursor" (known: claude, codex, gemini, opencode, pi)`}},
+`, []string{`zooid.yaml:9: agents.a.acp.preset: unknown preset "cursor" (known: claude, codex, demo, gemini, opencode, pi)`}},
 		{"no preset nor command", okTransport + `agents:
   a:
     acp: { args: [x] }

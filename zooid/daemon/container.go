@@ -101,7 +101,7 @@ func containerPiEnv(env []string, pi bool) []string {
 // containerSpec is the docker run command that starts rt's agent in a
 // container of its own, and the container to remove when it ends.
 func (d *Daemon) containerSpec(rt *agentRuntime) (acpagent.Spec, *container.Started, error) {
-	command, args := rt.cfg.ACP.Resolve()
+	command, args := d.agentCommand(rt.cfg.ACP, true)
 	sockDir, ok := d.mcp.SocketDir(rt.cfg.Name)
 	if !ok {
 		return acpagent.Spec{}, nil, fmt.Errorf("agent %s has no socket directory", rt.cfg.Name)

@@ -27,7 +27,7 @@ func (d *Daemon) startHTTP() error {
 			if err != nil {
 				return err
 			}
-			command, args := a.ACP.Resolve()
+			command, args := d.agentCommand(a.ACP, false)
 			agents[a.Name] = httpapi.Agent{
 				Name: a.Name,
 				Spec: acpagent.Spec{Command: command, Args: args, Env: agentEnvFor(d.secrets(), a, dir), Dir: dir, Credential: credential(a)},

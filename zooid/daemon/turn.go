@@ -386,7 +386,7 @@ func (d *Daemon) openAgent(ctx, live context.Context, rt *agentRuntime, s *sessi
 // serve; its permission notices go to the turn running in the session that
 // asked.
 func (d *Daemon) startProcess(ctx context.Context, rt *agentRuntime, p *proc) (*acpagent.Conn, error) {
-	command, args := rt.cfg.ACP.Resolve()
+	command, args := d.agentCommand(rt.cfg.ACP, false)
 	spec := acpagent.Spec{
 		Command:    command,
 		Args:       args,

@@ -70,10 +70,10 @@ func RegistrationFile(cfg *config.Config, opts Options) string {
 
 // checkCommand finds an agent's program as the agent will: on the PATH its acp.env gives
 // it, then on the daemon's (acpagent.LookCommand). An agent in a container runs a program
-// of its image, which only the image can say.
+// of its image, which only the image can say; the demo agent is the daemon's own binary.
 func checkCommand(a config.Agent) (Finding, bool) {
-	if a.Runtime == config.RuntimeDocker {
-		return Finding{}, false
+	if a.Runtime == config.RuntimeDocker || a.ACP.RunsSelf() {
+		return Finding{}, false // the image's program; or zooid itself (demo)
 	}
 	command, _ := a.ACP.Resolve()
 	env := []string{"PATH=" + os.Getenv("PATH")}

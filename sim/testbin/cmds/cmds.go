@@ -1,5 +1,5 @@
 // Package cmds runs the commands a test binary or cmd/zooid-child
-// stands in for (fake-agent, mcp, echo, netjail). It imports no testing package, so
+// stands in for (fake-agent, mcp, demo-agent, echo, netjail). It imports no testing package, so
 // the child stays light.
 package cmds
 
@@ -10,6 +10,7 @@ import (
 	"github.com/zooid-dev/zooid/internal/echo"
 	"github.com/zooid-dev/zooid/internal/netjail"
 	"github.com/zooid-dev/zooid/zooid/bridge"
+	"github.com/zooid-dev/zooid/zooid/demoagent"
 )
 
 // Run runs the command args[1] names with the rest of args and returns its
@@ -23,6 +24,8 @@ func Run(args []string) (code int, ok bool) {
 		return fakeagent.Main(args[2:], os.Stdin, os.Stdout, os.Stderr), true
 	case "mcp":
 		return bridge.Main(args[2:], os.Stdin, os.Stdout, os.Stderr), true
+	case "demo-agent":
+		return demoagent.Main(args[2:], os.Stdin, os.Stdout, os.Stderr), true
 	case "echo":
 		return echo.Main(args[2:], os.Stderr), true
 	case "netjail":
