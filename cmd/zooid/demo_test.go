@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDemoAgentAnswersAndCallsTools: the demo preset needs no model and nothing installed.
@@ -58,8 +59,14 @@ func TestDemoAgentAnswersAndCallsTools(t *testing.T) {
 // returns that body.
 func (s *stack) waitNotice(t *testing.T, root, want string) string {
 	t.Helper()
+	return s.waitNoticeWithin(t, 20*time.Second, root, want)
+}
+
+// waitNoticeWithin is waitNotice waiting up to timeout.
+func (s *stack) waitNoticeWithin(t *testing.T, timeout time.Duration, root, want string) string {
+	t.Helper()
 	var body string
-	eventually(t, fmt.Sprintf("a notice containing %q in the thread of %s", want, root), func() bool {
+	poll(t, timeout, 100*time.Millisecond, fmt.Sprintf("a notice containing %q in the thread of %s", want, root), func() bool {
 		page := s.hs.do("GET", "/_matrix/client/v1/rooms/"+url.PathEscape(s.room)+"/relations/"+url.PathEscape(root)+"/m.thread?limit=50", s.token, "")
 		chunk, _ := page["chunk"].([]any)
 		for _, raw := range chunk {

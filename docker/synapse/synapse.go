@@ -28,6 +28,7 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/testcontainers/testcontainers-go"
+	tcexec "github.com/testcontainers/testcontainers-go/exec"
 	"github.com/testcontainers/testcontainers-go/wait"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/appservice"
@@ -122,6 +123,24 @@ func (c *Container) Terminate(ctx context.Context) error {
 		}
 	})
 	return c.terminateErr
+}
+
+// ConfigPath is where Synapse's homeserver.yaml is inside the container (with the
+// registration_shared_secret register_new_matrix_user reads).
+const ConfigPath = configPath
+
+// Exec runs cmd inside the container, as an operator's `docker exec` does, and returns its
+// exit code and its output (stdout and stderr, in order).
+func (c *Container) Exec(ctx context.Context, cmd []string) (int, string, error) {
+	code, r, err := c.ctr.Exec(ctx, cmd, tcexec.Multiplexed())
+	if err != nil {
+		return 0, "", fmt.Errorf("exec %q in synapse: %w", cmd, err)
+	}
+	out, err := io.ReadAll(r)
+	if err != nil {
+		return code, string(out), fmt.Errorf("reading the output of %q: %w", cmd, err)
+	}
+	return code, string(out), nil
 }
 
 // freePort finds a loopback port for Synapse (host networking: no port mapping).
