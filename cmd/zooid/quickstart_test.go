@@ -97,6 +97,29 @@ func TestQuickstartOnSynapse(t *testing.T) {
 		`{"type":"m.login.password","identifier":{"type":"m.id.user","user":"ori"},"password":"ori-password"}`)
 	token, _ := login["access_token"].(string)
 
+	// The guide's troubleshooting, on Synapse: an hs_token file newer than the registration
+	// Synapse holds stops the start with the daemon's refusal named, not the url.
+	stale := filepath.Join(dir, "stale")
+	if err := os.MkdirAll(stale, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(stale, "as_token"), mustRead(t, filepath.Join(dir, "as_token")))
+	writeFile(t, filepath.Join(stale, "hs_token"), randomHex(t, 32)+"\n")
+	writeFile(t, filepath.Join(stale, "zooid.yaml"), cfg)
+	staleLogs := &syncBuffer{}
+	staleRun := zooidProcessLogged(t, exe, io.Discard, staleLogs, []*os.File{pushFile}, "run", "--config", filepath.Join(stale, "zooid.yaml"))
+	if err := staleRun.Wait(); err == nil {
+		t.Fatal("zooid run with an hs_token the registration does not hold started")
+	}
+	for _, want := range []string{
+		"this daemon refused the homeserver's token: the registration's hs_token differs from this daemon's (hs_token_file " + filepath.Join(stale, "hs_token") + ")",
+		"level=WARN msg=\"push listener refused a request with a wrong homeserver token",
+	} {
+		if !strings.Contains(staleLogs.String(), want) {
+			t.Errorf("zooid run with a stale registration: the output lacks %q:\n%s", want, staleLogs)
+		}
+	}
+
 	// 6. zooid run (its push port bound here and handed over, so Synapse's url leads to it
 	// from the first moment).
 	logs := &syncBuffer{}
@@ -228,4 +251,13 @@ func TestComposeConfigChecks(t *testing.T) {
 		out.String() != "ok: 1 agents, 1 transports\n" {
 		t.Fatalf("zooid check of docker/compose/zooid.yaml: exit %d\n%s%s", code, out.String(), errb.String())
 	}
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
