@@ -12,6 +12,8 @@ package trace
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -278,4 +280,41 @@ func JSON(v any) string {
 		return `"unencodable: ` + err.Error() + `"`
 	}
 	return string(b)
+}
+
+// Check reports a record this zooid cannot read: a kind it does not know (a
+// newer daemon's, or a typo in a hand-edited file), or a record cut short so
+// that its kind's fields are missing. Comparing such a record would report
+// differences the daemon never made, so readers refuse it as bad input.
+func (r *Record) Check() error {
+	var set bool
+	switch r.Kind {
+	case KindStart:
+		set = r.Start != nil
+	case KindEvent:
+		set = r.Event != nil
+	case KindPrompt:
+		set = r.Prompt != nil
+	case KindTool:
+		set = r.Tool != nil
+	case KindPost:
+		set = r.Post != nil
+	case KindTask:
+		set = r.Task != nil
+	case KindAgent:
+		set = r.Agent != nil
+	case KindTurnEnd:
+		set = r.TurnEnd != nil
+	case "":
+		return errors.New("a trace record has a kind; this line has none")
+	default:
+		return fmt.Errorf("unknown trace record kind %q (known: start, event, prompt, tool, post, task, agent, turn_end)", r.Kind)
+	}
+	if !set {
+		return fmt.Errorf("a %q record without its %q field (cut short?)", r.Kind, r.Kind)
+	}
+	if r.Room == "" {
+		return fmt.Errorf("a %q record without its room", r.Kind)
+	}
+	return nil
 }

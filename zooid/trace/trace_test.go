@@ -296,10 +296,45 @@ func TestReadRefusesNewerVersionAndBrokenLines(t *testing.T) {
 		t.Fatalf("Read of a file broken on line 2: %v", err)
 	}
 	// A torn last line is what a crash mid-write leaves: the rest is kept.
-	os.WriteFile(path, []byte(`{"format":"zooid-trace","version":1,"room":"!r:x","segment":1}`+"\n{\"seq\":1,\"kind\":\"start\"}\n{\"seq\":2,\"ki"), 0o600)
+	os.WriteFile(path, []byte(`{"format":"zooid-trace","version":1,"room":"!r:x","segment":1}`+"\n{\"seq\":1,\"kind\":\"start\",\"room\":\"!r:x\",\"start\":{}}\n{\"seq\":2,\"ki"), 0o600)
 	tr, err := trace.Read(dir)
 	if err != nil || len(tr.Rooms[0].Records) != 1 {
 		t.Fatalf("Read of a torn file: %v, %+v", err, tr)
+	}
+}
+
+// A record Compare cannot read would come out as differences the daemon
+// never made; Read refuses it with its file and line instead.
+func TestReadRefusesUnknownKindsAndCutRecords(t *testing.T) {
+	hdr := `{"format":"zooid-trace","version":1,"room":"!r:x","segment":1}` + "\n"
+	start := `{"seq":1,"kind":"start","room":"!r:x","start":{}}` + "\n"
+	for name, tc := range map[string]struct{ body, want string }{
+		"unknown kind":        {start + `{"seq":2,"kind":"telepathy","room":"!r:x"}` + "\n", `:3: unknown trace record kind "telepathy"`},
+		"no kind":             {start + `{"seq":2,"room":"!r:x"}` + "\n", ":3: a trace record has a kind"},
+		"event without event": {start + `{"seq":2,"kind":"event","room":"!r:x"}` + "\n", `:3: a "event" record without its "event" field`},
+		"broken whole line":   {start + `{"seq":2,"kind":"ev` + "\n", ":3: "},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "!r:x.000001.jsonl")
+			os.WriteFile(path, []byte(hdr+tc.body), 0o600)
+			_, err := trace.Read(dir)
+			if err == nil || !strings.Contains(err.Error(), path+tc.want) {
+				t.Fatalf("Read: %v, want an error containing %q", err, path+tc.want)
+			}
+		})
+	}
+}
+
+// Only the newest segment may end torn: an older one was finished when the
+// writer rotated, so a cut there is damage, not a crash.
+func TestReadRefusesATornOlderSegment(t *testing.T) {
+	dir := t.TempDir()
+	one := filepath.Join(dir, "!r:x.000001.jsonl")
+	os.WriteFile(one, []byte(`{"format":"zooid-trace","version":1,"room":"!r:x","segment":1}`+"\n"+`{"seq":1,"kind":"start","room":"!r:x","start":{}}`+"\n"+`{"seq":2,"ki`), 0o600)
+	os.WriteFile(filepath.Join(dir, "!r:x.000002.jsonl"), []byte(`{"format":"zooid-trace","version":1,"room":"!r:x","segment":2}`+"\n"+`{"seq":3,"kind":"start","room":"!r:x","start":{}}`+"\n"), 0o600)
+	if _, err := trace.Read(dir); err == nil || !strings.Contains(err.Error(), one+":3: the last line is cut short") {
+		t.Fatalf("Read of a torn older segment: %v", err)
 	}
 }
 

@@ -1,7 +1,6 @@
 package trace
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -288,7 +287,7 @@ func (w *Writer) roomFile(room id.RoomID) (*roomFile, error) {
 	if len(segs) > 0 {
 		last := segs[len(segs)-1]
 		rf.segment = last.n
-		hdr, recs, err := readFile(last.path)
+		hdr, recs, _, err := readFile(last.path)
 		if err != nil {
 			return nil, err
 		}
@@ -396,51 +395,51 @@ func globEscape(s string) string {
 	return r.Replace(s)
 }
 
-// readFile reads one segment: its header and records. A torn last line (the
-// daemon died mid-write) is dropped; any other bad line is an error naming it.
-func readFile(path string) (Header, []Record, error) {
-	f, err := os.Open(path)
+// readFile reads one segment: its header and records. A last line without
+// its newline that does not parse is what a crash mid-write leaves (the
+// writer puts each line with its newline in one write): it is dropped and
+// its line is returned as torn, so Read can refuse it anywhere but a room's newest segment.
+// Any other bad line — one that does not parse, a record of an unknown kind,
+// one cut short — is an error naming the file and line.
+func readFile(path string) (hdr Header, recs []Record, torn int, err error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return Header{}, nil, err
+			return Header{}, nil, 0, err
 		}
-		return Header{}, nil, fmt.Errorf("reading trace: %w", err)
+		return Header{}, nil, 0, fmt.Errorf("reading trace: %w", err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
-	var hdr Header
-	var recs []Record
+	if len(data) == 0 {
+		return hdr, nil, 0, fmt.Errorf("%s:1: empty trace file", path)
+	}
 	line := 0
-	var pendingErr error
-	for sc.Scan() {
+	for len(data) > 0 {
 		line++
-		if pendingErr != nil {
-			return hdr, nil, pendingErr
-		}
-		b := sc.Bytes()
+		b, rest, complete := bytes.Cut(data, []byte("\n"))
+		data = rest
 		if line == 1 {
 			if err := json.Unmarshal(b, &hdr); err != nil || hdr.Format != FormatName {
-				return hdr, nil, fmt.Errorf("%s:1: not a zooid trace file (no header line)", path)
+				return hdr, nil, 0, fmt.Errorf("%s:1: not a zooid trace file (no header line)", path)
 			}
 			if hdr.Version > Version || hdr.Version < 1 {
-				return hdr, nil, fmt.Errorf("%s:1: trace format version %d; this zooid reads version %d and older", path, hdr.Version, Version)
+				return hdr, nil, 0, fmt.Errorf("%s:1: trace format version %d; this zooid reads version %d and older", path, hdr.Version, Version)
 			}
+			continue
+		}
+		if len(bytes.TrimSpace(b)) == 0 {
 			continue
 		}
 		var r Record
 		if err := json.Unmarshal(b, &r); err != nil {
-			// Only the last line may be torn; decide once we know it was last.
-			pendingErr = fmt.Errorf("%s:%d: %v", path, line, err)
-			continue
+			if !complete {
+				return hdr, recs, line, nil
+			}
+			return hdr, nil, 0, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		if err := r.Check(); err != nil {
+			return hdr, nil, 0, fmt.Errorf("%s:%d: %w", path, line, err)
 		}
 		recs = append(recs, r)
 	}
-	if err := sc.Err(); err != nil {
-		return hdr, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if line == 0 {
-		return hdr, nil, fmt.Errorf("%s: empty trace file", path)
-	}
-	return hdr, recs, nil
+	return hdr, recs, 0, nil
 }
