@@ -139,26 +139,37 @@ func RecordedTrace(rec *recording.Recording) (*trace.Trace, error) {
 	}
 	byRoom := map[id.RoomID][]trace.Record{}
 	var order []id.RoomID
+	// where names trace entry i by its line in the file when the recording
+	// was read from one, so a maintainer can go straight to it.
+	where := func(i int) string {
+		if i < len(rec.TraceLines) {
+			return fmt.Sprintf("%s:%d: trace line %d", rec.Path, rec.TraceLines[i], i+1)
+		}
+		return fmt.Sprintf("%s: trace line %d", rec.Path, i+1)
+	}
 	for i, line := range rec.Trace {
 		var probe struct {
 			Format  string `json:"format"`
 			Version int    `json:"version"`
 		}
 		if err := json.Unmarshal(line, &probe); err != nil {
-			return nil, fmt.Errorf("%s: trace line %d: %w", rec.Path, i+1, err)
+			return nil, fmt.Errorf("%s: %w", where(i), err)
 		}
 		if probe.Format != "" {
-			if probe.Version > trace.Version {
-				return nil, fmt.Errorf("%s: trace line %d: trace format version %d; this zooid reads version %d and older", rec.Path, i+1, probe.Version, trace.Version)
+			if probe.Format != trace.FormatName {
+				return nil, fmt.Errorf("%s: a header of format %q, not %q", where(i), probe.Format, trace.FormatName)
+			}
+			if probe.Version > trace.Version || probe.Version < 1 {
+				return nil, fmt.Errorf("%s: trace format version %d; this zooid reads version %d and older", where(i), probe.Version, trace.Version)
 			}
 			continue
 		}
 		var r trace.Record
 		if err := json.Unmarshal(line, &r); err != nil {
-			return nil, fmt.Errorf("%s: trace line %d: %w", rec.Path, i+1, err)
+			return nil, fmt.Errorf("%s: %w", where(i), err)
 		}
-		if r.Kind == "" || r.Room == "" {
-			return nil, fmt.Errorf("%s: trace line %d: not a trace record (no kind or room)", rec.Path, i+1)
+		if err := r.Check(); err != nil {
+			return nil, fmt.Errorf("%s: %w", where(i), err)
 		}
 		if _, ok := byRoom[r.Room]; !ok {
 			order = append(order, r.Room)

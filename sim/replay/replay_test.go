@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -209,8 +210,24 @@ func TestBadInputExitsTwo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.Trace = append(rec.Trace[:1:1], json.RawMessage(`{"seq": 1}`))
-	badTrace := writeRecording(t, rec)
+	// edit writes the recording with trace line i replaced by line.
+	edit := func(i int, line string) string {
+		t.Helper()
+		r, err := recording.Load(busy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Trace = append(r.Trace[:i:i], json.RawMessage(line))
+		return writeRecording(t, r)
+	}
+	badTrace := edit(1, `{"seq": 1}`)
+	room := `"room":"` + roomOf(t, rec) + `"`
+	unknownKind := edit(2, `{"seq":2,"kind":"telepathy",`+room+`}`)
+	cutShort := edit(2, `{"seq":2,"kind":"event",`+room+`}`)
+	badHeader := edit(0, `{"format":"zooid-trace","version":99,"segment":1}`)
+	// The trace's lines are named by their line in the file: the header
+	// is line 1 of the trace and comes after the events.
+	fileLine := regexp.MustCompile(`edited\.json:[0-9]+: trace line [0-9]+: `)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -220,13 +237,19 @@ func TestBadInputExitsTwo(t *testing.T) {
 		{"missing file", []string{filepath.Join(dir, "nope.json")}, "no such file"},
 		{"broken json", []string{broken}, "broken.json:1:"},
 		{"no trace", []string{"../../scenarios/deploy-review.json"}, "carries no trace"},
-		{"bad trace line", []string{badTrace}, "trace line 2: not a trace record"},
+		{"bad trace line", []string{badTrace}, "trace line 2: a trace record has a kind"},
+		{"unknown trace kind", []string{unknownKind}, `trace line 3: unknown trace record kind "telepathy"`},
+		{"trace cut short", []string{cutShort}, `trace line 3: a "event" record without its "event" field`},
+		{"bad trace header", []string{badHeader}, "trace line 1: trace format version 99"},
 		{"unknown flag", []string{"--nope", busy}, "flag provided but not defined"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out := replayMain(t, tc.args...)
 			if code != replay.ExitBadInput || !strings.Contains(out, tc.want) {
 				t.Fatalf("exit %d, want 2 with %q; output:\n%s", code, tc.want, out)
+			}
+			if strings.Contains(tc.want, "trace line") && !fileLine.MatchString(out) {
+				t.Fatalf("the error names no file line (%s); output:\n%s", fileLine, out)
 			}
 		})
 	}
@@ -277,4 +300,16 @@ func TestACrashsSecondRecordsOfOneEventAreOneEvent(t *testing.T) {
 	if code != replay.ExitReproduced {
 		t.Fatalf("zooid replay %s exited %d, want 0:\n%s", crashed, code, out)
 	}
+}
+
+// roomOf is the room id of the recording's trace.
+func roomOf(t *testing.T, rec *recording.Recording) string {
+	t.Helper()
+	var h struct {
+		Room string `json:"room"`
+	}
+	if err := json.Unmarshal(rec.Trace[0], &h); err != nil || h.Room == "" {
+		t.Fatalf("the recording's trace header names no room: %v", err)
+	}
+	return h.Room
 }

@@ -72,6 +72,9 @@ type Recording struct {
 	// Trace is the daemon's flight-recorder lines for the room, verbatim
 	// (one JSON object each), when the recording carries one.
 	Trace []json.RawMessage
+	// TraceLines are the lines of the file Trace's entries start on, when
+	// the recording was read from one, so a bad trace line can be named.
+	TraceLines []int
 }
 
 // Agent is a member that was an agent: the rooms it was bound to (as steps
@@ -241,7 +244,7 @@ func (e *lineError) Unwrap() error { return e.err }
 
 // decodeFile reads the file's JSON strictly, keeping the line each event
 // starts on, so errors can point at it.
-func decodeFile(data []byte) (fileFormat, []int, error) {
+func decodeFile(data []byte) (fileFormat, []int, []int, error) {
 	var ff fileFormat
 	// A syntax error first, with its exact line; then the version, before
 	// fields a newer version may have added are refused as unknown.
@@ -251,27 +254,27 @@ func decodeFile(data []byte) (fileFormat, []int, error) {
 	if err := json.Unmarshal(data, &probe); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			return ff, nil, &lineError{lineAt(data, se.Offset), fmt.Errorf("not a recording: %w", err)}
+			return ff, nil, nil, &lineError{lineAt(data, se.Offset), fmt.Errorf("not a recording: %w", err)}
 		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return ff, nil, &lineError{lineAt(data, te.Offset), fmt.Errorf("not a recording: %w", err)}
+			return ff, nil, nil, &lineError{lineAt(data, te.Offset), fmt.Errorf("not a recording: %w", err)}
 		}
-		return ff, nil, &lineError{1, fmt.Errorf("not a recording: %w", err)}
+		return ff, nil, nil, &lineError{1, fmt.Errorf("not a recording: %w", err)}
 	}
 	if len(probe.Version) > 0 {
 		v, err := strconv.Atoi(string(probe.Version))
 		line := lineAt(data, int64(bytes.Index(data, []byte(`"version"`))))
 		if err != nil || v < 1 {
-			return ff, nil, &lineError{line, fmt.Errorf("version %s: want a whole number from 1 to %d", probe.Version, Version)}
+			return ff, nil, nil, &lineError{line, fmt.Errorf("version %s: want a whole number from 1 to %d", probe.Version, Version)}
 		}
 		if v > Version {
-			return ff, nil, &lineError{line, fmt.Errorf("version %d is newer than this zooid reads (up to %d); use a newer zooid", v, Version)}
+			return ff, nil, nil, &lineError{line, fmt.Errorf("version %d is newer than this zooid reads (up to %d); use a newer zooid", v, Version)}
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	var lines []int
+	var lines, traceLines []int
 	expect := func(want json.Delim) error {
 		off := nextValue(data, dec.InputOffset())
 		tok, err := dec.Token()
@@ -284,13 +287,13 @@ func decodeFile(data []byte) (fileFormat, []int, error) {
 		return nil
 	}
 	if err := expect('{'); err != nil {
-		return ff, nil, err
+		return ff, nil, nil, err
 	}
 	for dec.More() {
 		keyOff := nextValue(data, dec.InputOffset())
 		tok, err := dec.Token()
 		if err != nil {
-			return ff, nil, &lineError{lineAt(data, keyOff), err}
+			return ff, nil, nil, &lineError{lineAt(data, keyOff), err}
 		}
 		key, _ := tok.(string)
 		valOff := nextValue(data, dec.InputOffset())
@@ -307,38 +310,55 @@ func decodeFile(data []byte) (fileFormat, []int, error) {
 		case "left_out":
 			into = &ff.LeftOut
 		case "trace":
-			into = &ff.Trace
+			// Element by element, so a bad trace line can be named by its
+			// line in the file.
+			if err := expect('['); err != nil {
+				return ff, nil, nil, err
+			}
+			for dec.More() {
+				off := nextValue(data, dec.InputOffset())
+				var raw json.RawMessage
+				if err := dec.Decode(&raw); err != nil {
+					return ff, nil, nil, &lineError{lineAt(data, off), fmt.Errorf("trace line %d: %w", len(ff.Trace)+1, err)}
+				}
+				ff.Trace = append(ff.Trace, raw)
+				traceLines = append(traceLines, lineAt(data, off))
+			}
+			if err := expect(']'); err != nil {
+				return ff, nil, nil, err
+			}
+			continue
 		case "events":
 			if err := expect('['); err != nil {
-				return ff, nil, err
+				return ff, nil, nil, err
 			}
 			for dec.More() {
 				off := nextValue(data, dec.InputOffset())
 				var fe fileEvent
 				if err := dec.Decode(&fe); err != nil {
-					return ff, nil, &lineError{lineAt(data, off), fmt.Errorf("event %d: %w", len(ff.Events), err)}
+					return ff, nil, nil, &lineError{lineAt(data, off), fmt.Errorf("event %d: %w", len(ff.Events), err)}
 				}
 				ff.Events = append(ff.Events, fe)
 				lines = append(lines, lineAt(data, off))
 			}
 			if err := expect(']'); err != nil {
-				return ff, nil, err
+				return ff, nil, nil, err
 			}
 			continue
 		default:
-			return ff, nil, &lineError{lineAt(data, keyOff), fmt.Errorf("unknown field %q (known: version, name, room, members, left_out, events, trace)", key)}
+			return ff, nil, nil, &lineError{lineAt(data, keyOff), fmt.Errorf("unknown field %q (known: version, name, room, members, left_out, events, trace)", key)}
 		}
 		if err := dec.Decode(into); err != nil {
-			return ff, nil, &lineError{lineAt(data, valOff), fmt.Errorf("%s: %w", key, err)}
+			return ff, nil, nil, &lineError{lineAt(data, valOff), fmt.Errorf("%s: %w", key, err)}
 		}
 	}
 	if err := expect('}'); err != nil {
-		return ff, nil, err
+		return ff, nil, nil, err
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return ff, nil, &lineError{lineAt(data, nextValue(data, dec.InputOffset())), errors.New("trailing data after the recording")}
+		return ff, nil, nil, &lineError{lineAt(data, nextValue(data, dec.InputOffset())), errors.New("trailing data after the recording")}
 	}
-	return ff, lines, nil
+	return ff, lines, traceLines, nil
 }
 
 // roomRE is how steps name a room.
@@ -351,13 +371,13 @@ func Parse(in io.Reader, path string) (*Recording, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading: %w", path, err)
 	}
-	ff, lines, err := decodeFile(data)
+	ff, lines, traceLines, err := decodeFile(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s:%w", path, err)
 	}
 	membersLine := lineAt(data, int64(bytes.Index(data, []byte(`"members"`))))
 	rec := &Recording{Path: path, Version: max(ff.Version, 1), Name: ff.Name, Room: ff.Room,
-		Agents: map[string]Agent{}, LeftOut: ff.LeftOut, Trace: ff.Trace}
+		Agents: map[string]Agent{}, LeftOut: ff.LeftOut, Trace: ff.Trace, TraceLines: traceLines}
 	if rec.Room != "" && !roomRE.MatchString(rec.Room) {
 		return nil, fmt.Errorf("%s:%d: room %q is not a room name like \"#ops\"", path, lineAt(data, int64(bytes.Index(data, []byte(`"room"`)))), rec.Room)
 	}
