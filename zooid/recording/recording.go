@@ -74,7 +74,7 @@ type Recording struct {
 	Trace []json.RawMessage
 	// TraceLines are the lines of the file Trace's entries start on, when
 	// the recording was read from one, so a bad trace line can be named.
-	TraceLines []int
+	TraceLines []int `json:"-"`
 }
 
 // Agent is a member that was an agent: the rooms it was bound to (as steps
