@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,7 +14,9 @@ import (
 )
 
 // cmdReport renders a recording (and the trace it carries, or one given with
-// --trace) as one self-contained HTML page.
+// --trace) as one self-contained HTML page. It exits 2 on bad input (flags,
+// a recording or trace that cannot be read) and 1 when the page cannot be
+// written.
 func cmdReport(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("zooid report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -30,20 +33,25 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	// Like zooid replay: a recording or trace that cannot be read is bad
+	// input (exit 2); 1 is left for a page that could not be written.
 	rec, err := recording.Load(fs.Arg(0))
 	if err != nil {
 		fmt.Fprintf(stderr, "zooid report: %v\n", err)
-		return 1
+		return 2
 	}
 	var tr *trace.Trace
 	if *traceDir != "" {
 		if tr, err = trace.Read(*traceDir); err != nil {
 			fmt.Fprintf(stderr, "zooid report: %v\n", err)
-			return 1
+			return 2
 		}
 	}
 	if err := writeHTML(*out, rec, tr, nil, ""); err != nil {
 		fmt.Fprintf(stderr, "zooid report: %v\n", err)
+		if errors.Is(err, report.ErrBadTrace) {
+			return 2
+		}
 		return 1
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", *out)

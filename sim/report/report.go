@@ -10,6 +10,7 @@ package report
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -67,6 +68,10 @@ type Event struct {
 	Relation string
 }
 
+// ErrBadTrace is what FromRecording's error wraps when the recording's own
+// trace cannot be read: bad input, not a failure to render.
+var ErrBadTrace = errors.New("bad trace")
+
 // FromRecording makes a Run of a recording. Its events get the ids of the
 // trace's event records they match (same text, in order) so routing
 // decisions and turns attach to them; trace events that match no recorded
@@ -78,9 +83,9 @@ func FromRecording(rec *recording.Recording, tr *trace.Trace) (Run, error) {
 		run.Title = rec.Path
 	}
 	if tr == nil && len(rec.Trace) > 0 {
-		t, err := ParseLines(rec.Trace)
+		t, err := parseLines(rec.Trace, recordingLine(rec))
 		if err != nil {
-			return Run{}, fmt.Errorf("the trace of %s: %w", rec.Path, err)
+			return Run{}, fmt.Errorf("%w: %w", ErrBadTrace, err)
 		}
 		tr = t
 	}
@@ -189,8 +194,25 @@ func localpart(u string) string {
 }
 
 // ParseLines reads a recording's trace lines (headers and records, as the
-// trace files hold them) into a Trace, rooms in the order first seen.
+// trace files hold them) into a Trace, rooms in the order first seen. A line
+// that is not a header or a record this zooid reads (trace.Record.Check) is
+// an error naming it.
 func ParseLines(lines []json.RawMessage) (*trace.Trace, error) {
+	return parseLines(lines, func(n int) string { return fmt.Sprintf("trace line %d", n+1) })
+}
+
+// recordingLine names trace line n of rec by its line in the file when rec
+// was read from one, so a bad line can be found.
+func recordingLine(rec *recording.Recording) func(n int) string {
+	return func(n int) string {
+		if n < len(rec.TraceLines) {
+			return fmt.Sprintf("%s:%d: trace line %d", rec.Path, rec.TraceLines[n], n+1)
+		}
+		return fmt.Sprintf("%s: trace line %d", rec.Path, n+1)
+	}
+}
+
+func parseLines(lines []json.RawMessage, where func(n int) string) (*trace.Trace, error) {
 	t := &trace.Trace{}
 	index := map[string]int{}
 	room := func(id string) *trace.Room {
@@ -208,15 +230,18 @@ func ParseLines(lines []json.RawMessage) (*trace.Trace, error) {
 			Room   string `json:"room"`
 		}
 		if err := json.Unmarshal(line, &probe); err != nil {
-			return nil, fmt.Errorf("trace line %d: %w", n+1, err)
+			return nil, fmt.Errorf("%s: %w", where(n), err)
 		}
 		if probe.Format != "" {
 			var h trace.Header
 			if err := json.Unmarshal(line, &h); err != nil {
-				return nil, fmt.Errorf("trace line %d: %w", n+1, err)
+				return nil, fmt.Errorf("%s: %w", where(n), err)
 			}
-			if h.Version > trace.Version {
-				return nil, fmt.Errorf("trace line %d: trace format version %d; this zooid reads version %d and older", n+1, h.Version, trace.Version)
+			if h.Format != trace.FormatName {
+				return nil, fmt.Errorf("%s: a header of format %q, not %q", where(n), h.Format, trace.FormatName)
+			}
+			if h.Version > trace.Version || h.Version < 1 {
+				return nil, fmt.Errorf("%s: trace format version %d; this zooid reads version %d and older", where(n), h.Version, trace.Version)
 			}
 			r := room(string(h.Room))
 			r.ID = h.Room
@@ -224,7 +249,10 @@ func ParseLines(lines []json.RawMessage) (*trace.Trace, error) {
 		}
 		var rec trace.Record
 		if err := json.Unmarshal(line, &rec); err != nil {
-			return nil, fmt.Errorf("trace line %d: %w", n+1, err)
+			return nil, fmt.Errorf("%s: %w", where(n), err)
+		}
+		if err := rec.Check(); err != nil {
+			return nil, fmt.Errorf("%s: %w", where(n), err)
 		}
 		r := room(string(rec.Room))
 		r.ID = rec.Room
