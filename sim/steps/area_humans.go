@@ -12,6 +12,7 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/zooid-dev/zooid/zooid/recording"
 	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
@@ -217,13 +218,7 @@ func (w *world) stepPlay(ctx context.Context, roomName, upTo string) error {
 	rec := rp.rec
 	last := len(rec.Events) - 1
 	if upTo != "" {
-		// Labels never start with a digit: a number is an event's index.
-		i, err := strconv.Atoi(upTo)
-		if err != nil {
-			i, err = rec.Find(upTo)
-		} else if i < 0 || i >= len(rec.Events) {
-			err = fmt.Errorf("%s has no event %d (it has %d)", rec.Path, i, len(rec.Events))
-		}
+		i, err := recordedIndex(rec, upTo)
 		if err != nil {
 			return err
 		}
@@ -377,4 +372,17 @@ func (w *world) stepAskHTTPAtOnce(ctx context.Context, agent, count, prompt stri
 		return answers, errors.Join(errs...)
 	}
 	return nil
+}
+
+// recordedIndex is the index of the recording's event named by ref: its
+// label, or its index as a number (labels never start with a digit).
+func recordedIndex(rec *recording.Recording, ref string) (int, error) {
+	i, err := strconv.Atoi(ref)
+	if err != nil {
+		return rec.Find(ref)
+	}
+	if i < 0 || i >= len(rec.Events) {
+		return 0, fmt.Errorf("%s has no event %d (it has %d)", rec.Path, i, len(rec.Events))
+	}
+	return i, nil
 }

@@ -57,6 +57,10 @@ func traceSteps(w *world) []stepDef {
 			example: `the trace of "#ops" records the daemon restarting`,
 			doc:     "A start record naming the room's alias; restarting: one marked as a restart (the room's trace already held a run).",
 			fn:      w.stepTraceStart},
+		{area: "trace", pattern: `^the trace of "(#[a-z0-9-]+)" records ([a-z0-9-]+) prompted for the recorded event "([^"]+)"$`,
+			example: `the trace of "#ops" records coder prompted for the recorded event "deploy"`,
+			doc:     "Waits for a prompt record of the agent whose trigger is the played recording event with that label (or index): the daemon has started that turn. `zooid replay --feature` writes it before a recorded restart, so the kill lands where the recorded one did.",
+			fn:      w.stepTracePromptedFor},
 		{area: "trace", pattern: `^no secret appears in the trace$`,
 			example: `no secret appears in the trace`,
 			doc:     "No trace file holds the appservice tokens, a user's access token, or a session binding id of any agent.",
@@ -401,4 +405,28 @@ func (w *world) stepReplayNames(text, want, got string) error {
 		return fmt.Errorf("the difference %q does not name the routing decision on %q with %q and %q", d, text, wantPart, gotPart)
 	}
 	return nil
+}
+
+// stepTracePromptedFor waits until the daemon has started agent's turn on a
+// played recording event. A kill step right after a play does not otherwise
+// wait for the daemon to take up the event, so it could land before the turn
+// the recorded daemon was killed in.
+func (w *world) stepTracePromptedFor(ctx context.Context, roomName, agent, ref string) error {
+	r, ok := w.rooms[roomName]
+	if !ok || r.replay == nil {
+		return fmt.Errorf("%s is not played from a recording", roomName)
+	}
+	i, err := recordedIndex(r.replay.rec, ref)
+	if err != nil {
+		return err
+	}
+	if i >= len(r.seeded) || r.seeded[i].id == "" {
+		return fmt.Errorf("%s: recorded event %q is not played yet", roomName, ref)
+	}
+	eid := r.seeded[i].id
+	_, err = w.traceRecord(ctx, roomName, fmt.Sprintf("%s prompted for recorded event %q (%s) in the trace", agent, ref, eid), func(rec trace.Record) (bool, error) {
+		p := rec.Prompt
+		return p != nil && p.Agent == agent && p.Trigger == eid, nil
+	})
+	return err
 }
