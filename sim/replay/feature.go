@@ -64,16 +64,44 @@ func Feature(rec *recording.Recording, ref string) (string, error) {
 			b.WriteString("    And " + s + "\n")
 		}
 	}
+	// evRef names recording event i in a step: its label, else its index,
+	// with a comment saying so (an index breaks when events are added).
+	evRef := func(i int) string {
+		if l := rec.Events[i].Label; l != "" {
+			return l
+		}
+		b.WriteString(fmt.Sprintf("    # recording event %d has no label: the step names it by its index\n", i))
+		return fmt.Sprint(i)
+	}
+	waits := turnsBeforeRestarts(p, want.Rooms[0].Records)
+	played := -1
+	restart := 0
 	for _, st := range p.steps {
 		if !st.restart {
 			continue
 		}
-		if st.upTo >= 0 {
-			when(fmt.Sprintf("the recording of %q is played up to \"%d\"", room, st.upTo))
+		if st.upTo > played {
+			when(fmt.Sprintf("the recording of %q is played up to %q", room, evRef(st.upTo)))
+			played = st.upTo
 		}
+		// The kill must land after the turns the recorded daemon had
+		// started: a play step returns once the events are sent, before the
+		// daemon has taken them up.
+		if restart < len(waits) {
+			for _, w := range waits[restart] {
+				if w.index <= played {
+					when(fmt.Sprintf("the trace of %q records %s prompted for the recorded event %q", room, w.agent, evRef(w.index)))
+				}
+			}
+		}
+		restart++
 		when("the daemon is killed and started again")
 	}
-	when(fmt.Sprintf("the recording of %q is played", room))
+	// A recording that ends at the last restart (a shrunk one often does)
+	// has nothing left to play, and the step would refuse to play nothing.
+	if played < len(rec.Events)-1 {
+		when(fmt.Sprintf("the recording of %q is played", room))
+	}
 	then := thens(p, room, want.Rooms[0].Records)
 	for i, t := range then {
 		if i == 0 {
@@ -83,6 +111,47 @@ func Feature(rec *recording.Recording, ref string) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// promptWait is a recorded turn a generated feature waits for the daemon to
+// start: agent prompted for recording event index.
+type promptWait struct {
+	agent string
+	index int
+}
+
+// turnsBeforeRestarts lists, for each recorded restart in order, the turns
+// the recorded daemon started (prompted) since the previous start, on
+// recording events, each once.
+func turnsBeforeRestarts(p *plan, recs []trace.Record) [][]promptWait {
+	index := map[id.EventID]int{}
+	for _, pe := range p.events {
+		if pe.index >= 0 {
+			index[pe.rec.ID] = pe.index
+		}
+	}
+	var out [][]promptWait
+	var cur []promptWait
+	seen := map[promptWait]bool{}
+	started := false
+	for _, r := range recs {
+		switch {
+		case r.Start != nil:
+			if started && r.Start.Restart {
+				out = append(out, cur)
+				cur, seen = nil, map[promptWait]bool{}
+			}
+			started = true
+		case r.Prompt != nil && r.Prompt.Trigger != "":
+			i, ok := index[r.Prompt.Trigger]
+			w := promptWait{r.Prompt.Agent, i}
+			if ok && !seen[w] {
+				seen[w] = true
+				cur = append(cur, w)
+			}
+		}
+	}
+	return out
 }
 
 // WriteFeatureFile writes Feature(rec, ref) to path.
