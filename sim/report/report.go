@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -136,7 +137,7 @@ func FromRecording(rec *recording.Recording, tr *trace.Trace) (Run, error) {
 		te := r.Event
 		match := -1
 		for j := next; j < len(rec.Events); j++ {
-			if rec.Text(j) == te.Text && localpart(string(te.Sender)) == rec.Events[j].Sender {
+			if sameEvent(rec, j, te) {
 				match = j
 				break
 			}
@@ -183,6 +184,53 @@ func recordedEvent(rec *recording.Recording, i int, ids []string) Event {
 		out.Text = string(b)
 	}
 	return out
+}
+
+// sameEvent says whether trace event te is recording event j. The trace
+// spells users as ids, which a harness or Synapse run prefixes
+// ("@zs-planner:localhost" is planner), where the recording has the member's
+// name ("@planner"); a text the trace cut short matches on its prefix; a
+// trace event without text (a join, a reaction) matches on sender and type.
+func sameEvent(rec *recording.Recording, j int, te *trace.Event) bool {
+	e := rec.Events[j]
+	if !isMember(string(te.Sender), e.Sender) {
+		return false
+	}
+	typ := e.Type
+	if typ == "" {
+		typ = recording.TypeMessage
+	}
+	if te.Type != "" && te.Type != typ {
+		return false
+	}
+	if te.Text == "" {
+		return true
+	}
+	want, got := mentionNames(rec, rec.Text(j)), mentionNames(rec, te.Text)
+	return want == got || (te.TextSize > 0 && strings.HasPrefix(want, got))
+}
+
+// isMember says whether user id u is the recording member name: its
+// localpart, or the localpart with a run's prefix ("zs-planner").
+func isMember(u, name string) bool {
+	lp := localpart(u)
+	return lp == name || strings.HasSuffix(lp, "-"+name)
+}
+
+// userIDRE finds full user ids in a text.
+var userIDRE = regexp.MustCompile(`@[A-Za-z0-9._=+/-]+:[A-Za-z0-9.-]+(?::\d+)?`)
+
+// mentionNames spells the user ids in s that are the recording's members as
+// the recording does, "@name".
+func mentionNames(rec *recording.Recording, s string) string {
+	return userIDRE.ReplaceAllStringFunc(s, func(u string) string {
+		for _, m := range rec.Members {
+			if isMember(u, m) {
+				return "@" + m
+			}
+		}
+		return u
+	})
 }
 
 func localpart(u string) string {

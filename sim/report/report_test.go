@@ -157,3 +157,57 @@ func mustRun(t *testing.T, diff trace.Diff) Run {
 	run.Diff = diff
 	return run
 }
+
+// A harness recording's trace spells mentions and senders as prefixed user
+// ids ("@zs-agent-a:localhost") where the recording has names ("@agent-a"):
+// each recorded event is still joined to its trace event and shown once, the
+// trace's joins (not in the recording) once beside them.
+func TestEachEventShowsOnce(t *testing.T) {
+	rec, err := recording.Load("../../scenarios/ops-routing-traced.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := FromRecording(rec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := run.Rooms[0].Events
+	joins := 0
+	for _, e := range events {
+		if e.Type == "m.room.member" {
+			joins++
+		} else if !strings.HasPrefix(e.ID, "$") {
+			t.Errorf("recorded event %q from %s has no trace event id (%q): not joined to its trace", e.Text, e.Sender, e.ID)
+		}
+	}
+	if got, want := len(events), len(rec.Events)+joins; got != want {
+		t.Fatalf("%d events shown, want the recording's %d and %d joins", got, len(rec.Events), joins)
+	}
+}
+
+func TestSameEventRule(t *testing.T) {
+	rec, err := recording.Parse(strings.NewReader(`{"version": 2, "members": ["ori", {"name": "planner", "role": "agent"}],
+		"events": [{"sender": "ori", "ts": "2026-03-02T09:00:00Z", "content": {"body": "@planner look at svc-a"}},
+		           {"sender": "planner", "ts": "2026-03-02T09:00:01Z", "content": {"body": "a long answer about svc-a"}}]}`), "t.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		j    int
+		te   trace.Event
+		want bool
+	}{
+		{0, trace.Event{Sender: "@ori:localhost", Type: "m.room.message", Text: "@planner:localhost look at svc-a"}, true},
+		{0, trace.Event{Sender: "@ori:localhost", Type: "m.room.message", Text: "@zs-planner:localhost look at svc-a"}, true},
+		{0, trace.Event{Sender: "@ori:localhost", Type: "m.room.message", Text: "@planner look at svc-a"}, true},
+		{0, trace.Event{Sender: "@ori:localhost", Type: "m.room.message", Text: "@planner look at svc-b"}, false},
+		{0, trace.Event{Sender: "@mia:localhost", Type: "m.room.message", Text: "@planner look at svc-a"}, false},
+		{1, trace.Event{Sender: "@zs-planner:localhost", Type: "m.room.message", Text: "a long", TextSize: 25}, true},
+		{1, trace.Event{Sender: "@zs-planner:localhost", Type: "m.room.message"}, true},
+		{1, trace.Event{Sender: "@zs-planner:localhost", Type: "m.room.member"}, false},
+	} {
+		if got := sameEvent(rec, tc.j, &tc.te); got != tc.want {
+			t.Errorf("event %d vs %+v: %v, want %v", tc.j, tc.te, got, tc.want)
+		}
+	}
+}
