@@ -70,23 +70,7 @@ func TestParseScriptRefusesWithFileAndLine(t *testing.T) {
 // An agent run by hand with --script takes the file's turns in order, then
 // says DefaultReply; no harness serves it a controller.
 func TestFakeAgentRunByHandFromAScript(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "agents.script")
-	if err := os.WriteFile(file, []byte(script), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := acpagent.Start(ctx10(t), acpagent.Spec{
-		Command: exe(t),
-		Args:    []string{"fake-agent", "--agent", "reviewer", "--script", file},
-		Env:     []string{fakeagent.ExecEnv + "=fake-agent", "PATH=" + os.Getenv("PATH")},
-	}, acpagent.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	s, err := c.NewSession(ctx10(t), t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := scriptedSession(t, script, "reviewer")
 	// reviewer's first turn lists its tools (none: no MCP server given) and
 	// ends without prose; its second crashes the process after a word.
 	var said []string
@@ -102,23 +86,7 @@ func TestFakeAgentRunByHandFromAScript(t *testing.T) {
 }
 
 func TestFakeAgentScriptDefaultsToOk(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "agents.script")
-	if err := os.WriteFile(file, []byte("coder will reply \"on it\"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := acpagent.Start(ctx10(t), acpagent.Spec{
-		Command: exe(t),
-		Args:    []string{"fake-agent", "--agent", "coder", "--script", file},
-		Env:     []string{fakeagent.ExecEnv + "=fake-agent", "PATH=" + os.Getenv("PATH")},
-	}, acpagent.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	s, err := c.NewSession(ctx10(t), t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := scriptedSession(t, "coder will reply \"on it\"\n", "coder")
 	var said []string
 	for _, p := range []string{"first", "second"} {
 		var text string
@@ -130,4 +98,28 @@ func TestFakeAgentScriptDefaultsToOk(t *testing.T) {
 	if !slices.Equal(said, []string{"on it", fakeagent.DefaultReply}) {
 		t.Fatalf("said %q, want %q then %q", said, "on it", fakeagent.DefaultReply)
 	}
+}
+
+// scriptedSession starts agent as `fake-agent --script` run by hand on a file
+// holding script, and opens a session on it.
+func scriptedSession(t *testing.T, script, agent string) *acpagent.Session {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "agents.script")
+	if err := os.WriteFile(file, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := acpagent.Start(ctx10(t), acpagent.Spec{
+		Command: exe(t),
+		Args:    []string{"fake-agent", "--agent", agent, "--script", file},
+		Env:     []string{fakeagent.ExecEnv + "=fake-agent", "PATH=" + os.Getenv("PATH")},
+	}, acpagent.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	s, err := c.NewSession(ctx10(t), t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
