@@ -215,7 +215,12 @@ func startStackRegistered(t *testing.T, exe, cfg, regCfg string, push *os.File, 
 		s.room, _ = r["room_id"].(string)
 		return s.room != ""
 	})
-	s.hs.do("POST", "/_matrix/client/v3/join/"+url.PathEscape(s.room), s.token, `{}`)
+	// The invite follows the room's creation (and its alias) by a request or
+	// two: until it lands, the private room refuses ori's join.
+	eventually(t, "ori to join #general once invited", func() bool {
+		_, status := s.hs.try("POST", "/_matrix/client/v3/join/"+url.PathEscape(s.room), s.token, `{}`)
+		return status == http.StatusOK
+	})
 	return s
 }
 
