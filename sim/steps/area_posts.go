@@ -581,7 +581,10 @@ func (w *world) stepFloodArrives(ctx context.Context, agent string) error {
 		}
 		return len(got) >= len(want), seen, nil
 	}
-	if err := w.eventually(ctx, fmt.Sprintf("%s posts %d notices in the thread", agent, len(want)), look); err != nil {
+	// 2 MB streamed through ACP in 32 KiB chunks, gathered and posted as
+	// several events costs seconds of CPU under the race detector: on a
+	// loaded runner more than one ordinary wait (it timed out at 10 s).
+	if err := w.eventuallyWithin(ctx, 3*w.waitBound(), fmt.Sprintf("%s posts %d notices in the thread", agent, len(want)), look); err != nil {
 		return err
 	}
 	if err := w.barrier(ctx, agent); err != nil {

@@ -11,7 +11,13 @@ import (
 // never sleeps longer than the poll step, so a step costs as long as the
 // behaviour takes and no more.
 func (w *world) eventually(ctx context.Context, what string, check func() (done bool, seen string, err error)) error {
-	ctx, cancel := w.waitCtx(ctx)
+	return w.eventuallyWithin(ctx, w.waitBound(), what, check)
+}
+
+// eventuallyWithin is eventually with a bound of its own, for the few waits
+// that are heavier than a step's ordinary one (each says why where it calls).
+func (w *world) eventuallyWithin(ctx context.Context, bound time.Duration, what string, check func() (done bool, seen string, err error)) error {
+	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	delay := 5 * time.Millisecond
 	var seen string
