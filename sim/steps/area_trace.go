@@ -59,7 +59,7 @@ func traceSteps(w *world) []stepDef {
 			fn:      w.stepTraceStart},
 		{area: "trace", pattern: `^the trace of "(#[a-z0-9-]+)" records ([a-z0-9-]+) prompted for the recorded event "([^"]+)"$`,
 			example: `the trace of "#ops" records coder prompted for the recorded event "deploy"`,
-			doc:     "Waits for a prompt record of the agent whose trigger is the played recording event with that label (or index): the daemon has started that turn. `zooid replay --feature` writes it before a recorded restart, so the kill lands where the recorded one did.",
+			doc:     "Waits for a prompt record of the agent whose trigger is the played recording event with that label (or index): the daemon has started that turn, and a scripted agent has received its prompt. `zooid replay --feature` writes it before a recorded restart, so the kill lands where the recorded one did.",
 			fn:      w.stepTracePromptedFor},
 		{area: "trace", pattern: `^no secret appears in the trace$`,
 			example: `no secret appears in the trace`,
@@ -424,9 +424,29 @@ func (w *world) stepTracePromptedFor(ctx context.Context, roomName, agent, ref s
 		return fmt.Errorf("%s: recorded event %q is not played yet", roomName, ref)
 	}
 	eid := r.seeded[i].id
+	var text string
 	_, err = w.traceRecord(ctx, roomName, fmt.Sprintf("%s prompted for recorded event %q (%s) in the trace", agent, ref, eid), func(rec trace.Record) (bool, error) {
 		p := rec.Prompt
-		return p != nil && p.Agent == agent && p.Trigger == eid, nil
+		if p != nil && p.Agent == agent && p.Trigger == eid {
+			text = p.Text
+			return true, nil
+		}
+		return false, nil
 	})
-	return err
+	if err != nil || w.runsReal(agent) || w.ctl == nil {
+		return err
+	}
+	// The daemon traces a prompt as it sends it; a kill right after could
+	// still beat its arrival at an agent that is starting. The recorded
+	// agent had it, so wait until the scripted one has it too (the trace
+	// keeps a long prompt's beginning).
+	return w.eventually(ctx, fmt.Sprintf("%s receiving the prompt of recorded event %q", agent, ref), func() (bool, string, error) {
+		ps := w.ctl.Prompts(agent)
+		for _, p := range ps {
+			if strings.HasPrefix(p.Text, text) {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("%d prompts, none starting %.60q", len(ps), text), nil
+	})
 }
