@@ -465,8 +465,8 @@ func (a *agent) run(ctx context.Context, s *session, turn Turn) (acp.StopReason,
 				return "", err
 			}
 		}
-		for _, path := range act.Reach {
-			a.report("reach", reach(path))
+		for _, target := range act.Reach {
+			a.report("reach", Try(target))
 		}
 		if act.Permission != "" {
 			a.askPermission(ctx, s, act.Permission)
@@ -488,6 +488,9 @@ func (a *agent) run(ctx context.Context, s *session, turn Turn) (acp.StopReason,
 				_ = c.Close()
 			}
 			a.report("probe", pr)
+		}
+		if len(act.Run) > 0 {
+			a.report("probe", run(ctx, s.id, act.Run))
 		}
 		if act.Crash {
 			os.Exit(3)
@@ -665,26 +668,4 @@ func (a *agent) SetSessionConfigOption(ctx context.Context, req acp.SetSessionCo
 
 func (a *agent) SetSessionMode(ctx context.Context, req acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
 	return acp.SetSessionModeResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetMode)
-}
-
-// reach opens path as this process; a path ending in ".sock" is connected
-// to as a unix socket.
-func reach(path string) ReachResult {
-	r := ReachResult{Path: path}
-	var err error
-	if strings.HasSuffix(path, ".sock") {
-		var c net.Conn
-		if c, err = net.Dial("unix", path); err == nil {
-			c.Close()
-		}
-	} else {
-		var f *os.File
-		if f, err = os.Open(path); err == nil {
-			f.Close()
-		}
-	}
-	if err != nil {
-		r.Err, r.EACCES = err.Error(), errors.Is(err, syscall.EACCES)
-	}
-	return r
 }

@@ -402,8 +402,14 @@ func (c *Controller) Prompts(agent string) []Prompt { return snapshot(c, c.promp
 // Sessions are the session/new requests agent received, in order.
 func (c *Controller) Sessions(agent string) []SessionInfo { return snapshot(c, c.sessions, agent) }
 
+// Probes are the probes (ReadFile, Dial, Run) agent reported, in order.
+func (c *Controller) Probes(agent string) []Probe { return snapshot(c, c.probes, agent) }
+
+// Reaches are the Reach attempts agent reported, in order.
+func (c *Controller) Reaches(agent string) []ReachResult { return snapshot(c, c.reaches, agent) }
+
 // WaitProbes blocks until agent has reported at least n probes (ReadFile,
-// Dial) and returns them in order.
+// Dial, Run) and returns them in order.
 func (c *Controller) WaitProbes(ctx context.Context, agent string, n int) ([]Probe, error) {
 	return waitN(ctx, c, c.probes, agent, n, "probes")
 }

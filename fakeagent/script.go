@@ -22,7 +22,7 @@ const DefaultReply = "ok"
 type Turn []Action
 
 // Action is one step of a turn. Set fields run in this order: Wait, Say,
-// Chunks, ListTools, CallTool, Reach, Permission, ReadFile, Dial, Crash, Hang, Stop.
+// Chunks, ListTools, CallTool, Reach, Permission, ReadFile, Dial, Run, Crash, Hang, Stop.
 type Action struct {
 	// Say sends one agent_message_chunk.
 	Say string `json:"say,omitempty"`
@@ -56,8 +56,8 @@ type Action struct {
 	UntilReleased bool `json:"until_released,omitempty"`
 	// ListTools runs tools/list on every MCP server and reports the names.
 	ListTools bool `json:"list_tools,omitempty"`
-	// Reach tries, from the agent process, to open each path (one ending in
-	// ".sock" is connected to as a unix socket) and reports what the kernel answered (ReachResult).
+	// Reach tries, from the agent process, each target (see Try) and
+	// reports what the kernel answered (ReachResult).
 	Reach []string `json:"reach,omitempty"`
 	// Permission sends session/request_permission for a tool call with this
 	// title (options allow_once "allow" and reject_once "reject") and reports
@@ -69,6 +69,10 @@ type Action struct {
 	// Dial connects to this unix socket, as an agent trying another agent's
 	// socket would, and reports whether it could as a Probe.
 	Dial string `json:"dial,omitempty"`
+	// Run starts this command (argv; the program found on the agent's
+	// PATH) in the agent's working directory with its environment, as an
+	// agent runs a tool, and reports its combined output as a Probe.
+	Run []string `json:"run,omitempty"`
 }
 
 // ReadFile reports the content of a file as the agent sees it.
@@ -77,14 +81,19 @@ func ReadFile(path string) Action { return Action{ReadFile: path} }
 // Dial reports whether the agent can connect to the unix socket at path.
 func Dial(path string) Action { return Action{Dial: path} }
 
-// Probe is what a ReadFile or Dial action found where the agent runs.
+// RunTool reports what the command argv printed, run as the agent runs a
+// tool (a child of the agent process, in its working directory).
+func RunTool(argv ...string) Action { return Action{Run: argv} }
+
+// Probe is what a ReadFile, Dial or Run action found where the agent runs.
 type Probe struct {
 	SessionID acp.SessionId `json:"session_id"`
-	// Op is "read_file" or "dial"; Path its argument.
+	// Op is "read_file", "dial" or "run"; Path its argument (a command's
+	// argv joined by spaces).
 	Op   string `json:"op"`
 	Path string `json:"path"`
-	// Out is the file's content (read_file); Err why it failed, "" when it
-	// worked.
+	// Out is the file's content (read_file) or the command's output (run);
+	// Err why it failed, "" when it worked.
 	Out string `json:"out,omitempty"`
 	Err string `json:"err,omitempty"`
 }
@@ -113,9 +122,8 @@ func Hang() Action { return Action{Hang: true} }
 // Wait sleeps for d, or until the turn is cancelled.
 func Wait(d time.Duration) Action { return Action{Wait: d} }
 
-// Reach tries to open (or, for a unix socket, connect to) each path from
-// the agent process.
-func Reach(paths ...string) Action { return Action{Reach: paths} }
+// Reach tries each target from the agent process (see Try).
+func Reach(targets ...string) Action { return Action{Reach: targets} }
 
 // ListTools lists the tools of every MCP server of the session.
 func ListTools() Action { return Action{ListTools: true} }
@@ -195,9 +203,16 @@ type MCPError struct {
 
 // ReachResult is the outcome of one Reach attempt.
 type ReachResult struct {
+	// Path is the target as given (see Try).
 	Path string `json:"path"`
-	// Err is the error's text, "" when the open or connect succeeded.
+	// Err is the error's text, "" when the attempt succeeded.
 	Err string `json:"err,omitempty"`
 	// EACCES says the kernel refused with permission denied.
 	EACCES bool `json:"eacces,omitempty"`
+	// EPERM says the kernel refused with operation not permitted (ptrace
+	// and signals are refused so).
+	EPERM bool `json:"eperm,omitempty"`
 }
+
+// Refused says the kernel refused the attempt (EACCES or EPERM).
+func (r ReachResult) Refused() bool { return r.EACCES || r.EPERM }

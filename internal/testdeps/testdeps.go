@@ -142,3 +142,13 @@ func firstLine(b []byte) string {
 	}
 	return string(b)
 }
+
+// Landlock is a Linux kernel with Landlock enabled (any ABI): the agents'
+// default sandbox. Tests of what a newer ABI adds check the ABI themselves
+// and hold the kernel to what it has.
+var Landlock = Dependency{
+	Name:  "a kernel with Landlock",
+	Env:   "ZOOID_TEST_LANDLOCK",
+	Get:   "Linux 5.13 or newer with landlock in its lsm= boot parameter (CONFIG_LSM)",
+	Probe: probeLandlock,
+}
