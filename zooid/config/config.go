@@ -84,6 +84,9 @@ type Config struct {
 	// reported once and frees its slot, so a task waiting on a person who
 	// never answers does not hold the room's capacity for ever.
 	TaskTimeout time.Duration
+	// SecretFiles are the files tokens were read from (the *_file keys),
+	// absolute: like zooid.yaml, no agent may read them.
+	SecretFiles []string
 }
 
 // AgentUsers says whether any agent runs as a user of its own.
@@ -171,6 +174,10 @@ type Agent struct {
 	// this agent hosts over its life (sessions_per_process, default 1), or
 	// SessionsPerProcessAuto.
 	SessionsPerProcess int
+	// Sandbox holds a local agent's process (sandbox:, defaulting to the
+	// top-level one, else Landlock); nil for a runtime docker agent, whose
+	// container is its sandbox.
+	Sandbox *Sandbox
 }
 
 // ACP says how to start the agent process.
@@ -395,6 +402,7 @@ func Load(path string) (*Config, error) {
 		}
 		p.checkUsers(cfg)
 		p.checkDocker(cfg)
+		p.checkSandboxPaths(cfg)
 	}
 	if err := p.result(); err != nil {
 		return nil, err

@@ -34,7 +34,7 @@ func (p *parser) parse(data []byte) *Config {
 		return nil
 	}
 	root := doc.Content[0]
-	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout", "trace", "user", "runtime", "container", "max_processes", "queue_notice_after", "tool_timeout", "post_timeout", "task_timeout", "rooms")
+	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout", "trace", "user", "runtime", "container", "max_processes", "queue_notice_after", "tool_timeout", "post_timeout", "task_timeout", "rooms", "sandbox")
 	cfg := &Config{File: p.file}
 
 	if f, ok := top["transports"]; ok {
@@ -55,6 +55,7 @@ func (p *parser) parse(data []byte) *Config {
 	// and after the transports, whose tokens they must not carry.
 	p.runtime = p.runtimeOf(top["runtime"], "runtime", RuntimeLocal)
 	p.containerDefault = p.container(top["container"], "container", nil)
+	p.sandboxDefault = p.sandboxOf(top["sandbox"], "sandbox", nil)
 	if f, ok := top["agents"]; ok {
 		userIDs := map[id.UserID]string{}
 		for _, e := range p.entries(f.val, "agents") {
@@ -82,6 +83,9 @@ func (p *parser) parse(data []byte) *Config {
 	cfg.Trace = p.trace(top)
 	p.limits(top, cfg)
 	p.timeouts(top, cfg)
+	for _, sf := range p.secretFiles {
+		cfg.SecretFiles = append(cfg.SecretFiles, sf.path)
+	}
 	cfg.RunDir = p.defaultRunDir()
 	if v, ok := p.str(top["run_dir"], "run_dir"); ok && v != "" {
 		cfg.RunDir = p.abs(v)
@@ -273,7 +277,7 @@ func (p *parser) httpTransport(e field, path string) *HTTPTransport {
 	return h
 }
 
-var agentKeys = []string{"acp", "dir", "matrix", "http", "permission", "user", "runtime", "container", "max_processes", "sessions_per_process"}
+var agentKeys = []string{"acp", "dir", "matrix", "http", "permission", "user", "runtime", "container", "max_processes", "sessions_per_process", "sandbox"}
 
 func (p *parser) agent(e field, cfg *Config, userIDs map[id.UserID]string) (Agent, bool) {
 	name := e.key.Value
@@ -287,6 +291,7 @@ func (p *parser) agent(e field, cfg *Config, userIDs map[id.UserID]string) (Agen
 	f := p.fields(e.val, path, agentKeys...)
 	a.Runtime = p.runtimeOf(f["runtime"], path+".runtime", p.runtime)
 	a.Container = p.container(f["container"], path+".container", p.containerDefault)
+	a.Sandbox = p.sandboxOf(f["sandbox"], path+".sandbox", p.sandboxDefault)
 
 	if af, ok := f["acp"]; ok {
 		a.ACP = p.acp(af, path+".acp", a.Runtime == RuntimeDocker)
@@ -322,6 +327,7 @@ func (p *parser) agent(e field, cfg *Config, userIDs map[id.UserID]string) (Agen
 		a.HTTP = p.agentHTTP(hf, path+".http", cfg)
 	}
 	p.finishContainer(&a, e.key, path)
+	p.finishSandbox(&a, f, path)
 	return a, len(p.errs) == before
 }
 

@@ -164,8 +164,9 @@ func (p *parser) checkStateDir(dir string, u unixuser.User, own map[string]bool,
 	for _, e := range entries {
 		path := filepath.Join(dir, e.Name())
 		// agents/ holds the default working directories, pi/ the default pi
-		// directories: one per agent, each its own user's.
-		if e.Name() != "agents" && e.Name() != "pi" {
+		// directories, tmp/ the sandboxed agents' temp dirs: one per agent,
+		// each its own user's.
+		if e.Name() != "agents" && e.Name() != "pi" && e.Name() != "tmp" {
 			if reachable(path, e.IsDir()) {
 				fail("can reach %s in the state dir: chmod go-rwx it", path)
 			}

@@ -46,6 +46,10 @@ type parser struct {
 	// runtime: and container:).
 	runtime          string
 	containerDefault *Container
+	// sandboxDefault is the top-level sandbox:, every local agent's
+	// default; sandboxPaths its and the agents' read and write entries.
+	sandboxDefault *Sandbox
+	sandboxPaths   []sandboxPath
 	// agentLines is the line of each agent's name, for Load's checks.
 	agentLines map[string]int
 }
