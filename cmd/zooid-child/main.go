@@ -17,6 +17,6 @@ func main() {
 	if code, ok := cmds.Run(os.Args); ok {
 		os.Exit(code)
 	}
-	fmt.Fprintln(os.Stderr, "usage: child fake-agent|mcp|echo [flags]")
+	fmt.Fprintln(os.Stderr, "usage: child fake-agent|mcp|sandbox|echo|netjail [flags]")
 	os.Exit(2)
 }

@@ -4,9 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/preflight"
+	"github.com/zooid-dev/zooid/zooid/sandbox"
 )
 
 // cmdCheck validates a config file without starting anything: every problem
@@ -48,9 +50,41 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "; compared with the registration %s", file)
 	}
 	fmt.Fprintln(stdout)
+	for _, line := range sandboxReport(cfg, sandbox.ABI()) {
+		fmt.Fprintln(stdout, line)
+	}
 	if *strict && len(findings) > 0 {
 		fmt.Fprintf(stderr, "zooid check: %v\n", preflight.ErrWarnings)
 		return 1
 	}
 	return 0
+}
+
+// sandboxReport says, for a kernel with Landlock ABI abi, what each agent
+// will and will not be held to on this machine.
+func sandboxReport(cfg *config.Config, abi int) []string {
+	head := fmt.Sprintf("sandbox: this kernel has Landlock ABI %d (ABI %d holds agents to all of it)", abi, sandbox.ABIWanted)
+	if abi == 0 {
+		head = "sandbox: this kernel has no Landlock: agents with sandbox landlock run unsandboxed"
+	}
+	lines := []string{head}
+	for _, a := range cfg.Agents {
+		switch {
+		case a.Runtime == config.RuntimeDocker:
+			lines = append(lines, fmt.Sprintf("  %s: runtime docker: its container is its sandbox", a.Name))
+		case a.Sandbox == nil || a.Sandbox.Mode == sandbox.None:
+			lines = append(lines, fmt.Sprintf("  %s: sandbox none: it can read and write everything its user can, zooid.yaml and the state dir included, and ptrace and signal the daemon", a.Name))
+		default:
+			held, missing := sandbox.Enforcement(abi, a.Sandbox.Connect != nil || a.Sandbox.Bind != nil)
+			line := fmt.Sprintf("  %s: landlock: held to %s", a.Name, strings.Join(held, "; "))
+			if len(held) == 0 {
+				line = fmt.Sprintf("  %s: landlock, but held to nothing here", a.Name)
+			}
+			if len(missing) > 0 {
+				line += "; not held to, on this kernel: " + strings.Join(missing, "; ")
+			}
+			lines = append(lines, line)
+		}
+	}
+	return lines
 }

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/sandbox"
 )
 
 func TestCheckCommand(t *testing.T) {
@@ -37,7 +40,7 @@ agents:
 	if code := dispatch([]string{"check", "--config", good}, &out, &errb); code != 0 {
 		t.Fatalf("good config: exit %d, stderr %s", code, errb.String())
 	}
-	if out.String() != "ok: 1 agents, 1 transports\n" {
+	if !strings.HasPrefix(out.String(), "ok: 1 agents, 1 transports\nsandbox: ") || !strings.Contains(out.String(), "\n  agent-a: landlock") {
 		t.Fatalf("stdout %q", out.String())
 	}
 	out.Reset()
@@ -110,7 +113,7 @@ agents:
 	wantErr := path + ": warning: agents.helper.acp: preset claude starts claude-agent-acp, which is not on the agent's PATH (" + os.Getenv("PATH") +
 		"): every mention of helper would answer that it could not be started; install the adapter (npm install -g @zed-industries/claude-agent-acp), " +
 		"or put its directory first on the agent's PATH with acp.env PATH\n"
-	if out.String() != wantOut || errb.String() != wantErr {
+	if first, _, _ := strings.Cut(out.String(), "\n"); first+"\n" != wantOut || errb.String() != wantErr {
 		t.Fatalf("check\nstdout %q\nwant   %q\nstderr %q\nwant   %q", out.String(), wantOut, errb.String(), wantErr)
 	}
 
@@ -139,5 +142,51 @@ agents:
 	}
 	if !strings.HasPrefix(out.String(), "ok: 2 agents, 1 transports (4 warnings)") {
 		t.Errorf("stdout %q", out.String())
+	}
+}
+
+// TestCheckSaysWhatAgentsAreHeldTo: check prints, per agent, what its
+// sandbox holds it to on a kernel of the given Landlock ABI and what that
+// kernel cannot: nothing on a kernel without Landlock, TCP only from ABI 4
+// and only for an agent with ports, unix sockets only from ABI 9; an agent
+// with sandbox none and a docker agent are named for what they are.
+func TestCheckSaysWhatAgentsAreHeldTo(t *testing.T) {
+	cfg := &config.Config{Agents: []config.Agent{
+		{Name: "plain", Sandbox: &config.Sandbox{Mode: sandbox.Landlock}},
+		{Name: "ports", Sandbox: &config.Sandbox{Mode: sandbox.Landlock, Connect: sandbox.Ports{443}}},
+		{Name: "open", Sandbox: &config.Sandbox{Mode: sandbox.None}},
+		{Name: "boxed", Runtime: config.RuntimeDocker},
+	}}
+	for _, c := range []struct {
+		abi int
+		// want holds, per line (the header, then an agent's), pieces it
+		// must contain; not, pieces it must not.
+		want, not [][]string
+	}{
+		{0, [][]string{{"no Landlock"}, {"plain: landlock, but held to nothing here", "not held to, on this kernel: files"}, {"ports: landlock, but held to nothing here", "TCP limited to its sandbox's ports (Landlock ABI 4)"}},
+			[][]string{nil, {"TCP"}, nil}},
+		{7, [][]string{{"Landlock ABI 7 (ABI 9 holds agents to all of it)"}, {"plain: landlock: held to files", "signals to the daemon and other agents refused", "not held to, on this kernel: connecting to unix sockets other than its own refused"}, {"held to files", "TCP limited"}},
+			[][]string{nil, {"TCP"}, {"(Landlock ABI 4)"}}},
+		{9, [][]string{{"Landlock ABI 9"}, {"plain: landlock: held to files", "unix sockets other than its own refused"}, {"TCP limited"}},
+			[][]string{nil, {"not held to"}, {"not held to"}}},
+	} {
+		lines := sandboxReport(cfg, c.abi)
+		if len(lines) != 5 || !strings.Contains(lines[3], "open: sandbox none: it can read and write everything its user can") ||
+			!strings.Contains(lines[4], "boxed: runtime docker: its container is its sandbox") {
+			t.Errorf("ABI %d: report %q; want a header and a line per agent", c.abi, lines)
+			continue
+		}
+		for i, pieces := range c.want {
+			for _, w := range pieces {
+				if !strings.Contains(lines[i], w) {
+					t.Errorf("ABI %d: %q lacks %q", c.abi, lines[i], w)
+				}
+			}
+			for _, n := range c.not[i] {
+				if strings.Contains(lines[i], n) {
+					t.Errorf("ABI %d: %q says %q", c.abi, lines[i], n)
+				}
+			}
+		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/zooid-dev/zooid/fakeagent"
 	"github.com/zooid-dev/zooid/internal/childproc"
 	"github.com/zooid-dev/zooid/sim/cli"
+	"github.com/zooid-dev/zooid/zooid/sandbox"
 )
 
 // execEnv makes the test binary behave as the zooid command, so the test runs
@@ -32,6 +33,11 @@ import (
 const execEnv = "ZOOID_TEST_AS_ZOOID"
 
 func TestMain(m *testing.M) {
+	// The daemon under test starts its agents as `<this binary> sandbox --
+	// …` with their policy in the environment, whatever else it holds.
+	if _, ok := os.LookupEnv(sandbox.Env); ok && len(os.Args) > 1 && os.Args[1] == "sandbox" {
+		os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	switch os.Getenv(execEnv) {
 	case "1":
 		if len(os.Args) > 1 && slices.Contains(harnessCommands, os.Args[1]) {

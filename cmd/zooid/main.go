@@ -28,7 +28,11 @@ var subcommands = map[string]subcommand{
 	"mcp":          {"the Zooid MCP stdio bridge agents start (internal; put into session/new by the daemon)", cmdMCP},
 	"demo-agent":   {"the demo agent, an ACP agent without a model (preset: demo starts it; try it before giving an agent a model key)", cmdDemoAgent},
 	"record":       {"record a room as a replayable scenario: ZOOID_RECORD_TOKEN=... zooid record --homeserver URL --room '#ops:server' > scenarios/x.json", cmdRecord},
+	"sandbox":      {"start an agent held by its sandbox (internal; the daemon runs it)", cmdSandbox},
 }
+
+// hidden are the commands the usage leaves out: the daemon runs them, nobody else.
+var hidden = map[string]bool{"sandbox": true}
 
 func main() {
 	os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
@@ -58,7 +62,9 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: zooid <command> [flags]\n\ncommands:")
 	names := make([]string, 0, len(subcommands))
 	for n := range subcommands {
-		names = append(names, n)
+		if !hidden[n] {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	for _, n := range names {

@@ -155,7 +155,9 @@ func procIDs(t *testing.T, pid int) (uids, gids, groups string) {
 // exactly its user and group, with no supplementary group of the daemon; its
 // tools work over its own socket; from inside it, zooid.yaml, the state dir
 // and a file in it, and the other agent's socket all fail with EACCES, while
-// its own socket and working directory open. agent-a's binding copied into
+// its own socket and working directory open; a file every user may read,
+// outside what the sandbox grants, fails too (the sandbox holds under user:
+// as well: without it, that open succeeds and the test fails). agent-a's binding copied into
 // a process of another uid (root, agent-b's user, and agent-a's own user
 // outside its process tree) is refused or can't even connect, and agent-b's
 // user can't read agent-a's process environment or memory. An HTTP-bound
@@ -176,6 +178,17 @@ func TestAgentsRunAsTheirOwnUsers(t *testing.T) {
 	// The controller is test scaffolding both agents' users must reach.
 	must(t, os.Chmod(ctl.Socket(), 0o666))
 
+	// A file every user may read, outside what the sandbox grants: unix
+	// permissions let each agent's user open it, its sandbox (applied under
+	// user: too) does not.
+	pub, err := os.MkdirTemp("/tmp", "zpub-")
+	must(t, err)
+	t.Cleanup(func() { os.RemoveAll(pub) })
+	must(t, os.Chmod(pub, 0o755))
+	public := filepath.Join(pub, "public.txt")
+	must(t, os.WriteFile(public, []byte("readable by all"), 0o644))
+	must(t, os.Chmod(public, 0o644))
+
 	sockA := filepath.Join(w.run, "agent-a", "zooid.sock")
 	sockB := filepath.Join(w.run, "agent-b", "zooid.sock")
 	workA := filepath.Join(w.state, "agents", "agent-a")
@@ -183,7 +196,7 @@ func TestAgentsRunAsTheirOwnUsers(t *testing.T) {
 	turn := func(own, other, work string) fakeagent.Turn {
 		return fakeagent.Turn{
 			fakeagent.CallTool(tools.GetRecentThreads, map[string]any{}),
-			fakeagent.Reach(w.cfg, w.state, filepath.Join(w.state, "cursor.key"), other, own, work),
+			fakeagent.Reach(w.cfg, w.state, filepath.Join(w.state, "cursor.key"), other, own, work, public),
 			fakeagent.Say("probed"),
 		}
 	}
@@ -250,7 +263,7 @@ agents:
 		if r := results[0]; r.Err != "" || r.IsError {
 			t.Errorf("%s's %s over its own socket failed: err %q, result %q", name, r.Tool, r.Err, r.Text)
 		}
-		reaches, err := ctl.WaitReaches(ctx, name, 6)
+		reaches, err := ctl.WaitReaches(ctx, name, 7)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,8 +279,8 @@ agents:
 				}
 			}
 		}
-		if len(reaches) != 6 {
-			t.Errorf("%s made %d reach attempts, want 6: %+v", name, len(reaches), reaches)
+		if len(reaches) != 7 {
+			t.Errorf("%s made %d reach attempts, want 7: %+v", name, len(reaches), reaches)
 		}
 	}
 	check("agent-a", userA, sockA, sockB, workA)

@@ -18,6 +18,7 @@ import (
 	"github.com/zooid-dev/zooid/internal/netjail"
 	"github.com/zooid-dev/zooid/zooid/bridge"
 	"github.com/zooid-dev/zooid/zooid/demoagent"
+	"github.com/zooid-dev/zooid/zooid/sandbox"
 )
 
 type subcommand struct {
@@ -43,6 +44,12 @@ var subcommands = map[string]subcommand{
 	// Real agents of the harness run in a network namespace with only a loopback
 	// and their model double's port (internal/netjail).
 	"netjail": {"run a command in a network namespace with only loopback and the forwarded ports (internal; root)", cmdNetjail},
+}
+
+func init() {
+	// The daemon under test starts its sandboxed agents through the bridge's
+	// program, as `zooid sandbox` (here, not in the literal: it runs Main).
+	subcommands["sandbox"] = subcommand{"start an agent held by its sandbox (internal)", cmdSandbox}
 }
 
 // Commands lists zooid-sim's commands, sorted.
@@ -83,6 +90,20 @@ func usage(w io.Writer) {
 func cmdEcho(args []string, _, stderr io.Writer) int { return echo.Main(args, stderr) }
 
 func cmdNetjail(args []string, _, stderr io.Writer) int { return netjail.Main(args, stderr) }
+
+// cmdSandbox starts a sandboxed agent. The scripted agent is this binary
+// too: it goes on in-process once the whole process is sandboxed, sparing
+// an exec that costs as much as the agent's own start.
+func cmdSandbox(args []string, stdout, stderr io.Writer) int {
+	if rest, ok := sandbox.Itself(args); ok {
+		if err := sandbox.Enter(); err != nil {
+			fmt.Fprintf(stderr, "zooid-sim sandbox: %v\n", err)
+			return 126
+		}
+		return Main(rest, stdout, stderr)
+	}
+	return sandbox.Main(args, stderr)
+}
 
 func cmdMCP(args []string, stdout, stderr io.Writer) int {
 	return bridge.Main(args, os.Stdin, stdout, stderr)

@@ -35,6 +35,7 @@ var areas = []struct{ key, title, intro string }{
 	{"posts", "What was posted", "Read back through the client-server API as a human member of the room, so they hold on any homeserver."},
 	{"tools", "Calling tools", "A call is driven through the real chain: a human mention in the agent's current thread wakes it, its turn calls the tool through the bridge."},
 	{"results", "Tool results", "Checks on the most recent call (or paging walk) of any agent."},
+	{"sandbox", "What agents can reach", "The scripted agent tries each target from its own process and reports what the kernel answered; local agents run in a Landlock sandbox unless the scenario says otherwise, and checks hold the kernel to the Landlock ABI it has."},
 	{"trace", "The daemon's trace", "Read back from the trace directory (zooid/trace) of the scenario's daemon; each check waits until the record it names is written."},
 }
 
@@ -49,6 +50,7 @@ func definitions(w *world) []stepDef {
 	all = append(all, postSteps(w)...)
 	all = append(all, toolSteps(w)...)
 	all = append(all, resultSteps(w)...)
+	all = append(all, sandboxSteps(w)...)
 	all = append(all, traceSteps(w)...)
 	return all
 }

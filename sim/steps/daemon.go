@@ -68,6 +68,7 @@ func (w *world) config(exe string) *config.Config {
 				Transport: "matrix", UserID: n.agent(a.name), DisplayName: a.name,
 				Rooms: rooms, Trigger: a.trigger,
 			},
+			Sandbox: w.sandboxOf(a),
 		})
 	}
 	return cfg
@@ -89,6 +90,7 @@ func (w *world) httpAgentConfig(cfg *config.Config, exe string, a *agentDecl) co
 		Dir:          filepath.Join(w.dir, "agents", a.name),
 		MaxProcesses: a.maxProcs,
 		HTTP:         &config.AgentHTTP{Transport: "hooks"},
+		Sandbox:      w.sandboxOf(a),
 	}
 }
 

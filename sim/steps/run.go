@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooid-dev/zooid/internal/testdeps"
+
 	"github.com/cucumber/godog"
 )
 
@@ -201,6 +203,17 @@ func Run(opts Options) int {
 		opts.Tags = andTags(opts.Tags, "~@pi && ~@real-agents")
 		if opts.TestingT != nil {
 			opts.TestingT.Run("real agents", func(t *testing.T) { t.Skip(err) })
+		}
+	}
+	if err, fail := testdeps.Landlock.Missing(); err != nil {
+		if fail {
+			fmt.Fprintf(out, "zooid sim: the sandbox's scenarios (@landlock): %v\n", err)
+			return 2
+		}
+		fmt.Fprintf(out, "zooid sim: scenarios tagged @landlock %v\n", err)
+		opts.Tags = andTags(opts.Tags, "~@landlock")
+		if opts.TestingT != nil {
+			opts.TestingT.Run("landlock", func(t *testing.T) { t.Skip(err) })
 		}
 	}
 	r := &runner{ctx: ctx, backend: b, log: st.log, wait: st.wait, turnTimeout: st.turnTimeout, outcomes: newOutcomes(), testSteps: opts.testSteps, timings: tm,

@@ -8,8 +8,9 @@ import (
 )
 
 // persisted is every file docs/ARCHITECTURE.md ("Durability") says the daemon
-// keeps under state_dir; agents/<name>/ (default working directories) and
-// pi/<name>/ (pi agents' default pi directories) are the agents' own.
+// keeps under state_dir; agents/<name>/ (default working directories),
+// pi/<name>/ (pi agents' default pi directories) and tmp/<name>/ (sandboxed
+// agents' temp dirs) are the agents' own.
 var persisted = map[string]bool{
 	"cursor.key":       true,
 	"matrix/matrix.db": true,
@@ -28,7 +29,7 @@ func checkStateDir(dir string) error {
 		rel, _ := filepath.Rel(dir, path)
 		rel = filepath.ToSlash(rel)
 		if d.IsDir() {
-			if rel == "agents" || rel == "pi" {
+			if rel == "agents" || rel == "pi" || rel == "tmp" {
 				return filepath.SkipDir
 			}
 			return nil

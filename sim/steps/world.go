@@ -41,6 +41,7 @@ type world struct {
 	toolUse
 	recordings
 	httpAgents
+	reachProbes
 }
 
 // cast is who and where: the homeserver lease and its users, the agents with
@@ -74,6 +75,7 @@ type daemonSetup struct {
 	toolTimeout time.Duration // zooid.yaml tool_timeout
 	postTimeout time.Duration // zooid.yaml post_timeout
 	taskTimeout time.Duration // zooid.yaml task_timeout
+	unsandboxed bool          // every agent's zooid.yaml sandbox is none
 }
 
 // conversation is what the humans posted and what later steps mean by "the
@@ -110,6 +112,14 @@ type httpAgents struct {
 	http *httpAnswer // the last answer of an HTTP-bound agent
 	// httpWait waits for the answers of the last "asked over HTTP N times at once".
 	httpWait func(context.Context) ([]*httpAnswer, error)
+}
+
+// reachProbes is what agents tried to reach from inside their sandbox
+// (area_sandbox.go): per agent, the targets of its last reach step and what
+// came of them, and its last tool run.
+type reachProbes struct {
+	reaches map[string][]reachTry
+	tool    map[string]fakeagent.Probe
 }
 
 // human is a user of the homeserver that steps name.
@@ -163,6 +173,7 @@ func newWorld(r *runner) *world {
 		cast:         cast{humans: map[string]*human{}, agents: map[string]*agentDecl{}, rooms: map[string]*room{}},
 		conversation: conversation{focus: map[string]*post{}},
 		toolUse:      toolUse{calls: map[string][]*call{}, paging: map[string]*paging{}},
+		reachProbes:  reachProbes{reaches: map[string][]reachTry{}, tool: map[string]fakeagent.Probe{}},
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/sandbox"
 )
 
 // scenarioSeq numbers the scenarios of this process, so each gets variable
@@ -156,6 +157,28 @@ func zooidYAML(cfg *config.Config, v secretVars) string {
 		if h := a.HTTP; h != nil {
 			b.WriteString("    http:\n")
 			line(3, "transport", h.Transport)
+		}
+		if sb := a.Sandbox; sb != nil {
+			b.WriteString("    sandbox:\n")
+			line(3, "type", sb.Mode)
+			for _, kv := range []struct {
+				key   string
+				paths []string
+			}{{"read", sb.Read}, {"write", sb.Write}} {
+				if len(kv.paths) > 0 {
+					j, _ := json.Marshal(kv.paths)
+					line(3, kv.key, string(j))
+				}
+			}
+			for _, kv := range []struct {
+				key   string
+				ports sandbox.Ports
+			}{{"connect", sb.Connect}, {"bind", sb.Bind}} {
+				if kv.ports != nil {
+					j, _ := json.Marshal([]uint16(kv.ports))
+					line(3, kv.key, string(j))
+				}
+			}
 		}
 	}
 	return b.String()

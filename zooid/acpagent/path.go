@@ -60,6 +60,22 @@ func LookCommand(command string, env []string) (string, error) {
 	return p, nil
 }
 
+// ResolveCommand is the program Start would run for command with the
+// child's environment env, as an absolute path (LookCommand's answer). A
+// wrapper that execs the agent itself (the sandbox) needs the program decided
+// before the child starts.
+func ResolveCommand(command string, env []string) (string, error) {
+	path, err := LookCommand(command, env)
+	if err != nil {
+		return "", fmt.Errorf("finding %s on the agent's PATH or the daemon's: %w", command, err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("finding %s: %w", command, err)
+	}
+	return abs, nil
+}
+
 // authRequired says err is ACP's auth_required error (-32000).
 func authRequired(err error) bool {
 	var re *acp.RequestError

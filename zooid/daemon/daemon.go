@@ -46,7 +46,8 @@ type Options struct {
 	// Logger receives the daemon's logs; nil discards them.
 	Logger *slog.Logger
 	// BridgeCommand is the argv prefix agents run to reach Zooid MCP; default
-	// is this executable with the "mcp" subcommand.
+	// is this executable with the "mcp" subcommand. Its program also serves
+	// `sandbox`, which starts a sandboxed agent (zooid/sandbox).
 	BridgeCommand []string
 	// TurnTimeout bounds one agent turn; zero means the config's turn_timeout,
 	// else DefaultTurnTimeout.
@@ -123,6 +124,10 @@ type agentRuntime struct {
 	workDir string
 	// piDir is the pi agent directory of an agent on the pi preset.
 	piDir string
+	// tmpDir is a sandboxed agent's own temp dir (its TMPDIR).
+	tmpDir string
+	// noteOnce logs what its sandbox had to carve, once per daemon.
+	noteOnce sync.Once
 }
 
 // New prepares a daemon for cfg, which config.Load has validated (the daemon
@@ -197,6 +202,7 @@ func (d *Daemon) Start(ctx context.Context) error {
 	if err := d.openTrace(); err != nil {
 		return err
 	}
+	d.logSandboxes()
 	if faultpoint.Armable() {
 		d.log.Warn("test fault points are armed: this daemon kills itself where the file names", "env", faultpoint.Env, "file", os.Getenv(faultpoint.Env))
 	}

@@ -27,11 +27,18 @@ func (d *Daemon) startHTTP() error {
 			if err != nil {
 				return err
 			}
-			command, args := d.agentCommand(a.ACP, false)
-			agents[a.Name] = httpapi.Agent{
-				Name: a.Name,
-				Spec: acpagent.Spec{Command: command, Args: args, Env: agentEnvFor(d.secrets(), a, dir), Dir: dir, Credential: credential(a)},
+			rt.workDir = dir
+			if sandboxed(a) {
+				if rt.tmpDir, err = d.tmpDir(a); err != nil {
+					return err
+				}
 			}
+			command, args := d.agentCommand(a.ACP, false)
+			spec, err := d.sandboxSpec(rt, acpagent.Spec{Command: command, Args: args, Env: agentEnvFor(d.secrets(), a, dir), Dir: dir, Credential: credential(a)})
+			if err != nil {
+				return err
+			}
+			agents[a.Name] = httpapi.Agent{Name: a.Name, Spec: spec}
 		}
 		if len(agents) == 0 {
 			continue

@@ -117,6 +117,11 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 				return err
 			}
 		}
+		if sandboxed(rt.cfg) {
+			if rt.tmpDir, err = d.tmpDir(rt.cfg); err != nil {
+				return err
+			}
+		}
 	}
 
 	// The transport serves until the daemon closes, not until the caller's

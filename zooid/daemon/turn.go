@@ -408,8 +408,11 @@ func (d *Daemon) startProcess(ctx context.Context, rt *agentRuntime, p *proc) (*
 	}
 	opts.Permission = permissionPolicy(&rt.cfg)
 	p.cwd = rt.workDir
+	var err error
+	if spec, err = d.sandboxSpec(rt, spec); err != nil {
+		return nil, err
+	}
 	if rt.cfg.Runtime == config.RuntimeDocker {
-		var err error
 		if spec, p.container, err = d.containerSpec(rt); err != nil {
 			return nil, err
 		}

@@ -137,6 +137,10 @@ func (s *Server) SocketDir(agent string) (string, bool) {
 	return l.dir, true
 }
 
+// RunDir is the directory holding every agent's socket directory: the
+// configured run dir, or the one New made.
+func (s *Server) RunDir() string { return s.opts.RunDir }
+
 // SocketPath returns the agent's socket path, if it listens.
 func (s *Server) SocketPath(agent string) (string, bool) {
 	s.mu.Lock()
