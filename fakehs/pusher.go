@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"maunium.net/go/mautrix/id"
 )
 
 // maxTxnEvents bounds one appservice transaction, as Synapse batches at 100.
@@ -52,11 +54,46 @@ func (s *Server) runPusher(as *asState) {
 		as.txnSeq++
 		txnID := strconv.FormatInt(as.txnSeq, 10)
 		body := s.transactionBody(batch)
+		s.notePush(as, txnID, batch)
 		if !s.deliver(client, as, txnID, body) {
 			return // closed
 		}
 		as.pop(len(batch), txnID)
 	}
+}
+
+// Push is one appservice transaction as fakehs sends it the first time.
+type Push struct {
+	Appservice string
+	TxnID      string
+	Events     []id.EventID
+	// At is just before the transaction's first PUT: where the appservice's
+	// part of an event's way begins.
+	At time.Time
+}
+
+// WatchPushes has f hear of every transaction fakehs pushes from now on,
+// before its first attempt (a retry is not heard again), on the pusher's
+// goroutine: f must be quick. A benchmark times an event from here to what
+// the appservice does with it. nil stops it.
+func (s *Server) WatchPushes(f func(Push)) {
+	if f == nil {
+		s.pushWatch.Store(nil)
+		return
+	}
+	s.pushWatch.Store(&f)
+}
+
+func (s *Server) notePush(as *asState, txnID string, batch []*evt) {
+	f := s.pushWatch.Load()
+	if f == nil {
+		return
+	}
+	ids := make([]id.EventID, len(batch))
+	for i, e := range batch {
+		ids[i] = e.ID
+	}
+	(*f)(Push{Appservice: as.reg.ID, TxnID: txnID, Events: ids, At: time.Now()})
 }
 
 // heldBackOnce counts a look at the queues while stopped, so a test can

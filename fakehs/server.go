@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,6 +79,9 @@ type Server struct {
 	faults *faultSet
 	asList []*asState
 	reqs   requestLog
+
+	// pushWatch, when set, hears of each transaction as it is first sent.
+	pushWatch atomic.Pointer[func(Push)]
 }
 
 // New starts a server for a test and closes it when the test ends.

@@ -44,7 +44,7 @@ type Options struct {
 	Synapse      bool
 	Runs         int
 	SynapseSizes []int
-	// Items limits the run to these items of docs/performance.md (1–5); none: all.
+	// Items limits the run to these items of docs/performance.md (1–6); none: all.
 	Items []int
 	// Log hears progress; nil: silent.
 	Log io.Writer
@@ -52,7 +52,7 @@ type Options struct {
 
 // Row is one line of the table.
 type Row struct {
-	// Item is the item of docs/performance.md the row measures (1–5).
+	// Item is the item of docs/performance.md the row measures (1–6).
 	Item int `json:"item"`
 	// Key names the row in the baseline.
 	Key  string `json:"key"`
@@ -159,7 +159,7 @@ func Run(ctx context.Context, o Options) (Table, error) {
 	items := []struct {
 		item int
 		run  func(context.Context, Options, func(string, ...any)) ([]Row, error)
-	}{{2, toolCallRows}, {3, pageRows}, {4, sessionRows}, {5, setupRows}, {1, featureRatios}}
+	}{{2, toolCallRows}, {3, pageRows}, {4, sessionRows}, {5, setupRows}, {6, routingRows}, {1, featureRatios}}
 	for _, s := range items {
 		if !want(s.item) || (s.item == 1 && !o.Synapse) {
 			continue
@@ -470,6 +470,50 @@ func setupRows(ctx context.Context, o Options, logf func(string, ...any)) ([]Row
 			Value: el.Seconds(), Unit: "s", Goal: "passes", Met: met(status == 0)})
 	}
 	return rows, nil
+}
+
+// routingLoad is item 6's busy homeserver: 20 rooms at 50 messages a second,
+// every fifth a mention of the room's agent in its thread, 10 agents with
+// warm processes; short runs it for one second, full for ten.
+func routingLoad(o Options) steps.RoutingLoad {
+	l := steps.RoutingLoad{Rooms: 20, Agents: 10, PerSecond: 50, MentionEvery: 5, Duration: 10 * time.Second}
+	if o.Short {
+		l.Duration = time.Second
+	}
+	return l
+}
+
+// routingRows is item 6: the daemon's own part of an event's way, from the
+// homeserver's push to the session/prompt the agent reads, while many rooms
+// are busy at once; per-room order must hold.
+func routingRows(ctx context.Context, o Options, logf func(string, ...any)) ([]Row, error) {
+	load := routingLoad(o)
+	logf("a busy homeserver: %d rooms at %d messages a second each for %s, %d agents with warm processes", load.Rooms, load.PerSecond, load.Duration, load.Agents)
+	r, err := steps.RunRoutingLoad(ctx, load)
+	if err != nil {
+		return nil, err
+	}
+	if r.OutOfOrder > 0 {
+		return nil, fmt.Errorf("routing: %d of %d mentions reached their session out of their room's order", r.OutOfOrder, r.Mentions)
+	}
+	p50, p99 := steps.Quantile(r.Daemon, 0.5), steps.Quantile(r.Daemon, 0.99)
+	e50, e99 := steps.Quantile(r.EndToEnd, 0.5), steps.Quantile(r.EndToEnd, 0.99)
+	from := fmt.Sprintf("%d mentions of %d, %d messages", len(r.Daemon), r.Mentions, r.Sent)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
+	return []Row{
+		{Item: 6, Key: "route/p50", What: fmt.Sprintf("the daemon's part, push received → session/prompt written, median, %d rooms × %d messages/s, %d agents with warm processes", load.Rooms, load.PerSecond, load.Agents),
+			Value: ms(p50), Unit: "ms", From: from, Goal: "≤ 2 ms", Met: met(p50 <= 2*time.Millisecond)},
+		{Item: 6, Key: "route/p99", What: "the same, 99th percentile",
+			Value: ms(p99), Unit: "ms", From: from, Goal: "≤ 10 ms", Met: met(p99 <= 10*time.Millisecond)},
+		{Item: 6, Key: "route/e2e50", What: "fakehs starting the push → the agent reading the prompt (adds the push's HTTP request and the agent's pipe), median",
+			Value: ms(e50), Unit: "ms", From: from},
+		{Item: 6, Key: "route/e2e99", What: "the same, 99th percentile",
+			Value: ms(e99), Unit: "ms", From: from},
+		{Item: 6, Key: "route/rate", What: "events routed a second of this process's CPU (daemon, fakehs and the senders share it: a floor on one core of the daemon alone)",
+			Value: r.EventsPerCoreSecond(), Unit: "events/s", From: fmt.Sprintf("%d events ÷ %s CPU", r.Sent, r.CPU.Round(time.Millisecond))},
+		{Item: 6, Key: "route/batched", What: "mentions prompted together with another in one session/prompt (not in the quantiles: their wait is a turn's)",
+			Value: float64(r.Batched), Unit: "mentions"},
+	}, nil
 }
 
 func dur(ns float64) string {

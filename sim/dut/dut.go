@@ -43,6 +43,8 @@ type Options struct {
 	Logger *slog.Logger
 	// TraceTap sees every trace record as it is written (in-process only).
 	TraceTap func(trace.Record)
+	// Observer hears the daemon's timings (in-process only).
+	Observer daemon.Observer
 }
 
 // InProcess is a daemon running in this process.
@@ -58,7 +60,7 @@ func Start(ctx context.Context, cfg *config.Config, push net.Listener, o Options
 	d, err := daemon.New(daemon.Options{
 		Config: cfg, Logger: o.Logger, BridgeCommand: o.Bridge,
 		TurnTimeout: o.TurnTimeout, StartTimeout: o.StartTimeout,
-		PushListener: push, TraceTap: o.TraceTap,
+		PushListener: push, TraceTap: o.TraceTap, Observer: o.Observer,
 	})
 	if err != nil {
 		_ = push.Close()

@@ -157,3 +157,48 @@ func TestChildProcsFindsAChildUntilItIsWaitedFor(t *testing.T) {
 		t.Fatalf("the child %d is still listed after it was waited for", pid)
 	}
 }
+
+// BenchmarkRouting drives the busy homeserver of docs/performance.md item 6
+// (20 rooms at 50 messages a second, 10 agents with warm sessions) for two
+// seconds an iteration, and reports the push → prompt quantiles and the
+// events a second of this process's CPU.
+func BenchmarkRouting(b *testing.B) {
+	var all RoutingResult
+	for b.Loop() {
+		r, err := RunRoutingLoad(context.Background(), RoutingLoad{Rooms: 20, Agents: 10, PerSecond: 50, MentionEvery: 5, Duration: 2 * time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		all.Daemon = append(all.Daemon, r.Daemon...)
+		all.Sent += r.Sent
+		all.CPU += r.CPU
+	}
+	slices.Sort(all.Daemon)
+	b.ReportMetric(float64(Quantile(all.Daemon, 0.5).Microseconds()), "p50-µs")
+	b.ReportMetric(float64(Quantile(all.Daemon, 0.99).Microseconds()), "p99-µs")
+	b.ReportMetric(all.EventsPerCoreSecond(), "events/core-s")
+}
+
+// TestRoutingLoadSeesEveryMentionInItsRoomsOrder: the busy-homeserver
+// measure (item 6) accounts for every message it sent and every mention its
+// agents were prompted with, each timed by the daemon's observer and from
+// fakehs's push to the agent, in room order.
+func TestRoutingLoadSeesEveryMentionInItsRoomsOrder(t *testing.T) {
+	r, err := RunRoutingLoad(context.Background(), RoutingLoad{Rooms: 4, Agents: 2, PerSecond: 20, MentionEvery: 2, Duration: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Sent != 80 || r.Mentions != 40 || len(r.Daemon)+r.Batched != 40 || len(r.EndToEnd) != len(r.Daemon) || r.OutOfOrder != 0 {
+		t.Fatalf("sent %d (want 80), mentions %d (want 40), timed %d (end to end %d) + batched %d (want 40), out of order %d (want 0)",
+			r.Sent, r.Mentions, len(r.Daemon), len(r.EndToEnd), r.Batched, r.OutOfOrder)
+	}
+	// The daemon's part lies inside the way from fakehs to the agent.
+	for i := range r.Daemon {
+		if r.Daemon[i] <= 0 || r.Daemon[i] >= r.EndToEnd[len(r.EndToEnd)-1] {
+			t.Fatalf("the daemon's part of mention %d: %v; want positive and below the slowest end to end, %v", i, r.Daemon[i], r.EndToEnd[len(r.EndToEnd)-1])
+		}
+	}
+	if r.CPU <= 0 {
+		t.Fatalf("CPU %v: want positive", r.CPU)
+	}
+}

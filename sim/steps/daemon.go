@@ -173,6 +173,7 @@ func (w *world) startDaemon(ctx context.Context) error {
 		Bridge: []string{exe, "mcp"}, TurnTimeout: turnTimeout,
 		// Start-up is bounded by the wait: only turns are meant to time out.
 		StartTimeout: startTimeout,
+		Observer:     w.observer,
 	})
 	if err != nil {
 		return err

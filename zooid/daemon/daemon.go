@@ -74,6 +74,21 @@ type Options struct {
 	// after the writer took it, so a harness (zooid replay) can wait on what
 	// the daemon did instead of polling the trace files.
 	TraceTap func(trace.Record)
+	// Observer, when set, hears where the daemon's own part of an event's
+	// way begins and ends, so a benchmark (zooid bench, item 6) or a metrics
+	// exporter can time it without the trace.
+	Observer Observer
+}
+
+// Observer hears the daemon's timings. Calls come on the daemon's own
+// goroutines, so they must be quick.
+type Observer interface {
+	// PushReceived: a pushed transaction holding events arrived at at (it
+	// is reported once recorded in the inbox).
+	PushReceived(events []id.EventID, at time.Time)
+	// PromptWritten: the session/prompt of a turn triggered by trigger is
+	// being written to its agent, at at.
+	PromptWritten(trigger id.EventID, at time.Time)
 }
 
 // Daemon is a running Zooid. Create it with New, then Start; Close stops it.

@@ -48,6 +48,9 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 	mopts.Logger = d.log // the transport names itself (component=matrix)
 	mopts.Trace = d.trace
 	mopts.Listener = d.opts.PushListener
+	if o := d.opts.Observer; o != nil {
+		mopts.Received = o.PushReceived
+	}
 	tr, err := matrix.New(mopts)
 	if err != nil {
 		if mopts.Listener != nil {

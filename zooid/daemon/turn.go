@@ -138,6 +138,9 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 	var buf strings.Builder
 	budget := newProseBudget()
 	d.trace.Record(tracePrompt(s.key, req, fresh))
+	if o := d.opts.Observer; o != nil {
+		o.PromptWritten(req.trigger, time.Now())
+	}
 	adapter := adapterOf(rt.cfg.ACP)
 	stop, err := st.acp.Prompt(turnCtx, req.text, func(u acpagent.Update) {
 		switch {

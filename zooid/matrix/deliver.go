@@ -20,6 +20,18 @@ type dispatcher struct {
 	last    uint64 // highest sequence handed to a worker
 	workers map[id.RoomID]*roomWorker
 	wg      sync.WaitGroup
+	acks    acks
+}
+
+// acks are the handled records waiting to leave the inbox. One goroutine
+// deletes whatever has gathered in one transaction (one commit, one sync)
+// while the workers go on: a commit per record put every room's next event
+// behind every other room's sync. A record not yet deleted when the daemon
+// dies is redelivered at start, as one whose handler had just returned.
+type acks struct {
+	mu   sync.Mutex
+	seqs []uint64
+	kick chan struct{}
 }
 
 type roomWorker struct {
@@ -29,10 +41,20 @@ type roomWorker struct {
 }
 
 func newDispatcher(t *Transport, handle Handler) *dispatcher {
-	return &dispatcher{t: t, handle: handle, workers: map[id.RoomID]*roomWorker{}}
+	return &dispatcher{t: t, handle: handle, workers: map[id.RoomID]*roomWorker{}, acks: acks{kick: make(chan struct{}, 1)}}
 }
 
 func (d *dispatcher) run(ctx context.Context) {
+	// The acknowledger outlives the workers (wg is waited for first, deferred
+	// last), so the records they handled are deleted before run returns.
+	ackCtx, stopAcks := context.WithCancel(context.WithoutCancel(ctx))
+	ackDone := make(chan struct{})
+	go func() {
+		defer close(ackDone)
+		d.acknowledge(ackCtx)
+	}()
+	defer func() { <-ackDone }()
+	defer stopAcks()
 	defer d.wg.Wait()
 	// A periodic rescan covers a failed read; the wake channel covers the normal case.
 	tick := time.NewTicker(5 * time.Second)
@@ -59,9 +81,7 @@ func (d *dispatcher) pump(ctx context.Context) {
 		if !d.t.isBound(p.rec.Room) {
 			// Not for any agent: drop it here rather than start a worker for the room.
 			d.t.log.Debug("ignoring event of unbound room", "room", p.rec.Room, "seq", p.seq)
-			if err := d.t.store.done(p.seq); err != nil {
-				d.t.log.Error("dropping event of unbound room", "seq", p.seq, "err", err)
-			}
+			d.ack(p.seq)
 			continue
 		}
 		w := d.workers[p.rec.Room]
@@ -119,8 +139,48 @@ func (d *dispatcher) deliver(ctx context.Context, p pending) {
 	default:
 		d.call(ctx, ev)
 	}
-	if err := d.t.store.done(p.seq); err != nil {
-		d.t.log.Error("marking event handled", "seq", p.seq, "err", err)
+	d.ack(p.seq)
+}
+
+// ack hands a handled record to the acknowledger.
+func (d *dispatcher) ack(seq uint64) {
+	d.acks.mu.Lock()
+	d.acks.seqs = append(d.acks.seqs, seq)
+	d.acks.mu.Unlock()
+	select {
+	case d.acks.kick <- struct{}{}:
+	default:
+	}
+}
+
+// acknowledge deletes handled records from the inbox, all that gathered
+// since the last commit in one, until ctx ends; then it deletes the rest.
+// A failed delete keeps its records for the next round.
+func (d *dispatcher) acknowledge(ctx context.Context) {
+	for {
+		stopping := false
+		select {
+		case <-d.acks.kick:
+		case <-ctx.Done():
+			stopping = true
+		}
+		d.acks.mu.Lock()
+		seqs := d.acks.seqs
+		d.acks.seqs = nil
+		d.acks.mu.Unlock()
+		if len(seqs) > 0 {
+			if err := d.t.store.done(seqs...); err != nil {
+				d.t.log.Error("marking events handled", "events", len(seqs), "err", err)
+				if !stopping {
+					d.acks.mu.Lock()
+					d.acks.seqs = append(seqs, d.acks.seqs...)
+					d.acks.mu.Unlock()
+				}
+			}
+		}
+		if stopping {
+			return
+		}
 	}
 }
 

@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/id"
 )
 
 // maxTxnBody bounds a pushed transaction; Synapse batches at most a few hundred events.
@@ -134,6 +136,7 @@ func notFound(w http.ResponseWriter, _ *http.Request) {
 // appservice package, whose handler acknowledges once the events are queued in memory: a
 // daemon killed after that ack would lose them, while here the ack waits for the commit.
 func (t *Transport) handleTransaction(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
 	txnID := r.PathValue("txnId")
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxTxnBody))
 	if err != nil {
@@ -162,7 +165,24 @@ func (t *Transport) handleTransaction(w http.ResponseWriter, r *http.Request) {
 	if n > 0 {
 		t.notify()
 	}
+	if t.opts.Received != nil {
+		t.opts.Received(eventIDs(txn.Events), arrived)
+	}
 	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// eventIDs are the ids of raw events; an event without one is left out.
+func eventIDs(events []json.RawMessage) []id.EventID {
+	ids := make([]id.EventID, 0, len(events))
+	for _, raw := range events {
+		var e struct {
+			ID id.EventID `json:"event_id"`
+		}
+		if json.Unmarshal(raw, &e) == nil && e.ID != "" {
+			ids = append(ids, e.ID)
+		}
+	}
+	return ids
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

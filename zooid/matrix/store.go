@@ -200,10 +200,16 @@ func (s *store) pendingAfter(after uint64) ([]pending, error) {
 	return out, err
 }
 
-// done removes a handled record from the inbox.
-func (s *store) done(seq uint64) error {
+// done removes handled records from the inbox, in one transaction.
+func (s *store) done(seqs ...uint64) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketInbox).Delete(u64(seq))
+		b := tx.Bucket(bucketInbox)
+		for _, seq := range seqs {
+			if err := b.Delete(u64(seq)); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 

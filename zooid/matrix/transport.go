@@ -73,6 +73,11 @@ type Options struct {
 	// unanswered that long is given up and tried again with the same txn
 	// id. Zero means config.DefaultPostTimeout.
 	PostTimeout time.Duration
+	// Received, when set, hears of each pushed transaction once it is
+	// recorded: its events' ids and when its request arrived (where the
+	// daemon's part of an event's way begins). Called on the push handler's
+	// goroutine; it must be quick.
+	Received func(events []id.EventID, at time.Time)
 }
 
 // OptionsFromConfig gives the options for mt, a matrix transport of cfg, which

@@ -842,6 +842,43 @@ func TestHandlerPanicDoesNotStopDelivery(t *testing.T) {
 	rec.waitBodies(t, general, "body $after")
 }
 
+// TestHandledEventsLeaveTheInbox: the dispatcher deletes handled records in
+// batches behind the workers; by the time the transport is closed every
+// handled record has left the inbox (none would be delivered again at the next
+// start).
+func TestHandledEventsLeaveTheInbox(t *testing.T) {
+	e := newEnv(t, true)
+	rec := newRecorder()
+	tr := start(t, e.opts, rec.handle)
+	general, _ := tr.RoomID("#general:localhost")
+	if _, err := e.human.JoinRoomByID(context.Background(), general); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 30 {
+		want = append(want, fmt.Sprintf("handled %02d", i))
+		sendText(t, e.human, general, want[i])
+	}
+	rec.waitBodies(t, general, want...)
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := openStore(e.opts.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := st.pendingAfter(0)
+	if cerr := st.close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Fatalf("%d handled records still in the inbox after close; want 0", len(left))
+	}
+}
+
 func TestManyMessagesInOrder(t *testing.T) {
 	e := newEnv(t, true)
 	rec := newRecorder()
