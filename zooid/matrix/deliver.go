@@ -18,6 +18,7 @@ type dispatcher struct {
 	t       *Transport
 	handle  Handler
 	last    uint64 // highest sequence handed to a worker
+	scanned bool   // the inbox was read once: what it held at start is dispatched
 	workers map[id.RoomID]*roomWorker
 	wg      sync.WaitGroup
 	acks    acks
@@ -70,11 +71,21 @@ func (d *dispatcher) run(ctx context.Context) {
 	}
 }
 
+// pump dispatches the inbox's records after the last one dispatched. Records
+// just filed come handed over (Transport.handOver) and are taken as they are
+// when they follow on without a gap; otherwise (the first pump, records filed
+// by two /sync loops out of order, a failed read before) the inbox is read.
 func (d *dispatcher) pump(ctx context.Context) {
-	items, err := d.t.store.pendingAfter(d.last)
-	if err != nil {
-		d.t.log.Error("reading inbox", "err", err)
-		return
+	items, ok := following(d.t.takeHanded(), d.last)
+	if !ok || !d.scanned {
+		var err error
+		if items, err = d.t.store.pendingAfter(d.last); err != nil {
+			// The next pump (a push, or the periodic one) reads again.
+			d.scanned = false
+			d.t.log.Error("reading inbox", "err", err)
+			return
+		}
+		d.scanned = true
 	}
 	for _, p := range items {
 		d.last = p.seq
@@ -102,6 +113,23 @@ func (d *dispatcher) pump(ctx context.Context) {
 		default:
 		}
 	}
+}
+
+// following drops the records at or before last and says whether the rest
+// follow on from last without a gap (none left counts as following).
+func following(items []pending, last uint64) ([]pending, bool) {
+	out := items[:0]
+	for _, p := range items {
+		if p.seq > last {
+			out = append(out, p)
+		}
+	}
+	for i, p := range out {
+		if p.seq != last+uint64(i)+1 {
+			return nil, false
+		}
+	}
+	return out, true
 }
 
 func (d *dispatcher) work(ctx context.Context, w *roomWorker) {

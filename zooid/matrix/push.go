@@ -161,10 +161,8 @@ func (t *Transport) handleTransaction(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "M_UNKNOWN", "could not record transaction")
 		return
 	}
-	t.log.Debug("pushed transaction", "txn", txnID, "events", len(txn.Events), "new", n, "replayed", replayed)
-	if n > 0 {
-		t.notify()
-	}
+	t.log.Debug("pushed transaction", "txn", txnID, "events", len(txn.Events), "new", len(n), "replayed", replayed)
+	t.handOver(n)
 	if t.opts.Received != nil {
 		t.opts.Received(eventIDs(txn.Events), arrived)
 	}

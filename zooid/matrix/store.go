@@ -90,11 +90,11 @@ type batch struct {
 
 // record durably files a batch in one bbolt transaction: unseen events go to the inbox, the
 // transaction id and since token are stored with them, so an acknowledgement or a since
-// token never runs ahead of the inbox. It returns how many events were newly recorded and
+// token never runs ahead of the inbox. It returns the events newly filed, in order, and
 // whether the transaction id had been seen before.
-func (s *store) record(b batch) (added int, replayed bool, err error) {
+func (s *store) record(b batch) (added []pending, replayed bool, err error) {
 	err = s.db.Update(func(tx *bolt.Tx) error {
-		added = 0
+		added = added[:0]
 		replayed = false
 		if b.txnID != "" {
 			txns := tx.Bucket(bucketTxn)
@@ -139,7 +139,7 @@ func (s *store) record(b batch) (added int, replayed bool, err error) {
 			if err := inbox.Put(u64(seq), v); err != nil {
 				return fmt.Errorf("filing event %s: %w", re.ID, err)
 			}
-			added++
+			added = append(added, pending{seq: seq, rec: rec})
 		}
 		if b.sinceFor != "" && b.since != "" {
 			if err := tx.Bucket(bucketSince).Put([]byte(b.sinceFor), []byte(b.since)); err != nil {

@@ -25,20 +25,20 @@ func openTestStore(t *testing.T, dir string) *store {
 func TestStoreDedupesEventsAndTxns(t *testing.T) {
 	s := openTestStore(t, t.TempDir())
 	n, replayed, err := s.record(batch{txnID: "t1", events: []inboxRecord{rawEv("$1"), rawEv("$2"), rawEv("$1")}})
-	if err != nil || n != 2 || replayed {
-		t.Fatalf("record = %d, %v, %v; want 2 new", n, replayed, err)
+	if err != nil || len(n) != 2 || replayed {
+		t.Fatalf("record = %d, %v, %v; want 2 new", len(n), replayed, err)
 	}
 	// Same txn id again with the same events: recognised, nothing recorded.
-	if n, replayed, err := s.record(batch{txnID: "t1", events: []inboxRecord{rawEv("$1"), rawEv("$2")}}); err != nil || n != 0 || !replayed {
-		t.Fatalf("replayed txn = %d, %v, %v; want 0 new, replayed", n, replayed, err)
+	if n, replayed, err := s.record(batch{txnID: "t1", events: []inboxRecord{rawEv("$1"), rawEv("$2")}}); err != nil || len(n) != 0 || !replayed {
+		t.Fatalf("replayed txn = %d, %v, %v; want 0 new, replayed", len(n), replayed, err)
 	}
 	// A different txn carrying an old event: only the new one is recorded.
-	if n, _, err := s.record(batch{txnID: "t2", events: []inboxRecord{rawEv("$2"), rawEv("$4")}}); err != nil || n != 1 {
-		t.Fatalf("overlapping txn = %d, %v; want 1", n, err)
+	if n, _, err := s.record(batch{txnID: "t2", events: []inboxRecord{rawEv("$2"), rawEv("$4")}}); err != nil || len(n) != 1 {
+		t.Fatalf("overlapping txn = %d, %v; want 1", len(n), err)
 	}
 	// An event without an id can't be deduped and is dropped.
-	if n, _, err := s.record(batch{events: []inboxRecord{{Event: json.RawMessage(`{"type":"m.room.message"}`)}}}); err != nil || n != 0 {
-		t.Fatalf("id-less event = %d, %v; want 0", n, err)
+	if n, _, err := s.record(batch{events: []inboxRecord{{Event: json.RawMessage(`{"type":"m.room.message"}`)}}}); err != nil || len(n) != 0 {
+		t.Fatalf("id-less event = %d, %v; want 0", len(n), err)
 	}
 	ps, err := s.pendingAfter(0)
 	if err != nil {
@@ -86,7 +86,7 @@ func TestStoreSurvivesReopen(t *testing.T) {
 	if ps, _ := s.pendingAfter(0); len(ps) != 1 {
 		t.Fatalf("pending after reopen = %d, want 1", len(ps))
 	}
-	if n, _, _ := s.record(batch{events: []inboxRecord{rawEv("$1")}}); n != 0 {
+	if n, _, _ := s.record(batch{events: []inboxRecord{rawEv("$1")}}); len(n) != 0 {
 		t.Fatal("event seen before reopen was recorded again")
 	}
 }
@@ -95,16 +95,16 @@ func TestStoreSeenIsBounded(t *testing.T) {
 	s := openTestStore(t, t.TempDir())
 	s.seenLimit = 3
 	for i := range 5 {
-		if n, _, err := s.record(batch{events: []inboxRecord{rawEv(fmt.Sprintf("$%d", i))}}); err != nil || n != 1 {
-			t.Fatalf("record %d = %d, %v", i, n, err)
+		if n, _, err := s.record(batch{events: []inboxRecord{rawEv(fmt.Sprintf("$%d", i))}}); err != nil || len(n) != 1 {
+			t.Fatalf("record %d = %d, %v", i, len(n), err)
 		}
 	}
 	// $0 and $1 were forgotten, $2..$4 are still deduped.
-	if n, _, _ := s.record(batch{events: []inboxRecord{rawEv("$4"), rawEv("$2")}}); n != 0 {
-		t.Fatalf("recent ids recorded again: %d", n)
+	if n, _, _ := s.record(batch{events: []inboxRecord{rawEv("$4"), rawEv("$2")}}); len(n) != 0 {
+		t.Fatalf("recent ids recorded again: %d", len(n))
 	}
-	if n, _, _ := s.record(batch{events: []inboxRecord{rawEv("$0")}}); n != 1 {
-		t.Fatalf("evicted id not recorded: %d", n)
+	if n, _, _ := s.record(batch{events: []inboxRecord{rawEv("$0")}}); len(n) != 1 {
+		t.Fatalf("evicted id not recorded: %d", len(n))
 	}
 }
 

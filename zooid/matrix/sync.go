@@ -112,9 +112,7 @@ func (t *Transport) syncOnce(ctx context.Context, cli *mautrix.Client, user id.U
 	if err != nil {
 		return fmt.Errorf("recording sync batch for %s: %w", user, err)
 	}
-	if n > 0 {
-		t.notify()
-	}
+	t.handOver(n)
 	return nil
 }
 

@@ -143,6 +143,10 @@ type Transport struct {
 	members map[id.UserID]map[id.RoomID]bool // the bound rooms each agent is in
 
 	wake   chan struct{} // nudges the dispatcher after new inbox records
+	// handed are records just filed, handed to the dispatcher as they are
+	// so it need not read them back from the inbox (deliver.go's pump).
+	handedMu sync.Mutex
+	handed   []pending
 	ready  chan struct{}
 	closed chan struct{}
 
@@ -415,6 +419,26 @@ func (t *Transport) Close() error {
 		t.closeErr = t.store.close()
 	})
 	return t.closeErr
+}
+
+// handOver gives records just filed to the dispatcher and nudges it.
+func (t *Transport) handOver(filed []pending) {
+	if len(filed) == 0 {
+		return
+	}
+	t.handedMu.Lock()
+	t.handed = append(t.handed, filed...)
+	t.handedMu.Unlock()
+	t.notify()
+}
+
+// takeHanded takes the records handed over since the last call.
+func (t *Transport) takeHanded() []pending {
+	t.handedMu.Lock()
+	defer t.handedMu.Unlock()
+	h := t.handed
+	t.handed = nil
+	return h
 }
 
 // notify nudges the dispatcher without blocking.
