@@ -102,6 +102,15 @@ func (p *plan) users(rec *recording.Recording, recs []trace.Record) {
 			add(r.Post.Sender)
 		}
 	}
+	// A member that sent nothing the trace kept (an agent whose posts a
+	// shrink removed) is still named where it is mentioned.
+	for _, r := range recs {
+		if r.Event != nil {
+			for _, u := range userRE.FindAllString(r.Event.Text, -1) {
+				add(id.UserID(u))
+			}
+		}
+	}
 	p.server = "localhost"
 	if len(seen) > 0 {
 		p.server = seen[0].Homeserver()

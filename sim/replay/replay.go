@@ -67,6 +67,13 @@ type Options struct {
 	BridgeCommand []string
 	// Wait bounds each barrier (DefaultWait when zero).
 	Wait time.Duration
+	// Quiet, when set, ends a barrier early: once nothing is in flight in
+	// the daemon (no turn open, no woken session unprompted, no task
+	// unreported, no event it was sent or post it made that its trace has
+	// not yet seen) and its trace has not grown for Quiet, the records the
+	// barrier waits for will not come. Shrink sets it: a candidate that
+	// drops what the trace waits for then fails in Quiet, not in Wait.
+	Quiet time.Duration
 	// TurnTimeout bounds an agent turn in the daemon (the daemon's default
 	// when zero).
 	TurnTimeout time.Duration
@@ -93,6 +100,10 @@ type Result struct {
 	// Pushed is the number of recorded events sent into the daemon, Seeded
 	// the number sent as history before it started.
 	Pushed, Seeded int
+	// LongestWait is the longest a barrier waited before the run caught up
+	// (barriers that stalled not counted): how far the daemon lags the
+	// replay, which bounds how long shrink's candidates wait on a quiet one.
+	LongestWait time.Duration
 }
 
 // Reproduced says whether the daemon did what the trace recorded.
@@ -297,6 +308,8 @@ type runner struct {
 	cut      []cutRecord
 	pushed   int
 	seeded   int
+	longest  time.Duration
+	flight   inFlight
 }
 
 func (r *runner) close() {
@@ -494,6 +507,9 @@ func (r *runner) config() *config.Config {
 }
 
 func (r *runner) startDaemon(ctx context.Context) error {
+	r.mu.Lock()
+	r.flight.restarted()
+	r.mu.Unlock()
 	for _, a := range r.plan.agents {
 		if err := os.MkdirAll(filepath.Join(r.dir, "agents", a), 0o700); err != nil {
 			return fmt.Errorf("agent dir: %w", err)
@@ -542,10 +558,17 @@ func (r *runner) tap(rec trace.Record) {
 		return
 	}
 	r.mu.Lock()
+	r.flight.observe(rec)
 	again := r.seen.again(rec)
+	if again {
+		// Counted once, as keep compares it; the barrier hears of the
+		// change to what is in flight.
+		close(r.changed)
+		r.changed = make(chan struct{})
+	}
 	r.mu.Unlock()
 	if again {
-		return // counted once, as keep compares it
+		return
 	}
 	r.script.Observe(rec)
 	r.mu.Lock()
@@ -595,8 +618,13 @@ func (r *runner) stall(s string) {
 // barrier waits until this run has at least the recorded number of records
 // of each kind, or the wait bound passes.
 func (r *runner) barrier(ctx context.Context, want map[trace.Kind]int, what string) {
+	began := time.Now()
 	deadline := time.NewTimer(r.opts.Wait)
 	defer deadline.Stop()
+	// quiet runs while nothing is in flight and the trace does not grow.
+	quiet := time.NewTimer(time.Hour)
+	quiet.Stop()
+	defer quiet.Stop()
 	for {
 		r.mu.Lock()
 		var short []string
@@ -606,9 +634,17 @@ func (r *runner) barrier(ctx context.Context, want map[trace.Kind]int, what stri
 			}
 		}
 		ch := r.changed
+		idle := r.flight.idle()
+		if len(short) == 0 {
+			r.longest = max(r.longest, time.Since(began))
+		}
 		r.mu.Unlock()
 		if len(short) == 0 {
 			return
+		}
+		quiet.Stop()
+		if r.opts.Quiet > 0 && idle {
+			quiet.Reset(r.opts.Quiet)
 		}
 		select {
 		case <-ch:
@@ -616,6 +652,9 @@ func (r *runner) barrier(ctx context.Context, want map[trace.Kind]int, what stri
 			return
 		case <-deadline.C:
 			r.stall(fmt.Sprintf("before %s: waited %s and had %s", what, r.opts.Wait, strings.Join(short, ", ")))
+			return
+		case <-quiet.C:
+			r.stall(fmt.Sprintf("before %s: nothing in flight for %s and had %s; the daemon will not write them", what, r.opts.Quiet, strings.Join(short, ", ")))
 			return
 		}
 	}
@@ -658,6 +697,11 @@ func (r *runner) send(ctx context.Context, i int) error {
 		return fmt.Errorf("sending event %d as %s: %w", i, ev.Sender, err)
 	}
 	r.script.SetEventID(i, sent.EventID)
+	if r.d != nil { // history sent before the daemon runs is never traced
+		r.mu.Lock()
+		r.flight.sent(sent.EventID)
+		r.mu.Unlock()
+	}
 	return nil
 }
 
@@ -676,6 +720,9 @@ func (r *runner) finish() (*Result, error) {
 		got.Rooms[0].Records = r.uncut(keep(room.Records))
 	}
 	res := &Result{Want: r.plan.want, Got: got, Pushed: r.pushed, Seeded: r.seeded}
+	r.mu.Lock()
+	res.LongestWait = r.longest
+	r.mu.Unlock()
 	res.Diff = trace.Compare(r.plan.want, got)
 	r.mu.Lock()
 	res.Stalls = append(append(res.Stalls, r.stalls...), r.script.Notes()...)

@@ -167,7 +167,9 @@ func TestShrinkAPaddedRecording(t *testing.T) {
 	dir := t.TempDir()
 	out, page := filepath.Join(dir, "small.json"), filepath.Join(dir, "small.html")
 	code, text := replayMain(t, "--shrink", out, "--html", page, "--wait", "3s", writeRecording(t, got))
-	if code != replay.ExitDiverged || !strings.Contains(text, "shrunk 2 events and 3 members to 2 events and 3 members") {
+	if code != replay.ExitDiverged || !strings.Contains(text, "shrunk 2 events and 3 members to 2 events and 3 members (2 of 2 units)") ||
+		!strings.Contains(text, "\n1-minimal: yes (removing any one remaining unit or member loses the divergence)\n") ||
+		!strings.Contains(text, "\nreplayed again, the shrunk recording shows exactly the input's differences (1):\n") {
 		t.Fatalf("zooid replay --shrink: exit %d\n%s", code, text)
 	}
 	if _, err := recording.Load(out); err != nil {
@@ -207,4 +209,73 @@ func textsOf(rec *recording.Recording) []string {
 		out = append(out, rec.Events[i].Sender+": "+rec.Text(i))
 	}
 	return out
+}
+
+// TestShrinkKeepsATaskTogether: the busy recording with the routing decision
+// on the task's root edited (the recorded daemon woke nobody on planner's
+// "@coder audit svc-a"). Shrink keeps the task whole — the event that made
+// planner delegate, the root, coder's reply and result in the task thread,
+// the notice in planner's thread — with the thread it ran in, and the
+// shrunk recording replays with exactly the input's one difference: when
+// shrink dropped the root and kept the delegation and the result prompt,
+// it showed 8 (issue 32). It is shown 1-minimal.
+func TestShrinkKeepsATaskTogether(t *testing.T) {
+	rec, err := recording.Load(busy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	editDecision(t, rec, "audit svc-a", func(e *trace.Event) { e.Woke, e.Nobody = nil, trace.WhyNotNotified })
+	res, err := replay.Shrink(context.Background(), rec, replay.Options{Wait: 3 * time.Second}, func(s string) { t.Log(s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := res.Recording
+	texts := textsOf(got)
+	t.Logf("%d events → %q in %d replays (%d cached, %d could not run), %s", len(rec.Events), texts, res.Tests, res.Cached, res.Failed, res.Took)
+	if len(res.Diff) != 1 || !strings.Contains(res.Diff[0].What, `"@zs-coder:localhost audit svc-a": want woke nobody (nobody_addressed); got woke coder (task_assignee`) {
+		t.Fatalf("the input diverged as\n%s", res.Diff)
+	}
+	for _, want := range []string{"ori: @planner please check svc-a", "ori: @planner go on (2)", "planner: @coder audit svc-a",
+		"coder: svc-a is clean", "coder: "} {
+		if !slices.Contains(texts, want) {
+			t.Errorf("shrunk to %q: %q is missing", texts, want)
+		}
+	}
+	if !res.FinalSame || len(res.Final) != 1 {
+		t.Errorf("the shrunk recording replayed with %d differences, want exactly the input's 1:\n%s", len(res.Final), res.Final)
+	}
+	if !res.Minimal || res.Unknown != 0 {
+		t.Errorf("1-minimal %v, %d single removals unknown; want shown 1-minimal", res.Minimal, res.Unknown)
+	}
+	again, err := replay.Run(context.Background(), got, replay.Options{Wait: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Diff) != 1 || !shrinkpkg.SameWay(res.Diff, again.Diff) {
+		t.Errorf("replayed again, the shrunk recording diverges as\n%s\nnot exactly as\n%s", again.Diff, res.Diff)
+	}
+}
+
+// TestAQuietDaemonEndsABarrier: a recording whose trace has a turn nothing
+// in it causes (the last mention and coder's reply cut from the events, its
+// prompt and turn left in the trace) — what a shrink candidate that splits
+// a turn from its trigger looks like. With Quiet set, the barrier before
+// the end gives up once nothing is in flight in the daemon and says so; it
+// does not wait out Wait.
+func TestAQuietDaemonEndsABarrier(t *testing.T) {
+	rec, err := recording.Load(busy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := textsOf(rec)[len(rec.Events)-2]; last != "ori: @coder is svc-c up?" {
+		t.Fatalf("the recording's last mention is %q", last)
+	}
+	rec.Events = rec.Events[:len(rec.Events)-2]
+	res, err := replay.Run(context.Background(), rec, replay.Options{Wait: time.Minute, Quiet: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Stalls) != 1 || !strings.Contains(res.Stalls[0], "before the end of the recording: nothing in flight for 300ms and had") {
+		t.Errorf("stalls %q; want the end's barrier given up as quiet", res.Stalls)
+	}
 }

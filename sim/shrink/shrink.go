@@ -3,6 +3,7 @@ package shrink
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -15,32 +16,58 @@ import (
 
 // Fails says whether a candidate recording still fails the way the input
 // did; for `zooid replay --shrink` it replays the candidate and asks SameWay.
+// An error wrapping ErrCouldNotRun counts as not failing that way (the
+// candidate is not kept) and is counted in Result.Failed; any other error
+// stops the shrink.
 type Fails func(ctx context.Context, rec *recording.Recording) (bool, error)
+
+// ErrCouldNotRun marks a candidate a Fails could not test (its replay could
+// not start, or was given up on).
+var ErrCouldNotRun = errors.New("the candidate could not be tested")
 
 // Result is a shrunk recording and what it took.
 type Result struct {
 	Recording *recording.Recording
-	// Tests is how many candidates were replayed; Cached how many were
-	// answered without (met before, or equal to another after closure).
-	Tests, Cached int
+	// Tests is how many candidates were tested (replayed); Cached how many
+	// were answered without (met before, or equal to another after
+	// closure); Failed how many of Tests could not run.
+	Tests, Cached, Failed int
+	// Units is how many units (see Recording) the shrunk recording keeps,
+	// of InputUnits in the input.
+	Units, InputUnits int
+	// Minimal says the result is 1-minimal, shown by a test of each single
+	// removal at the end: removing any one remaining unit or member loses
+	// the failure. Unknown counts single removals that could not be tested;
+	// Minimal is false when there are any.
+	Minimal bool
+	Unknown int
 }
 
 // Recording reduces rec to a smallest recording for which fails holds:
 // ddmin over its members (a member removed takes its events with it), then
-// over its events, then over the members again. Whatever depends on a
-// removed event goes with it, so every candidate is a valid recording: the
-// events relating to it (thread replies, replies, edits, reactions, other
-// relations), the agents' turns it triggered or that ran in its thread
-// (their prompt, tool calls, task steps, posts and turn end in the trace),
-// and the events those turns posted. A removed agent is also taken out of
-// the trace's routing decisions and start records, as if it had never been
-// configured. fails must hold for rec itself; that is checked first.
+// over its units of events, then over the members again, then a test of
+// each single removal, taking any that still fails, until none does (so the
+// result is 1-minimal unless a test could not run).
+//
+// A unit is what belongs together and is never split (groupUnits): an
+// agent's turn with the event that triggered it and what it posted; a task
+// with its root, the thread under it, its result and notice, and the turns
+// that delegated it and received its result; a turn cut short by a restart
+// with the turn that redid it. An event that belongs to nothing else is a
+// unit of its own. Whatever depends on a removed event goes with it too, so
+// every candidate is a valid recording: the events relating to it (thread
+// replies, replies, edits, reactions, other relations), the agents' turns
+// it triggered or that ran in its thread (their prompt, tool calls, task
+// steps, posts and turn end in the trace), and the events those turns
+// posted. A removed agent is also taken out of the trace's routing
+// decisions and start records, as if it had never been configured. fails
+// must hold for rec itself; that is checked first.
 func Recording(ctx context.Context, rec *recording.Recording, fails Fails) (*Result, error) {
 	g, err := newGraph(rec)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{}
+	res := &Result{InputUnits: len(g.units)}
 	cache := map[string]bool{}
 	test := func(ctx context.Context, members, events []int) (bool, error) {
 		cand, key := g.candidate(members, events)
@@ -48,8 +75,15 @@ func Recording(ctx context.Context, rec *recording.Recording, fails Fails) (*Res
 			res.Cached++
 			return v, nil
 		}
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
 		res.Tests++
 		v, err := fails(ctx, cand)
+		if errors.Is(err, ErrCouldNotRun) {
+			res.Failed++
+			v, err = false, nil
+		}
 		if err != nil {
 			return false, err
 		}
@@ -70,17 +104,53 @@ func Recording(ctx context.Context, rec *recording.Recording, fails Fails) (*Res
 	if err != nil {
 		return nil, err
 	}
-	events, st, err := DDMinFrom(ctx, g.kept(members, allE), func(ctx context.Context, keep []int) (bool, error) { return test(ctx, members, keep) })
+	units, st, err := DDMinFrom(ctx, g.unitsOf(g.kept(members, allE)), func(ctx context.Context, keep []int) (bool, error) {
+		return test(ctx, members, g.eventsOf(keep))
+	})
 	res.Cached += st.Cached
 	if err != nil {
 		return nil, err
 	}
-	members, st, err = DDMinFrom(ctx, members, func(ctx context.Context, keep []int) (bool, error) { return test(ctx, keep, events) })
+	members, st, err = DDMinFrom(ctx, members, func(ctx context.Context, keep []int) (bool, error) { return test(ctx, keep, g.eventsOf(units)) })
 	res.Cached += st.Cached
 	if err != nil {
 		return nil, err
 	}
-	res.Recording, _ = g.candidate(members, events)
+	// The phases above can each leave what a later one made removable, and
+	// a replay can answer differently twice; test each single removal.
+	for {
+		units = g.unitsOf(g.kept(members, g.eventsOf(units)))
+		failedBefore := res.Failed
+		var took bool
+		for i := range units {
+			rest := append(append([]int(nil), units[:i]...), units[i+1:]...)
+			ok, err := test(ctx, members, g.eventsOf(rest))
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				units, took = rest, true
+				break
+			}
+		}
+		for i := 0; !took && i < len(members); i++ {
+			rest := append(append([]int(nil), members[:i]...), members[i+1:]...)
+			ok, err := test(ctx, rest, g.eventsOf(units))
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				members, took = rest, true
+			}
+		}
+		if !took {
+			res.Unknown = res.Failed - failedBefore
+			break
+		}
+	}
+	res.Minimal = res.Unknown == 0
+	res.Units = len(units)
+	res.Recording, _ = g.candidate(members, g.eventsOf(units))
 	return res, nil
 }
 
@@ -105,6 +175,9 @@ type turnSpan struct {
 	agent, trigger, thread string
 	lines                  []int
 	posted                 []int
+	// tasks are the task threads (trace ids) whose steps the turn wrote: the
+	// turn that delegated, and the caller's turn that got the result.
+	tasks []string
 }
 
 // graph is what depends on what in a recording and its trace.
@@ -116,6 +189,10 @@ type graph struct {
 	turns   []turnSpan
 	// children[i] are the events that go when event i goes.
 	children [][]int
+	// unit[i] is the unit event i belongs to, an index into units: what is
+	// kept or removed together (see units).
+	unit  []int
+	units [][]int
 }
 
 var serverRE = regexp.MustCompile(`@([A-Za-z0-9._=/+-]+):[A-Za-z0-9.-]+(?::\d+)?`)
@@ -150,6 +227,7 @@ func newGraph(rec *recording.Recording) (*graph, error) {
 			g.children[e.Other.Target] = append(g.children[e.Other.Target], i)
 		}
 	}
+	g.groupUnits()
 	for _, t := range g.turns {
 		for _, parent := range []string{t.trigger, t.thread} {
 			if p, ok := g.byID[parent]; ok {
@@ -251,6 +329,7 @@ func (g *graph) cutTurns() {
 				}
 				if x.Task != nil && x.Task.Thread != "" {
 					t.post(g, x.Task.Thread)
+					t.tasks = append(t.tasks, string(x.Task.Thread))
 				}
 				if x.TurnEnd != nil {
 					break walk
@@ -281,7 +360,8 @@ func (g *graph) kept(members, events []int) []int {
 		keep[i] = inM[g.rec.Events[i].Sender]
 	}
 	// Children come after their parents except posts of turns, which the
-	// closure reaches from either side; iterate to a fixed point.
+	// closure reaches from either side, and a unit goes whole whichever of
+	// its events goes first; iterate to a fixed point.
 	for changed := true; changed; {
 		changed = false
 		for i := range g.rec.Events {
@@ -289,6 +369,11 @@ func (g *graph) kept(members, events []int) []int {
 				continue
 			}
 			for _, c := range g.children[i] {
+				if keep[c] {
+					keep[c], changed = false, true
+				}
+			}
+			for _, c := range g.units[g.unit[i]] {
 				if keep[c] {
 					keep[c], changed = false, true
 				}
@@ -357,7 +442,7 @@ func (g *graph) candidate(members, events []int) (*recording.Recording, string) 
 	// or that ran in their threads, and the removed agents' part.
 	drop := make([]bool, len(g.lines))
 	for _, t := range g.turns {
-		if removedID[t.trigger] || removedID[t.thread] || gone[t.agent] {
+		if removedID[t.trigger] || removedID[t.thread] || gone[t.agent] || anyOf(removedID, t.tasks) {
 			for _, j := range t.lines {
 				drop[j] = true
 			}
@@ -445,12 +530,14 @@ func Signature(d trace.Difference) string {
 	return m(d.Room) + "\x1f" + m(d.Stream) + "\x1f" + m(d.What)
 }
 
-// SameWay says whether a candidate's diff diverges the way the original's
-// did: every difference of the original, by Signature, is among the
-// candidate's. The candidate may differ in more ways (a prompt or a read
-// tool's result that showed a removed message), never in fewer.
+// SameWay says whether a candidate's diff diverges exactly the way the
+// original's did: the same differences, by Signature, as many times each —
+// none missing and none more. A candidate that differs in more ways (a
+// prompt that showed a removed message, a turn whose trigger is gone) is not
+// the same failure: its shrunk recording would show what the input never
+// did.
 func SameWay(original, candidate trace.Diff) bool {
-	if len(original) == 0 {
+	if len(original) == 0 || len(original) != len(candidate) {
 		return false
 	}
 	have := map[string]int{}

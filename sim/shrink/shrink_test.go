@@ -210,6 +210,9 @@ func TestShrinkA500EventRecording(t *testing.T) {
 	if !slices.Equal(texts, want) {
 		t.Errorf("shrunk to %q, want %q (the thread root and the mention, event %d)", texts, want, bug)
 	}
+	if !res.Minimal || res.Unknown != 0 || res.Units != 2 {
+		t.Errorf("minimal %v (%d single removals unknown), %d units; want 1-minimal, 0 unknown, 2 units", res.Minimal, res.Unknown, res.Units)
+	}
 	if got.Events[1].Thread != 0 {
 		t.Errorf("the mention is no longer in the root's thread: %+v", got.Events[1])
 	}
@@ -236,8 +239,13 @@ func TestSameWayMasksRunIDs(t *testing.T) {
 	a := trace.Diff{{Room: "#ops", Stream: "session agent-b in thread $abc:hs1", What: `event $x1:hs1 in !r:hs1 "hi": want woke agent-b (mention); got woke nobody (nobody_addressed)`}}
 	b := trace.Diff{{Room: "#ops", Stream: "session agent-b in thread $zzz:hs2", What: `event $y2:hs2 in !q:hs2 "hi": want woke agent-b (mention); got woke nobody (nobody_addressed)`},
 		{Room: "#ops", Stream: "routing", What: "missing: prompt"}}
-	if !SameWay(a, b) {
+	if !SameWay(a, b[:1]) {
 		t.Errorf("same difference on other ids is not the same way")
+	}
+	// One more difference is another failure: the shrunk recording would
+	// show what the input did not.
+	if SameWay(a, b) {
+		t.Errorf("a diff with one more difference counted as the same way")
 	}
 	c := trace.Diff{{Room: "#ops", Stream: "session agent-b in thread $zzz:hs2", What: `event $y2:hs2 in !q:hs2 "hi": want woke agent-b (mention); got woke agent-a (mention)`}}
 	if SameWay(a, c) {
@@ -276,5 +284,68 @@ func TestRemovingAnAgentTakesItOutOfTheTrace(t *testing.T) {
 	}
 	if d := routeToday(t, c); len(d) != 1 {
 		t.Errorf("without agent-a the room diverges as %v; want only the svc-q mention", d)
+	}
+}
+
+// TestATaskIsOneUnit: in a recording made by the harness (a delegation from
+// planner to coder and its result, a restart), the task — the turn that
+// delegated and the event that triggered it, the root, the assignee's reply
+// and dev.zooid.thread_result in its thread, the notice in the caller's
+// thread and the caller's turn on the result — is one unit, and removing
+// the root alone removes all of it from the events and the trace: no
+// candidate keeps a delegation without its root or a result prompt without
+// its task.
+func TestATaskIsOneUnit(t *testing.T) {
+	rec, err := recording.Load("../../scenarios/busy-ops-traced.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := newGraph(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var units [][]string
+	for _, u := range g.units {
+		var texts []string
+		for _, i := range u {
+			texts = append(texts, fmt.Sprintf("%d %s: %.24s", i, rec.Events[i].Sender, rec.Text(i)))
+		}
+		units = append(units, texts)
+	}
+	want := [][]string{
+		{"0 ori: @planner please check sv"}, {"1 planner: looking at svc-a"},
+		{"2 ori: @planner harness-barrier"}, {"3 planner: ok"},
+		{"4 mia: and svc-b too"}, {"5 planner: ok"},
+		{"6 ori: @planner go on (2)", "7 planner: @coder audit svc-a", "8 coder: svc-a is clean", "9 coder: ",
+			"10 coder: Task for coder (thread $", "11 planner: ok"},
+		{"12 ori: @planner harness-barrier"}, {"13 planner: ok"},
+		{"14 ori: @coder is svc-c up?"}, {"15 coder: ok"},
+	}
+	if !slices.EqualFunc(units, want, slices.Equal) {
+		t.Errorf("units\n%q\nwant\n%q", units, want)
+	}
+	root := 7
+	var rest []int
+	for i := range rec.Events {
+		if i != root {
+			rest = append(rest, i)
+		}
+	}
+	c, _ := g.candidate(seq(len(rec.Members)), rest)
+	var texts []string
+	for i := range c.Events {
+		texts = append(texts, c.Events[i].Sender+": "+c.Text(i))
+	}
+	wantTexts := []string{"ori: @planner please check svc-a", "planner: looking at svc-a", "ori: @planner harness-barrier 1", "planner: ok",
+		"mia: and svc-b too", "planner: ok", "ori: @planner harness-barrier 3", "planner: ok", "ori: @coder is svc-c up?", "coder: ok"}
+	if !slices.Equal(texts, wantTexts) {
+		t.Errorf("without the task root the candidate keeps\n%q\nwant\n%q", texts, wantTexts)
+	}
+	taskThread := g.traceID[root]
+	for _, raw := range c.Trace {
+		s := string(raw)
+		if strings.Contains(s, taskThread) || strings.Contains(s, "go on (2)") || strings.Contains(s, "A task you delegated has ended") || strings.Contains(s, `"kind":"task"`) {
+			t.Errorf("the candidate's trace keeps a part of the task: %.200s", s)
+		}
 	}
 }
