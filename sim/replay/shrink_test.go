@@ -199,6 +199,9 @@ func BenchmarkShrinkA500EventRecording(b *testing.B) {
 		b.ReportMetric(float64(len(res.Recording.Events)), "events-left")
 		b.ReportMetric(float64(len(res.Recording.Members)), "members-left")
 		b.ReportMetric(float64(res.Tests), "replays")
+		b.ReportMetric(float64(res.Cached), "cached")
+		b.ReportMetric(float64(res.Failed), "could-not-run")
+		b.ReportMetric(float64(len(res.Final)), "result-differences")
 		b.Logf("500 events → %q", textsOf(res.Recording))
 	}
 }
