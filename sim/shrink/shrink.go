@@ -178,6 +178,9 @@ type turnSpan struct {
 	// tasks are the task threads (trace ids) whose steps the turn wrote: the
 	// turn that delegated, and the caller's turn that got the result.
 	tasks []string
+	// ended says the trace holds the turn's end; a turn a kill cut short
+	// has none, and its posts are what the daemon said of it after.
+	ended bool
 }
 
 // graph is what depends on what in a recording and its trace.
@@ -332,6 +335,7 @@ func (g *graph) cutTurns() {
 					t.tasks = append(t.tasks, string(x.Task.Thread))
 				}
 				if x.TurnEnd != nil {
+					t.ended = true
 					break walk
 				}
 			case x.Session == "" && x.Post != nil && sameSender(string(x.Post.Sender), agent) && string(x.Post.Thread) == thread:

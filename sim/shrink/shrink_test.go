@@ -349,3 +349,25 @@ func TestATaskIsOneUnit(t *testing.T) {
 		}
 	}
 }
+
+// TestARestartKeepsWhatItInterrupted: in a recording made by the harness
+// with the daemon SIGKILLed while coder's turn on "@coder deploy svc-a"
+// hung, that mention, the dev.zooid.error and the notice the restarted
+// daemon posted of the cut turn are one unit (a replay's restart posts
+// them again whatever the candidate holds); planner's turn after is not.
+func TestARestartKeepsWhatItInterrupted(t *testing.T) {
+	rec, err := recording.Load("../../scenarios/ops-midturn-traced.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := newGraph(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := [][]int{{0, 1, 2}, {3}, {4}}; !slices.EqualFunc(g.units, want, slices.Equal) {
+		t.Errorf("units %v, want %v", g.units, want)
+	}
+	if typ := rec.Events[1].Type; typ != "dev.zooid.error" || !strings.Contains(rec.Text(2), "interrupted by a daemon restart") {
+		t.Errorf("events 1 and 2 are %q and %q, not the error and the notice", typ, rec.Text(2))
+	}
+}

@@ -14,10 +14,12 @@ import (
 //     of its attempt (the notice in the caller's thread), the turn that
 //     delegated it with the event that triggered that turn, and the caller's
 //     turn that got the result with what it posted;
-//   - a restart with what it interrupted: a turn cut short by a restart and
-//     the turn that redid it after have one trigger, and go with it. (The
-//     restart itself is a step of the replay, made from the trace's start
-//     records; it is never removed.)
+//   - a restart with what it interrupted: the event whose turn a kill cut
+//     short, with what the daemon posted of that turn after the restart
+//     (its error, the notice that the agent was interrupted) and the turn
+//     that redid it, which has the same trigger. (The restart itself is a
+//     step of the replay, made from the trace's start records; it is never
+//     removed.)
 //
 // Every other event is a unit of its own. An agent's prose can go alone:
 // its turn stays, prompted as recorded, and says less. An event that
@@ -78,8 +80,11 @@ func (g *graph) groupUnits() {
 			union(together[0], k)
 		}
 		// A turn with no trigger of its own (the caller's turn on a task's
-		// result) goes with its task, and so does what it posted.
-		if _, ok := g.byID[t.trigger]; !ok && len(together) > 0 {
+		// result) goes with its task, and so does what it posted; a turn a
+		// restart cut short goes with what the daemon posted of it after
+		// (the error and the notice that it was interrupted), which a
+		// replay's restart posts again whatever the recording holds.
+		if _, ok := g.byID[t.trigger]; (!ok || !t.ended) && len(together) > 0 {
 			for _, k := range t.posted {
 				union(together[0], k)
 			}
