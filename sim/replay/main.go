@@ -43,7 +43,7 @@ func MainWith(args []string, stdout, stderr io.Writer, base Options) int {
 	keep := fs.String("keep", "", "keep the run's state and new trace in this directory (DIR/trace)")
 	feature := fs.String("feature", "", "also write a regression scenario for the recording to this .feature file")
 	htmlOut := fs.String("html", "", "also write the recording, its trace and the differences as one HTML page to this file")
-	shrinkOut := fs.String("shrink", "", "when it diverges, reduce the recording to a smallest one that diverges the same way and write it to this file")
+	shrinkOut := fs.String("shrink", "", "when it diverges, reduce the recording to a smallest one whose replay shows exactly its differences (tasks and interrupted turns kept whole) and write it to this file")
 	verbose := fs.Bool("v", false, "log the homeserver, the daemon and the replay to stderr")
 	var paths []string
 	for {
