@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/sim/replay"
 	"github.com/zooid-dev/zooid/sim/steps"
@@ -14,16 +17,19 @@ import (
 
 // TestGeneratedFeaturesPass: a feature `zooid replay --feature` writes from a
 // recording passes, several times over, on the code that made the
-// recording — every traced recording in scenarios/, among them one killed
-// while an agent was mid-turn, where the kill must wait for the turn to
-// start as the recorded one did.
+// recording — every recording in scenarios/ that carries a trace, among them
+// ones killed while an agent was mid-turn (ops-midturn-traced.json, and
+// ops-walkthrough-traced.json, the room scenarios/README.md's walk-through
+// makes by hand, with a delegation), where the kill must wait for the turn
+// to start as the recorded one did, and each event must wait for the turns
+// the recorded daemon had started or ended before it.
 func TestGeneratedFeaturesPass(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plays every traced recording through the steps runner")
 	}
-	recs, err := filepath.Glob("../../scenarios/*-traced.json")
-	if err != nil || len(recs) == 0 {
-		t.Fatalf("no traced recordings in scenarios/: %v", err)
+	recs, err := filepath.Glob("../../scenarios/*.json")
+	if err != nil {
+		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	var paths []string
@@ -31,6 +37,9 @@ func TestGeneratedFeaturesPass(t *testing.T) {
 		rec, err := recording.Load(path)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if len(rec.Trace) == 0 {
+			continue // played without a trace, its feature is written by hand
 		}
 		f, err := replay.Feature(rec, replay.FeatureRef(path))
 		if err != nil {
@@ -48,6 +57,9 @@ func TestGeneratedFeaturesPass(t *testing.T) {
 			t.Fatal(err)
 		}
 		paths = append(paths, out)
+	}
+	if len(paths) < 7 {
+		t.Fatalf("%d traced recordings in scenarios/, want the 7 shipped: %v", len(paths), paths)
 	}
 	var log bytes.Buffer
 	if status := steps.Run(steps.Options{Paths: paths, Repeat: 3, Output: &log, TestingT: t}); status != 0 {
@@ -70,5 +82,49 @@ func TestGeneratedFeatureEndsWithTheRecording(t *testing.T) {
 	}
 	if !strings.Contains(f, "the daemon is killed and started again") || strings.Contains(f, "is played\n") {
 		t.Fatalf("want the kill as the last play step, and no play after it:\n%s", f)
+	}
+}
+
+// TurnsBefore is what a played recording waits for before each event: on
+// the walk-through's room, the bare reply "and its p99?" waits for coder's
+// ended turn on the question; the mention of planner for coder's two ended
+// turns; the mid-turn deploy comes after the delegation's three turns (planner's,
+// coder's task, planner's on the result, which has no triggering event),
+// all ended.
+func TestTurnsBeforeFollowTheTrace(t *testing.T) {
+	rec, err := recording.Load("../../scenarios/ops-walkthrough-traced.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := replay.NewScript(rec, func(name string) id.UserID { return id.NewUserID(name, "localhost") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	byText := func(text string) int {
+		for i := range rec.Events {
+			if rec.Text(i) == text {
+				return i
+			}
+		}
+		t.Fatalf("no event %q in the walk-through's recording", text)
+		return -1
+	}
+	ask, p99, audit, deploy := byText("@coder is svc-a healthy?"), byText("and its p99?"), byText("@planner get svc-b audited"), byText("@coder deploy svc-a")
+	task := byText("@coder audit svc-b")
+	ended := func(agent string, trigger int) replay.RecordedTurn {
+		return replay.RecordedTurn{Agent: agent, Trigger: trigger, Ended: true}
+	}
+	for _, c := range []struct {
+		event int
+		want  []replay.RecordedTurn
+	}{
+		{ask, nil},
+		{p99, []replay.RecordedTurn{ended("coder", ask)}},
+		{audit, []replay.RecordedTurn{ended("coder", ask), ended("coder", p99)}},
+		{deploy, []replay.RecordedTurn{ended("coder", ask), ended("coder", p99), ended("planner", audit), ended("coder", task), ended("planner", -1)}},
+	} {
+		if got := sc.TurnsBefore(c.event); !slices.Equal(got, c.want) {
+			t.Errorf("turns before event %d (%q): got %+v, want %+v", c.event, rec.Text(c.event), got, c.want)
+		}
 	}
 }

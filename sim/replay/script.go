@@ -192,3 +192,69 @@ func (s *Script) Respond(agent string, pr fakeagent.Prompt) (fakeagent.Turn, boo
 	}
 	return out, true
 }
+
+// RecordedTurn is a turn the recorded daemon started: the agent prompted
+// for a recording event (Trigger, an index; -1 for a prompt with no
+// triggering event, such as a task's result to its caller), the Nth such prompt of that
+// agent for that event (0 for the first; a restart can prompt it again), and
+// whether the turn had ended (its turn_end record) at the point asked about.
+type RecordedTurn struct {
+	Agent   string
+	Trigger int
+	Nth     int
+	Ended   bool
+}
+
+// TurnsBefore lists the turns the recorded daemon had started before it
+// took up recording event i (its event record in the trace), in trace
+// order, each saying whether it had ended by then. A played recording waits
+// for them before sending event i, so an event that came in while a turn
+// ran comes in while it runs again, and one that came after it ended comes
+// after. Turns on events that are not the recording's are left out (those
+// on no event are kept, Trigger -1); so is
+// everything when event i is not in the trace (nil).
+func (s *Script) TurnsBefore(i int) []RecordedTurn {
+	recs := s.plan.want.Rooms[0].Records
+	index := map[id.EventID]int{}
+	for _, pe := range s.plan.events {
+		if pe.index >= 0 {
+			index[pe.rec.ID] = pe.index
+		}
+	}
+	at := -1
+	for k, r := range recs {
+		if r.Event != nil {
+			if j, ok := index[r.Event.ID]; ok && j == i {
+				at = k
+				break
+			}
+		}
+	}
+	if at < 0 {
+		return nil
+	}
+	var out []RecordedTurn
+	byTurn := map[string]int{} // recorded turn id -> its place in out
+	nth := map[[2]string]int{}
+	for _, r := range recs[:at] {
+		switch {
+		case r.Prompt != nil:
+			j, ok := index[r.Prompt.Trigger]
+			if r.Prompt.Trigger == "" {
+				j, ok = -1, true // a turn of the daemon's own (a task's result to its caller)
+			}
+			if !ok {
+				continue
+			}
+			key := [2]string{r.Prompt.Agent, string(r.Prompt.Trigger)}
+			byTurn[r.Prompt.Turn] = len(out)
+			out = append(out, RecordedTurn{Agent: r.Prompt.Agent, Trigger: j, Nth: nth[key]})
+			nth[key]++
+		case r.TurnEnd != nil:
+			if k, ok := byTurn[r.TurnEnd.Turn]; ok {
+				out[k].Ended = true
+			}
+		}
+	}
+	return out
+}

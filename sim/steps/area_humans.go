@@ -62,7 +62,7 @@ func humanSteps(w *world) []stepDef {
 		// daemon.
 		{area: "humans", pattern: `^the recording of "(#[a-z0-9-]+)" is played(?: up to "([^"]+)")?$`,
 			example: `the recording of "#ops" is played up to "rollback"`,
-			doc:     "Sends the recorded events (the rest, or up to and including the one with that label or index) in recorded order, each as its recorded sender (agents through the appservice), so the daemon is pushed them as a homeserver pushes live events. When the recording carries the daemon's trace, the agents answer with their recorded turns and the events the daemon posted are left to the daemon (the step waits for each).",
+			doc:     "Sends the recorded events (the rest, or up to and including the one with that label or index) in recorded order, each as its recorded sender (agents through the appservice), so the daemon is pushed them as a homeserver pushes live events. When the recording carries the daemon's trace, the agents answer with their recorded turns and the events the daemon posted are left to the daemon (the step waits for each), and before each event it sends the step waits for the turns the recorded daemon had started by then (their prompts in the live trace) and for the end of those that had ended, so an event that came in mid-turn comes in mid-turn again.",
 			fn:      w.stepPlay},
 		{area: "humans", pattern: `^([a-z0-9-]+) replies in the recorded thread "([^"]+)" of "(#[a-z0-9-]+)": "([^"]*)"$`,
 			example: `ori replies in the recorded thread "postmortem" of "#ops": "who owns the fix?"`,
@@ -255,6 +255,11 @@ func (w *world) stepPlay(ctx context.Context, roomName, upTo string) error {
 			r.seeded[i] = s
 			rp.next = i + 1
 			continue
+		}
+		if rp.script != nil {
+			if err := w.waitRecordedTurns(ctx, r, i); err != nil {
+				return err
+			}
 		}
 		uid, err := w.userID(e.Sender)
 		if err != nil {

@@ -186,6 +186,8 @@ type recordedRoom struct {
 	// answers the agents' prompts with their recorded turns; the events the
 	// daemon posted are then made by the daemon, not sent.
 	script *recordedScript
+	// waited are the recorded turns the play has already waited for.
+	waited map[replay.RecordedTurn]bool
 }
 
 // recordedScript is a played recording's replay.Script and what of the
@@ -552,4 +554,72 @@ func (w *world) respondRecorded(scripts []*recordedScript) func(string, fakeagen
 		}
 		return nil, false
 	}
+}
+
+// waitRecordedTurns waits, before recording event i is sent, for the turns
+// the recorded daemon had started by then (replay.Script.TurnsBefore): each
+// prompt in the live trace, and the end of each turn that had ended. So an
+// event that came in while a turn ran comes in while it runs again, never
+// before it starts or after it ends, whatever the machine's speed.
+func (w *world) waitRecordedTurns(ctx context.Context, r *room, i int) error {
+	rp := r.replay
+	for _, t := range rp.script.TurnsBefore(i) {
+		if rp.waited[t] || t.Trigger >= len(r.seeded) || (t.Trigger >= 0 && r.seeded[t.Trigger].id == "") {
+			continue
+		}
+		if err := w.waitLiveTurn(ctx, r, t); err != nil {
+			return err
+		}
+		if rp.waited == nil {
+			rp.waited = map[replay.RecordedTurn]bool{}
+		}
+		rp.waited[t] = true
+	}
+	return nil
+}
+
+// waitLiveTurn waits for the live trace to hold the prompt of recorded turn
+// t (the agent prompted for the trigger's live event, the Nth time), and its
+// turn_end when t had ended.
+func (w *world) waitLiveTurn(ctx context.Context, r *room, t replay.RecordedTurn) error {
+	var eid id.EventID
+	on := "on no event (the daemon's own turn)"
+	if t.Trigger >= 0 {
+		eid = r.seeded[t.Trigger].id
+		on = fmt.Sprintf("on recorded event %d (%s)", t.Trigger, eid)
+	}
+	what := fmt.Sprintf("%s prompted (prompt %d %s) before the next recorded event, as the recorded daemon was", t.Agent, t.Nth+1, on)
+	if t.Ended {
+		what = fmt.Sprintf("%s's turn (prompt %d %s) ending before the next recorded event, as the recorded one did", t.Agent, t.Nth+1, on)
+	}
+	return w.eventually(ctx, what, func() (bool, string, error) {
+		tr, err := trace.Read(w.traceDir)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		rt, ok := tr.Room(r.id)
+		if !ok {
+			return false, "no trace of the room yet", nil
+		}
+		n := 0
+		turn := ""
+		for _, rec := range rt.Records {
+			switch {
+			case turn == "" && rec.Prompt != nil && rec.Prompt.Agent == t.Agent && rec.Prompt.Trigger == eid:
+				if n == t.Nth {
+					turn = rec.Prompt.Turn
+					if !t.Ended {
+						return true, "", nil
+					}
+				}
+				n++
+			case turn != "" && rec.TurnEnd != nil && rec.TurnEnd.Agent == t.Agent && rec.TurnEnd.Turn == turn:
+				return true, "", nil
+			}
+		}
+		if turn == "" {
+			return false, fmt.Sprintf("%d such prompts", n), nil
+		}
+		return false, "prompted, the turn not ended", nil
+	})
 }
