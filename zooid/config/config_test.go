@@ -196,6 +196,12 @@ agents:
     acp: { preset: pi }
     matrix: { user_id: '@a', rooms: ['#r'] }
 `, []string{`zooid.yaml:7: trace.max_file_size: must be at least 4KiB, got 2`}},
+		{"trace keeping one file", okTransport + `trace: { dir: ./t, max_files: 1 }
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:7: trace.max_files: must be a number of files, at least 2 (the one being written and the one before it), or all; got 1`}},
 		{"turn timeout too short", okTransport + `turn_timeout: 10ms
 agents:
   a:
@@ -618,13 +624,24 @@ agents:
 		{"trace", okTransport + `trace:
   dir: ./trace
   max_file_size: 8MiB
+  max_files: 4
 agents:
   a:
     acp: { preset: pi }
     matrix: { user_id: '@a', rooms: ['#r'] }
 `, func(t *testing.T, c *Config) {
-			if c.Trace == nil || !filepath.IsAbs(c.Trace.Dir) || filepath.Base(c.Trace.Dir) != "trace" || c.Trace.MaxFileSize != 8<<20 {
-				t.Errorf("trace = %+v, want dir …/trace and 8MiB", c.Trace)
+			if c.Trace == nil || !filepath.IsAbs(c.Trace.Dir) || filepath.Base(c.Trace.Dir) != "trace" || c.Trace.MaxFileSize != 8<<20 || c.Trace.MaxFiles != 4 {
+				t.Errorf("trace = %+v, want dir …/trace, 8MiB and 4 files", c.Trace)
+			}
+		}},
+		{"trace keeping every file", okTransport + `trace: { dir: ./trace, max_files: all }
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, func(t *testing.T, c *Config) {
+			if c.Trace == nil || c.Trace.MaxFiles != -1 {
+				t.Errorf("trace = %+v, want every file kept (-1)", c.Trace)
 			}
 		}},
 		{"full ids without server_name, http listen, dirs", `transports:

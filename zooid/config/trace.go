@@ -13,15 +13,18 @@ type Trace struct {
 	// MaxFileSize rotates a room's file beyond that many bytes; zero means
 	// the trace package's default (64 MiB).
 	MaxFileSize int64
+	// MaxFiles keeps each room's newest that many files; zero means the
+	// trace package's default (16), negative keeps all (`max_files: all`).
+	MaxFiles int
 }
 
-// trace reads the optional top-level trace mapping: {dir, max_file_size}.
+// trace reads the optional top-level trace mapping: {dir, max_file_size, max_files}.
 func (p *parser) trace(top map[string]field) *Trace {
 	f, ok := top["trace"]
 	if !ok || isNull(deref(f.val)) {
 		return nil
 	}
-	tf := p.fields(f.val, "trace", "dir", "max_file_size")
+	tf := p.fields(f.val, "trace", "dir", "max_file_size", "max_files")
 	t := &Trace{}
 	dir, ok := p.str(tf["dir"], "trace.dir")
 	if !ok || dir == "" {
@@ -37,6 +40,17 @@ func (p *parser) trace(top map[string]field) *Trace {
 			p.errorf(tf["max_file_size"].val, "trace.max_file_size", "%v", err)
 		}
 		t.MaxFileSize = n
+	}
+	if v, ok := p.str(tf["max_files"], "trace.max_files"); ok && v != "" {
+		n, err := strconv.Atoi(v)
+		switch {
+		case v == "all":
+			t.MaxFiles = -1
+		case err != nil || n < 2:
+			p.errorf(tf["max_files"].val, "trace.max_files", "must be a number of files, at least 2 (the one being written and the one before it), or all; got %s", v)
+		default:
+			t.MaxFiles = n
+		}
 	}
 	return t
 }

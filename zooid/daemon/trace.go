@@ -19,7 +19,7 @@ func (d *Daemon) openTrace() error {
 	if tc == nil || tc.Dir == "" {
 		return nil
 	}
-	w, err := trace.Open(trace.Options{Dir: tc.Dir, MaxFileSize: tc.MaxFileSize, Secrets: d.secrets(), Logger: d.log.With("component", "trace")})
+	w, err := trace.Open(trace.Options{Dir: tc.Dir, MaxFileSize: tc.MaxFileSize, MaxFiles: tc.MaxFiles, Secrets: d.secrets(), Logger: d.log.With("component", "trace")})
 	if err != nil {
 		return fmt.Errorf("opening trace: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -271,6 +272,60 @@ func TestWriterRotatesAndContinuesAfterRestart(t *testing.T) {
 		if r.Seq != uint64(i+1) {
 			t.Fatalf("record %d has seq %d: order lost across rotation or restart", i, r.Seq)
 		}
+	}
+}
+
+// TestWriterKeepsTheNewestFiles: rotation deletes a room's oldest files
+// beyond MaxFiles, the rest still reads as the room's newest records in
+// order, and a trace reopened with a lower limit is cut to it at its
+// room's first record.
+func TestWriterKeepsTheNewestFiles(t *testing.T) {
+	dir := t.TempDir()
+	files := func() []string {
+		fs, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+		for i := range fs {
+			fs[i] = filepath.Base(fs[i])
+		}
+		return fs
+	}
+	w, err := trace.Open(trace.Options{Dir: dir, MaxFileSize: 400, MaxFiles: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 30; i++ {
+		w.Record(trace.Record{Room: "!r:x", Kind: trace.KindPrompt, Prompt: &trace.Prompt{Agent: "a", Text: strings.Repeat("x", 100)}})
+	}
+	w.Close()
+	// A record of about 250 bytes and a header fill a 400-byte file: 30
+	// records make 30 files, of which the newest 3 are kept.
+	if got, want := files(), []string{"!r:x.000028.jsonl", "!r:x.000029.jsonl", "!r:x.000030.jsonl"}; !slices.Equal(got, want) {
+		t.Fatalf("files after 30 records in 400-byte files, at most 3 kept: %v, want %v", got, want)
+	}
+	recs := read(t, dir).Rooms[0].Records
+	if len(recs) != 3 || recs[0].Seq != 28 || recs[2].Seq != 30 {
+		t.Fatalf("read %d records (first seq %d), want the newest 3, seq 28 to 30", len(recs), recs[0].Seq)
+	}
+	w, err = trace.Open(trace.Options{Dir: dir, MaxFileSize: 400, MaxFiles: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Record(trace.Record{Room: "!r:x", Kind: trace.KindStart, Start: &trace.Start{Restart: true}})
+	w.Close()
+	if got, want := files(), []string{"!r:x.000030.jsonl", "!r:x.000031.jsonl"}; !slices.Equal(got, want) {
+		t.Fatalf("files after a record rotated the reopened trace: %v, want %v", got, want)
+	}
+	if recs := read(t, dir).Rooms[0].Records; recs[len(recs)-1].Seq != 31 {
+		t.Fatalf("the record after reopening has seq %d, want 31: the sequence continues", recs[len(recs)-1].Seq)
+	}
+	// Every file is kept when asked.
+	all := t.TempDir()
+	w, _ = trace.Open(trace.Options{Dir: all, MaxFileSize: 400, MaxFiles: -1})
+	for i := 0; i < 40; i++ {
+		w.Record(trace.Record{Room: "!r:x", Kind: trace.KindPrompt, Prompt: &trace.Prompt{Agent: "a", Text: strings.Repeat("x", 100)}})
+	}
+	w.Close()
+	if fs, _ := filepath.Glob(filepath.Join(all, "*.jsonl")); len(fs) != 40 {
+		t.Fatalf("with every file kept, 40 records made %d files, want 40", len(fs))
 	}
 }
 

@@ -49,6 +49,10 @@ const (
 	DefaultMaxFileSize = 64 << 20
 	// DefaultMaxTextSize bounds each text, argument and result in a record.
 	DefaultMaxTextSize = 16 << 10
+	// DefaultMaxFiles keeps a room's newest 16 files: 1 GiB at the default
+	// file size, so a busy room cannot fill the disk while the trace still
+	// reaches back far further than a recording does.
+	DefaultMaxFiles = 16
 )
 
 // Options configure a Writer.
@@ -58,6 +62,10 @@ type Options struct {
 	// MaxFileSize rotates a room's file to a new segment once it holds that
 	// many bytes; 0 means DefaultMaxFileSize.
 	MaxFileSize int64
+	// MaxFiles keeps at most that many files of each room: a rotation
+	// deletes the oldest beyond it (and so does opening a trace that holds
+	// more). 0 means DefaultMaxFiles; a negative number keeps every file.
+	MaxFiles int
 	// MaxTextSize bounds texts, tool arguments and results (their original
 	// size is kept beside them); 0 means DefaultMaxTextSize.
 	MaxTextSize int
@@ -102,6 +110,9 @@ func Open(opts Options) (*Writer, error) {
 	}
 	if opts.MaxTextSize <= 0 {
 		opts.MaxTextSize = DefaultMaxTextSize
+	}
+	if opts.MaxFiles == 0 {
+		opts.MaxFiles = DefaultMaxFiles
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -308,6 +319,7 @@ func (w *Writer) roomFile(room id.RoomID) (*roomFile, error) {
 			return nil, fmt.Errorf("continuing trace: %w", err)
 		}
 		rf.f, rf.size = f, st.Size()
+		w.prune(rf)
 	} else if err := w.newSegment(rf); err != nil {
 		return nil, err
 	}
@@ -323,7 +335,32 @@ func (w *Writer) rotate(rf *roomFile) error {
 		return err
 	}
 	rf.f = nil
-	return w.newSegment(rf)
+	if err := w.newSegment(rf); err != nil {
+		return err
+	}
+	w.prune(rf)
+	return nil
+}
+
+// prune deletes the room's oldest files beyond MaxFiles, logging each: the
+// trace is a flight recorder, and its newest part is what a recording takes.
+func (w *Writer) prune(rf *roomFile) {
+	if w.opts.MaxFiles < 0 {
+		return
+	}
+	segs, err := segments(rf.base)
+	if err != nil {
+		w.log.Warn("listing the room's trace files to delete the oldest", "room", rf.room, "err", err)
+		return
+	}
+	for len(segs) > w.opts.MaxFiles {
+		if err := os.Remove(segs[0].path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			w.log.Warn("deleting an old trace file", "room", rf.room, "file", segs[0].path, "err", err)
+			return
+		}
+		w.log.Info("deleted the oldest trace file of the room: it keeps its newest files only", "room", rf.room, "file", segs[0].path, "max_files", w.opts.MaxFiles)
+		segs = segs[1:]
+	}
 }
 
 // newSegment starts the next file of the room with its header line.
