@@ -2,6 +2,7 @@ package replay_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,9 +11,11 @@ import (
 
 	"maunium.net/go/mautrix/id"
 
+	"github.com/zooid-dev/zooid/fakeagent"
 	"github.com/zooid-dev/zooid/sim/replay"
 	"github.com/zooid-dev/zooid/sim/steps"
 	"github.com/zooid-dev/zooid/zooid/recording"
+	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
 // TestGeneratedFeaturesPass: a feature `zooid replay --feature` writes from a
@@ -126,5 +129,62 @@ func TestTurnsBeforeFollowTheTrace(t *testing.T) {
 		if got := sc.TurnsBefore(c.event); !slices.Equal(got, c.want) {
 			t.Errorf("turns before event %d (%q): got %+v, want %+v", c.event, rec.Text(c.event), got, c.want)
 		}
+	}
+}
+
+// A recorded tool call naming one of the recording's rooms by alias names
+// this run's alias of it when the played room maps aliases (a shared
+// Synapse suffixes them per run); an alias of a room the recording does not
+// have, and every alias without the mapping (zooid replay), stay as recorded.
+func TestRecordedToolCallsNameThisRunsRooms(t *testing.T) {
+	rec, err := recording.Load("../../scenarios/ops-walkthrough-traced.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prompt string
+	for i, line := range rec.Trace {
+		var r trace.Record
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Prompt != nil && r.Prompt.Agent == "planner" && prompt == "" {
+			prompt = r.Prompt.Text
+		}
+		if r.Tool != nil && r.Tool.Agent == "planner" {
+			r.Tool.Args = `{"tasks": [{"agent": "coder", "prompt": "audit svc-b, then say so in #ops:localhost, not #elsewhere:localhost"}]}`
+			if rec.Trace[i], err = json.Marshal(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	live := func(name string) id.UserID { return id.NewUserID(name, "localhost") }
+	called := func(sc *replay.Script) string {
+		turn, ok := sc.Respond("planner", fakeagent.Prompt{Text: prompt})
+		if !ok {
+			t.Fatal("planner's recorded turn did not answer its recorded prompt")
+		}
+		for _, a := range turn {
+			if a.CallTool != "" {
+				b, _ := json.Marshal(a.Args)
+				return string(b)
+			}
+		}
+		t.Fatalf("planner's recorded turn calls no tool: %+v", turn)
+		return ""
+	}
+	mapped, err := replay.NewScript(rec, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped.MapAliases(func(room string) id.RoomAlias { return id.RoomAlias(room + "-s7c2e:localhost") })
+	if got, want := called(mapped), "say so in #ops-s7c2e:localhost, not #elsewhere:localhost"; !strings.Contains(got, want) {
+		t.Errorf("with this run's aliases, planner called with %s, want it to hold %q", got, want)
+	}
+	plain, err := replay.NewScript(rec, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := called(plain), "say so in #ops:localhost, not #elsewhere:localhost"; !strings.Contains(got, want) {
+		t.Errorf("without a mapping, planner called with %s, want it to hold %q", got, want)
 	}
 }

@@ -24,6 +24,9 @@ type plan struct {
 	agents []string // recorded agents, in member order
 	// agentRooms are each agent's rooms (aliases), the played one first.
 	agentRooms map[string][]string
+	// stepRoom names each recorded room alias (full, as the trace and the
+	// tool calls spell it) the way steps do: "#ops", "#dev".
+	stepRoom map[string]string
 	user       map[string]id.UserID // each member's recorded user id
 	name       map[id.UserID]string // and back
 	posted     map[id.EventID]bool  // recorded events the daemon posted
@@ -161,6 +164,7 @@ func (p *plan) roomsOf(rec *recording.Recording, recorded string) {
 	}
 	p.alias = alias
 	p.rooms = []string{alias}
+	p.stepRoom = map[string]string{alias: short}
 	lp := strings.TrimPrefix(strings.SplitN(alias, ":", 2)[0], "#")
 	// A shared server's run prefixes or suffixes aliases ("#ops" became
 	// "#ops-s7c2e"); the agents' other rooms get the same.
@@ -179,6 +183,7 @@ func (p *plan) roomsOf(rec *recording.Recording, recorded string) {
 			full := rn
 			if !strings.Contains(full, ":") {
 				full = "#" + prefix + strings.TrimPrefix(rn, "#") + suffix + ":" + p.server
+				p.stepRoom[full] = rn
 			}
 			if !slicesContains(rooms, full) {
 				rooms = append(rooms, full)

@@ -22,6 +22,8 @@ import (
 type Script struct {
 	plan *plan
 	live func(name string) id.UserID
+	// alias, when set, is this run's alias of a room as steps name it.
+	alias func(room string) id.RoomAlias
 
 	mu     sync.Mutex
 	idmap  map[string]string // recorded id -> this run's id
@@ -120,9 +122,31 @@ func (s *Script) liveName(u id.UserID) string {
 	return ""
 }
 
+// MapAliases makes the recorded turns name the recording's rooms by this
+// run's aliases: alias gives the alias of a room as steps name it ("#dev"),
+// which a shared homeserver suffixes per run. Without it (zooid replay, whose
+// rooms keep their recorded aliases) aliases are sent as recorded. Call it
+// before the first prompt.
+func (s *Script) MapAliases(alias func(room string) id.RoomAlias) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.alias = alias
+}
+
 // mapIDs turns the recorded ids in a text into this run's: event and room
-// ids as paired so far, user ids by member name.
+// ids as paired so far, user ids by member name, and, with MapAliases, the
+// recording's room aliases.
 func (s *Script) mapIDs(text string) string {
+	if s.alias != nil {
+		text = aliasRE.ReplaceAllStringFunc(text, func(x string) string {
+			if room, ok := s.plan.stepRoom[x]; ok {
+				if a := s.alias(room); a != "" {
+					return string(a)
+				}
+			}
+			return x
+		})
+	}
 	text = idRE.ReplaceAllStringFunc(text, func(x string) string {
 		if to, ok := s.idmap[x]; ok && to != "" {
 			return to

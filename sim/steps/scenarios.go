@@ -76,6 +76,14 @@ func (w *world) recordedRoom(ctx context.Context, roomName, ref string, play boo
 		if err != nil {
 			return err
 		}
+		// A shared Synapse suffixes this run's aliases: a recorded tool
+		// call naming one of the recording's rooms names this run's.
+		sc.MapAliases(func(room string) id.RoomAlias {
+			if w.lease == nil {
+				return "" // no homeserver yet, so no prompt either
+			}
+			return w.names().alias(room)
+		})
 		r.replay.script = &recordedScript{Script: sc}
 		if w.traceDir == "" {
 			// The recorded turns name events by id: the live trace says
