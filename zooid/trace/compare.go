@@ -240,6 +240,16 @@ func (c *comparer) align(label string, want, got []Record) {
 				break
 			}
 		}
+		if w.Prompt != nil && j >= 0 {
+			// A prompt is its agent's in its session, so every prompt of the
+			// session has its identity; which of them came first is a race
+			// when they wake the agent for things that ended at once (two
+			// task results for one caller). Pair it with the same prompt
+			// wherever it is, and only then with the next one.
+			if k := c.samePrompt(w, wi, got, used); k >= 0 {
+				j = k
+			}
+		}
 		if j < 0 {
 			k0 := -1
 			for k := range got {
@@ -274,6 +284,26 @@ func (c *comparer) align(label string, want, got []Record) {
 			c.add(label, "unexpected: %s", describe(g))
 		}
 	}
+}
+
+// samePrompt finds the unused prompt in got with w's identity and text,
+// ids mapped, or -1.
+func (c *comparer) samePrompt(w Record, wi normed, got []Record, used []bool) int {
+	for k, g := range got {
+		if used[k] || g.Prompt == nil {
+			continue
+		}
+		gi := identity(g)
+		if wi.skel != gi.skel || !c.m.fits(wi.ids, gi.ids) {
+			continue
+		}
+		w2, g2 := comparable(w, g)
+		wo, gout := outcome(w2), outcome(g2)
+		if wo.skel == gout.skel && c.m.fits(append(append([]string(nil), wi.ids...), wo.ids...), append(append([]string(nil), gi.ids...), gout.ids...)) {
+			return k
+		}
+	}
+	return -1
 }
 
 // laterMatch says whether g is the identity of a record still to come in want.

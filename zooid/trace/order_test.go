@@ -62,3 +62,47 @@ func TestCompareTurnsEndingInEitherOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareCallerWokenInEitherOrder: two tasks that end at once wake their
+// caller in either order (the results race to the homeserver); the caller's
+// session pairs each prompt with the same prompt wherever it is, so the
+// other order is no difference, its posts and turn ends following. A result
+// prompt whose text changed is still one difference, naming both texts.
+func TestCompareCallerWokenInEitherOrder(t *testing.T) {
+	mk := func(p string, swap bool, textB string) *trace.Trace {
+		room := id.RoomID("!r" + p + ":x")
+		e0 := id.EventID("$e0" + p + "aaaaaaaaaa")
+		s := "p|" + string(room) + "|" + string(e0)
+		ta, tb := "internal.A"+p+"AAAAAAAAAAAAAAAAAAAAAAAAAA", "internal.B"+p+"BBBBBBBBBBBBBBBBBBBBBBBBBB"
+		a := []trace.Record{
+			{Kind: trace.KindPrompt, Session: s, Prompt: &trace.Prompt{Agent: "p", Turn: ta, Text: "Task for a ended: complete\n\nsvc-a is clean"}},
+			{Kind: trace.KindPost, Post: &trace.Post{ID: id.EventID("$pa" + p + "aaaaaaaaaa"), Sender: "@p:x", Type: "m.room.message", MsgType: "m.notice", Thread: e0, Text: "noted a", TxnID: "zooid.a" + p + "aaaaaaaaaaaaaaaaaaaaaaaaaa"}},
+			{Kind: trace.KindTurnEnd, Session: s, TurnEnd: &trace.TurnEnd{Agent: "p", Turn: ta, Stop: "end_turn"}},
+		}
+		b := []trace.Record{
+			{Kind: trace.KindPrompt, Session: s, Prompt: &trace.Prompt{Agent: "p", Turn: tb, Text: textB}},
+			{Kind: trace.KindPost, Post: &trace.Post{ID: id.EventID("$pb" + p + "aaaaaaaaaa"), Sender: "@p:x", Type: "m.room.message", MsgType: "m.notice", Thread: e0, Text: "noted b", TxnID: "zooid.b" + p + "bbbbbbbbbbbbbbbbbbbbbbbbbb"}},
+			{Kind: trace.KindTurnEnd, Session: s, TurnEnd: &trace.TurnEnd{Agent: "p", Turn: tb, Stop: "end_turn"}},
+		}
+		recs := []trace.Record{{Kind: trace.KindStart, Start: &trace.Start{Alias: "#ops:x"}},
+			{Kind: trace.KindEvent, Event: &trace.Event{ID: e0, Sender: "@ori:x", Type: "m.room.message", Text: "@p go", Woke: []trace.Wake{{Agent: "p", Thread: e0, Session: s, Why: "mention"}}}}}
+		if swap {
+			recs = append(append(recs, b...), a...)
+		} else {
+			recs = append(append(recs, a...), b...)
+		}
+		for i := range recs {
+			recs[i].Room = room
+			recs[i].Seq = uint64(i + 1)
+		}
+		return &trace.Trace{Rooms: []trace.Room{{ID: room, Alias: "#ops:x", Records: recs}}}
+	}
+	const b = "Task for b ended: complete\n\nsvc-b is clean"
+	if d := trace.Compare(mk("A", false, b), mk("B", true, b)); len(d) != 0 {
+		t.Fatalf("a caller woken with two results in the other order: %d differences, want none:\n%s", len(d), d)
+	}
+	d := trace.Compare(mk("A", false, b), mk("B", true, "Task for b ended: failed\n\nno access"))
+	if len(d) != 1 || !strings.Contains(d[0].What, `want "Task for b ended: complete`) || !strings.Contains(d[0].What, `got "Task for b ended: failed`) {
+		t.Fatalf("a changed result prompt, woken in the other order: want the one difference naming both texts, got %d:\n%s", len(d), d)
+	}
+}
