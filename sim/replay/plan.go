@@ -27,15 +27,15 @@ type plan struct {
 	// stepRoom names each recorded room alias (full, as the trace and the
 	// tool calls spell it) the way steps do: "#ops", "#dev".
 	stepRoom map[string]string
-	user       map[string]id.UserID // each member's recorded user id
-	name       map[id.UserID]string // and back
-	posted     map[id.EventID]bool  // recorded events the daemon posted
-	made       map[int]bool         // recording events the daemon posted
-	events     []plannedEvent       // the recorded trace's events, in order
-	seed       []int                // recording events sent before the daemon starts
-	steps      []step
-	total      map[trace.Kind]int
-	turns      map[string][]*turn // each agent's recorded turns, in prompt order
+	user     map[string]id.UserID // each member's recorded user id
+	name     map[id.UserID]string // and back
+	posted   map[id.EventID]bool  // recorded events the daemon posted
+	made     map[int]bool         // recording events the daemon posted
+	events   []plannedEvent       // the recorded trace's events, in order
+	seed     []int                // recording events sent before the daemon starts
+	steps    []step
+	total    map[trace.Kind]int
+	turns    map[string][]*turn // each agent's recorded turns, in prompt order
 }
 
 // plannedEvent is one event record of the recorded trace and the recording
