@@ -50,6 +50,7 @@ type Controller struct {
 	queues      map[string][]Turn
 	prompts     map[string][]Prompt
 	sessions    map[string][]SessionInfo
+	starts      map[string][]Started
 	toolResults map[string][]ToolResult
 	toolLists   map[string][][]string
 	cancels     map[string][]Cancel
@@ -114,6 +115,7 @@ func StartController(dir string) (*Controller, error) {
 		released:    map[string]bool{},
 		prompts:     map[string][]Prompt{},
 		sessions:    map[string][]SessionInfo{},
+		starts:      map[string][]Started{},
 		toolResults: map[string][]ToolResult{},
 		toolLists:   map[string][][]string{},
 		cancels:     map[string][]Cancel{},
@@ -214,6 +216,7 @@ func (c *Controller) handle(proc *hello, m message, reply *message) error {
 		if err := json.Unmarshal(m.Data, proc); err != nil {
 			return err
 		}
+		record(c, c.starts, m.Agent, Started{Pid: proc.Pid, At: now})
 		c.countLive()
 	case "session":
 		var s SessionInfo
@@ -398,6 +401,16 @@ func (c *Controller) Pending(agent string) int {
 
 // Prompts are the prompts agent received, in order.
 func (c *Controller) Prompts(agent string) []Prompt { return snapshot(c, c.prompts, agent) }
+
+// Started is one process of an agent as it came up (its hello), before
+// initialize and any session.
+type Started struct {
+	Pid int
+	At  time.Time
+}
+
+// Starts are agent's processes in the order they came up.
+func (c *Controller) Starts(agent string) []Started { return snapshot(c, c.starts, agent) }
 
 // Sessions are the session/new requests agent received, in order.
 func (c *Controller) Sessions(agent string) []SessionInfo { return snapshot(c, c.sessions, agent) }

@@ -44,7 +44,7 @@ type Options struct {
 	Synapse      bool
 	Runs         int
 	SynapseSizes []int
-	// Items limits the run to these items of docs/performance.md (1–6); none: all.
+	// Items limits the run to these items of docs/performance.md (1–7); none: all.
 	Items []int
 	// Log hears progress; nil: silent.
 	Log io.Writer
@@ -159,9 +159,14 @@ func Run(ctx context.Context, o Options) (Table, error) {
 	items := []struct {
 		item int
 		run  func(context.Context, Options, func(string, ...any)) ([]Row, error)
-	}{{2, toolCallRows}, {3, pageRows}, {4, sessionRows}, {5, setupRows}, {6, routingRows}, {1, featureRatios}}
+	}{{2, toolCallRows}, {3, pageRows}, {4, sessionRows}, {5, setupRows}, {6, routingRows}, {7, firstAnswerRows}, {1, featureRatios}}
 	for _, s := range items {
 		if !want(s.item) || (s.item == 1 && !o.Synapse) {
+			continue
+		}
+		if s.item == 7 && o.Short && !slices.Contains(o.Items, 7) {
+			// A real agent started six times: a minute CI's short run
+			// does not spend unless asked (--items 7).
 			continue
 		}
 		rows, err := s.run(ctx, o, logf)

@@ -26,7 +26,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	synapse := fs.Bool("synapse", false, "also measure on Synapse (needs docker; long): history pages in rooms of --synapse-sizes events, and each feature file on fakehs and on Synapse")
 	runs := fs.Int("runs", 3, "with --synapse: runs of each feature file per homeserver (the median counts)")
 	synSizes := fs.String("synapse-sizes", "", "with --synapse: the sizes, in events, ascending, of the Synapse rooms whose pages are measured (the first is the one the others are divided by; default 1000,10000,100000, with --short 1000,10000); the rooms come from snapshot images built once (docs/performance.md)")
-	itemList := fs.String("items", "", "measure only these items of docs/performance.md, comma-separated (1–6; default all, 1 only with --synapse)")
+	itemList := fs.String("items", "", "measure only these items of docs/performance.md, comma-separated (1–7; default all, 1 only with --synapse)")
 	agents := fs.Int("agents", 0, "agents of the idle-sessions measure (default 200, 10 with --short)")
 	sessions := fs.Int("sessions", 0, "sessions per agent of the idle-sessions measure (default 5, 2 with --short)")
 	check := fs.String("check", "", "fail when a checked value is more than --factor times its value in this baseline file")
@@ -40,7 +40,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "zooid bench: unexpected arguments: %v\n", fs.Args())
 		return 2
 	}
-	items, err := intList(*itemList, 1, 6)
+	items, err := intList(*itemList, 1, 7)
 	if err != nil {
 		fmt.Fprintf(stderr, "zooid bench: --items: %v\n", err)
 		return 2

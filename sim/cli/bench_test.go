@@ -25,7 +25,7 @@ func TestIntList(t *testing.T) {
 // Bad flags are refused before anything is measured.
 func TestBenchRefusesBadItemsAndSizes(t *testing.T) {
 	for args, want := range map[string]string{
-		"--items 7":                  `--items: "7" is not a number from 1 to 6`,
+		"--items 8":                  `--items: "8" is not a number from 1 to 7`,
 		"--synapse-sizes 1000":       "--synapse-sizes: want two sizes or more",
 		"--synapse-sizes 100,1000":   "--synapse-sizes: want two sizes or more, ascending, each 1000–1000000",
 		"--synapse-sizes 10000,1000": "--synapse-sizes: want two sizes or more, ascending",

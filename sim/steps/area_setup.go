@@ -137,6 +137,10 @@ func setupSteps(w *world) []stepDef {
 			example: `agent-a can close sessions`,
 			doc:     "The scripted agent advertises session/close (sessionCapabilities.close) when initialized.",
 			fn:      w.stepCanCloseSessions},
+		{area: "setup", pattern: `^([a-z0-9-]+) keeps a spare process$`,
+			example: `agent-a keeps a spare process`,
+			doc:     "Sets the agent's zooid.yaml prewarm: true: one process started and initialized before a thread needs it, counted against the caps.",
+			fn:      w.stepPrewarm},
 		{area: "setup", pattern: `^the daemon runs at most (\d+) agent processes$`,
 			example: `the daemon runs at most 2 agent processes`,
 			doc:     "Sets zooid.yaml max_processes: the cap on live agent processes across agents.",
@@ -598,6 +602,18 @@ func (w *world) stepCanCloseSessions(agent string) error {
 		return err
 	}
 	a.closeSessions = true
+	return nil
+}
+
+func (w *world) stepPrewarm(agent string) error {
+	if err := w.beforeStart("prewarm"); err != nil {
+		return err
+	}
+	a, err := w.agent(agent)
+	if err != nil {
+		return err
+	}
+	a.prewarm = true
 	return nil
 }
 

@@ -64,6 +64,7 @@ func (w *world) config(exe string) *config.Config {
 			Dir:                filepath.Join(w.dir, "agents", a.name),
 			MaxProcesses:       a.maxProcs,
 			SessionsPerProcess: a.perProc,
+			Prewarm:            a.prewarm,
 			Matrix: &config.AgentMatrix{
 				Transport: "matrix", UserID: n.agent(a.name), DisplayName: a.name,
 				Rooms: rooms, Trigger: a.trigger,

@@ -2,9 +2,12 @@ package steps
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 
+	acp "github.com/coder/acp-go-sdk"
 	"maunium.net/go/mautrix/id"
 )
 
@@ -112,4 +115,133 @@ func containsStr(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// stepHasSpare waits for a spare: a live process of agent, other than the
+// spare found before, that has opened a session none of whose sessions has
+// been prompted.
+func (w *world) stepHasSpare(ctx context.Context, agent string) error {
+	a, err := w.agent(agent)
+	if err != nil {
+		return err
+	}
+	// The daemon starts the first spare as it starts.
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	return w.eventually(ctx, fmt.Sprintf("a spare process of %s with its session open", agent), func() (bool, string, error) {
+		prompted := map[acp.SessionId]bool{}
+		for _, p := range w.ctl.Prompts(agent) {
+			prompted[p.SessionID] = true
+		}
+		used := map[int]bool{}
+		opened := map[int]acp.SessionId{}
+		for _, s := range w.ctl.Sessions(agent) {
+			if prompted[s.SessionID] {
+				used[s.Pid] = true
+			}
+			opened[s.Pid] = s.SessionID
+		}
+		starts := w.ctl.Starts(agent)
+		for _, s := range starts {
+			sid, ok := opened[s.Pid]
+			if !ok || used[s.Pid] || s.Pid == a.spare || syscall.Kill(s.Pid, 0) != nil {
+				continue
+			}
+			a.spare, a.spareSession = s.Pid, sid
+			return true, "", nil
+		}
+		return false, fmt.Sprintf("%d processes came up, %d with a session, %d prompted", len(starts), len(opened), len(used)), nil
+	})
+}
+
+func (w *world) stepAnsweredInSpare(agent, rootText string) error {
+	a, err := w.agent(agent)
+	if err != nil {
+		return err
+	}
+	if a.spare == 0 {
+		return fmt.Errorf("no step found a spare process of %s", agent)
+	}
+	root, err := w.threadOf(rootText)
+	if err != nil {
+		return err
+	}
+	p, ok := w.promptWith(agent, root.core)
+	if !ok {
+		return fmt.Errorf("%s was never prompted in the thread of %q", agent, rootText)
+	}
+	if p.SessionID != a.spareSession {
+		pid, _ := w.threadPid(agent, rootText)
+		return fmt.Errorf("%s answered the thread of %q in session %s of process %d, want session %s the spare %d opened before the thread", agent, rootText, p.SessionID, pid, a.spareSession, a.spare)
+	}
+	return nil
+}
+
+func (w *world) stepSpareStopped(ctx context.Context, agent string) error {
+	a, err := w.agent(agent)
+	if err != nil {
+		return err
+	}
+	if a.spare == 0 {
+		return fmt.Errorf("no step found a spare process of %s", agent)
+	}
+	pid := a.spare
+	return w.eventually(ctx, fmt.Sprintf("%s's spare process %d to stop", agent, pid), func() (bool, string, error) {
+		if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			return true, "", nil
+		}
+		return false, fmt.Sprintf("process %d still exists", pid), nil
+	})
+}
+
+func (w *world) stepDaemonShutsDown() error {
+	if w.d == nil {
+		return errors.New("no in-process daemon to shut down (it runs as its own process, or has not started)")
+	}
+	if err := w.d.Close(); err != nil {
+		return fmt.Errorf("closing the daemon: %w", err)
+	}
+	return nil
+}
+
+func (w *world) stepSpareReady(ctx context.Context, agent string) error {
+	if _, err := w.agent(agent); err != nil {
+		return err
+	}
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	if w.d == nil {
+		return errors.New("the daemon runs as its own process; its spares cannot be asked after")
+	}
+	return w.eventually(ctx, agent+"'s spare to be ready", func() (bool, string, error) {
+		return w.d.SpareReady(agent), "no spare ready", nil
+	})
+}
+
+func (w *world) stepOwnSessionOnSpare(agent, rootText string) error {
+	a, err := w.agent(agent)
+	if err != nil {
+		return err
+	}
+	if a.spare == 0 {
+		return fmt.Errorf("no step found a spare process of %s", agent)
+	}
+	root, err := w.threadOf(rootText)
+	if err != nil {
+		return err
+	}
+	p, ok := w.promptWith(agent, root.core)
+	if !ok {
+		return fmt.Errorf("%s was never prompted in the thread of %q", agent, rootText)
+	}
+	pid, err := w.threadPid(agent, rootText)
+	if err != nil {
+		return err
+	}
+	if pid != a.spare || p.SessionID == a.spareSession {
+		return fmt.Errorf("%s answered the thread of %q in session %s of process %d, want a session other than %s on the spare %d", agent, rootText, p.SessionID, pid, a.spareSession, a.spare)
+	}
+	return nil
 }

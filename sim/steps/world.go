@@ -12,6 +12,8 @@ import (
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
 
+	acp "github.com/coder/acp-go-sdk"
+
 	"github.com/zooid-dev/zooid/fakeagent"
 	"github.com/zooid-dev/zooid/modeldouble"
 	"github.com/zooid-dev/zooid/zooid/daemon"
@@ -142,6 +144,11 @@ type agentDecl struct {
 	// maxProcs and perProc are its max_processes and sessions_per_process;
 	// zero: the defaults.
 	maxProcs, perProc int
+	// prewarm: zooid.yaml prewarm, a spare process kept. spare is the pid
+	// the last "has a spare process" step found.
+	prewarm      bool
+	spare        int
+	spareSession acp.SessionId // the session the spare opened
 	// closeSessions: the scripted agent advertises session/close.
 	closeSessions bool
 }

@@ -139,6 +139,9 @@ func zooidYAML(cfg *config.Config, v secretVars) string {
 		if a.MaxProcesses > 0 {
 			line(2, "max_processes", fmt.Sprint(a.MaxProcesses))
 		}
+		if a.Prewarm {
+			line(2, "prewarm", "true")
+		}
 		switch {
 		case a.SessionsPerProcess == config.SessionsPerProcessAuto:
 			line(2, "sessions_per_process", "auto")

@@ -67,6 +67,9 @@ type Config struct {
 	// MaxProcesses caps live agent processes across all agents
 	// (max_processes, default DefaultMaxProcesses).
 	MaxProcesses int
+	// Prewarm is every agent's default Agent.Prewarm (prewarm, default
+	// false).
+	Prewarm bool
 	// QueueNoticeAfter is how long a turn waits for an agent process before
 	// the thread is told it is queued (queue_notice_after, default
 	// DefaultQueueNoticeAfter).
@@ -174,6 +177,10 @@ type Agent struct {
 	// this agent hosts over its life (sessions_per_process, default 1), or
 	// SessionsPerProcessAuto.
 	SessionsPerProcess int
+	// Prewarm keeps one spare process of this agent started and initialized
+	// before a thread needs it, counted against the process caps (prewarm,
+	// default the top-level one).
+	Prewarm bool
 	// Sandbox holds a local agent's process (sandbox:, defaulting to the
 	// top-level one, else Landlock); nil for a runtime docker agent, whose
 	// container is its sandbox.

@@ -156,6 +156,16 @@ agents:
 			`zooid.yaml:12: agents.a.max_processes: must be a whole number from 1 to 1024, got "lots"`,
 			`zooid.yaml:13: agents.a.sessions_per_process: must be auto or a whole number from 1 to 1024, got "2000"`,
 		}},
+		{"bad prewarm", okTransport + `prewarm: yes please
+agents:
+  a:
+    acp: { preset: pi }
+    prewarm: 1
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{
+			`zooid.yaml:7: prewarm: must be true or false, got "yes please"`,
+			`zooid.yaml:11: agents.a.prewarm: must be true or false, got "1"`,
+		}},
 		{"bad timeouts", okTransport + `tool_timeout: 500ms
 post_timeout: never
 agents:
@@ -596,6 +606,29 @@ agents:
 			}
 			if b := c.Agents[1]; b.MaxProcesses != DefaultAgentMaxProcesses || b.SessionsPerProcess != 1 {
 				t.Errorf("agent b caps %d, %d; want the defaults %d, 1", b.MaxProcesses, b.SessionsPerProcess, DefaultAgentMaxProcesses)
+			}
+		}},
+		{"prewarm", okTransport + `prewarm: true
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+  b:
+    acp: { preset: pi }
+    prewarm: false
+    matrix: { user_id: '@b', rooms: ['#r'] }
+`, func(t *testing.T, c *Config) {
+			if !c.Prewarm || !c.Agents[0].Prewarm || c.Agents[1].Prewarm {
+				t.Errorf("prewarm top %v, a %v, b %v; want true, true (the top's), false (its own)", c.Prewarm, c.Agents[0].Prewarm, c.Agents[1].Prewarm)
+			}
+		}},
+		{"prewarm off by default", okTransport + `agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, func(t *testing.T, c *Config) {
+			if c.Prewarm || c.Agents[0].Prewarm {
+				t.Errorf("prewarm top %v, a %v; want false, false", c.Prewarm, c.Agents[0].Prewarm)
 			}
 		}},
 		{"timeouts", okTransport + `tool_timeout: 45s

@@ -84,3 +84,19 @@ func (p *parser) count(f field, path string, def int) int {
 	}
 	return n
 }
+
+// flag reads an optional true or false; absent means def.
+func (p *parser) flag(f field, path string, def bool) bool {
+	v, ok := p.str(f, path)
+	if !ok {
+		return def
+	}
+	switch v {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	p.errorf(f.val, path, "must be true or false, got %q", v)
+	return def
+}

@@ -34,7 +34,7 @@ func (p *parser) parse(data []byte) *Config {
 		return nil
 	}
 	root := doc.Content[0]
-	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout", "trace", "user", "runtime", "container", "max_processes", "queue_notice_after", "tool_timeout", "post_timeout", "task_timeout", "rooms", "sandbox")
+	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout", "trace", "user", "runtime", "container", "max_processes", "prewarm", "queue_notice_after", "tool_timeout", "post_timeout", "task_timeout", "rooms", "sandbox")
 	cfg := &Config{File: p.file}
 
 	if f, ok := top["transports"]; ok {
@@ -56,6 +56,7 @@ func (p *parser) parse(data []byte) *Config {
 	p.runtime = p.runtimeOf(top["runtime"], "runtime", RuntimeLocal)
 	p.containerDefault = p.container(top["container"], "container", nil)
 	p.sandboxDefault = p.sandboxOf(top["sandbox"], "sandbox", nil)
+	cfg.Prewarm = p.flag(top["prewarm"], "prewarm", false)
 	if f, ok := top["agents"]; ok {
 		userIDs := map[id.UserID]string{}
 		for _, e := range p.entries(f.val, "agents") {
@@ -277,7 +278,7 @@ func (p *parser) httpTransport(e field, path string) *HTTPTransport {
 	return h
 }
 
-var agentKeys = []string{"acp", "dir", "matrix", "http", "permission", "user", "runtime", "container", "max_processes", "sessions_per_process", "sandbox"}
+var agentKeys = []string{"acp", "dir", "matrix", "http", "permission", "user", "runtime", "container", "max_processes", "sessions_per_process", "prewarm", "sandbox"}
 
 func (p *parser) agent(e field, cfg *Config, userIDs map[id.UserID]string) (Agent, bool) {
 	name := e.key.Value
@@ -313,6 +314,7 @@ func (p *parser) agent(e field, cfg *Config, userIDs map[id.UserID]string) (Agen
 		a.Permission = v
 	}
 	p.agentLimits(f, path, &a)
+	a.Prewarm = p.flag(f["prewarm"], path+".prewarm", cfg.Prewarm)
 
 	mf, hasMatrix := f["matrix"]
 	hf, hasHTTP := f["http"]

@@ -125,6 +125,14 @@ type Daemon struct {
 	intakeOpen chan struct{}
 	intakeOnce sync.Once
 
+	// spareCtx ends at Close: the keepers of spare processes (prewarm.go)
+	// stop theirs and spareWG waits for them; spareMu orders a new keeper
+	// before Close's wait.
+	spareCtx  context.Context
+	spareStop context.CancelFunc
+	spareMu   sync.Mutex
+	spareWG   sync.WaitGroup
+
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
@@ -185,13 +193,16 @@ func New(opts Options) (*Daemon, error) {
 		intakeOpen: make(chan struct{}),
 		trace:      trace.Off,
 	}
+	d.spareCtx, d.spareStop = context.WithCancel(context.Background())
 	d.pool = newProcPool(orDefault(opts.Config.MaxProcesses, config.DefaultMaxProcesses))
 	for _, a := range opts.Config.Agents {
-		perProc := a.SessionsPerProcess
+		perProc, prewarm := a.SessionsPerProcess, a.Prewarm
 		if a.HTTP != nil {
-			perProc = 1 // an HTTP session owns its process and ends it
+			// An HTTP session owns its process and ends it; it starts its
+			// own, so no spare waits for it.
+			perProc, prewarm = 1, false
 		}
-		d.pool.addAgent(a.Name, orDefault(a.MaxProcesses, config.DefaultAgentMaxProcesses), perProc)
+		d.pool.addAgent(a.Name, orDefault(a.MaxProcesses, config.DefaultAgentMaxProcesses), perProc, prewarm)
 		rt := &agentRuntime{cfg: a}
 		if a.Matrix != nil {
 			rt.userID = a.Matrix.UserID
@@ -235,6 +246,11 @@ func (d *Daemon) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	// Agents with prewarm get their first spare once they can be started:
+	// the first mention does not wait for a process to start.
+	for _, rt := range d.agents {
+		d.prewarm(rt)
+	}
 	return nil
 }
 
@@ -263,6 +279,7 @@ func (d *Daemon) Close() error {
 		if d.sessions != nil {
 			d.sessions.close()
 		}
+		d.stopSpares()
 		for _, h := range d.http {
 			errs = append(errs, h.Close())
 		}

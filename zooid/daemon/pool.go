@@ -22,6 +22,13 @@ import (
 // processes never exceeds a cap. When none of that is possible the turn waits;
 // waiters are served in arrival order (their turn's sequence number), so a
 // chatty thread cannot starve a quiet one.
+//
+// An agent with prewarm keeps one spare: a process started and initialized
+// before any thread needs it, counted against both caps like any other. A
+// turn takes its agent's spare before it starts a process of its own. A spare
+// never pushes out a busy process (one is started only below both caps and
+// with no turn waiting), and it is the first to go when a cap is needed; the
+// one still starting goes once it is up.
 type procPool struct {
 	mu      sync.Mutex
 	max     int // live processes across agents
@@ -40,6 +47,12 @@ type agentProcs struct {
 	// turns wait for it.
 	auto, learned bool
 	procs         []*proc
+	// prewarm: keep a spare. spare is the one kept (nil when none is);
+	// paused says the last spare failed, idled out or was pushed out, so
+	// none is started again until a turn of the agent asks for a process.
+	prewarm bool
+	spare   *proc
+	paused  bool
 }
 
 // proc is one agent process as the pool sees it. Its counters are the pool's
@@ -52,6 +65,11 @@ type proc struct {
 	used     uint64 // tick of its last turn's end
 	ready    bool   // started
 	stopping bool   // chosen to stop: no turn or session may start on it
+	// spare: started ahead of need and not yet taken by a turn. unspared
+	// is closed when it stops being a spare (taken, or chosen to stop), so
+	// its keeper (Daemon.keepSpare) lets it go.
+	spare    bool
+	unspared chan struct{}
 	// up is closed once the start ended (ready, or failed with startErr):
 	// sessions placed on a process still starting wait for it.
 	up       chan struct{}
@@ -64,13 +82,39 @@ type proc struct {
 	agentPid  int
 	cwd       string
 	container *container.Started
-	// smu guards byID: permission requests arrive on the connection's
-	// goroutine and name their ACP session.
+	// smu guards byID and spareSess: permission requests arrive on the
+	// connection's goroutine and name their ACP session.
 	smu  sync.Mutex
 	byID map[acp.SessionId]*agentSession
+	// spareSess is the session a spare opened before any thread needed it,
+	// until the thread that takes the process takes it too.
+	spareSess *spareSession
 	// bindings are the MCP bindings of its sessions: whoever stops the
 	// process unbinds them, since an evicted session's own loop is idle.
 	bindings map[string]struct{}
+}
+
+// spareSession is an ACP session opened on a spare process ahead of its
+// thread, its Zooid tools bound pending (mcpserver.BindPending).
+type spareSession struct {
+	sess    *acpagent.Session
+	binding string
+}
+
+// setSpareSession and takeSpareSession hand a spare session from the
+// spare's keeper to the first thread placed on the process.
+func (p *proc) setSpareSession(ss *spareSession) {
+	p.smu.Lock()
+	defer p.smu.Unlock()
+	p.spareSess = ss
+}
+
+func (p *proc) takeSpareSession() *spareSession {
+	p.smu.Lock()
+	defer p.smu.Unlock()
+	ss := p.spareSess
+	p.spareSess = nil
+	return ss
 }
 
 // remember maps an ACP session on p to the daemon's session, and forget
@@ -116,6 +160,7 @@ type procGrant struct {
 	p      *proc
 	fresh  bool
 	victim *proc
+	spare  bool // p was its agent's spare
 }
 
 type procWaiter struct {
@@ -134,14 +179,15 @@ func newProcPool(max int) *procPool {
 // addAgent sets an agent's caps; call before the first acquire for it.
 // perProc config.SessionsPerProcessAuto is decided by the agent's first
 // process (see started); until then a process hosts one session.
-func (pl *procPool) addAgent(name string, max, perProc int) {
+// prewarm keeps a spare process of the agent (see procPool).
+func (pl *procPool) addAgent(name string, max, perProc int, prewarm bool) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	if perProc == config.SessionsPerProcessAuto {
-		pl.agents[name] = &agentProcs{max: max, perProc: 1, auto: true}
+		pl.agents[name] = &agentProcs{max: max, perProc: 1, auto: true, prewarm: prewarm}
 		return
 	}
-	pl.agents[name] = &agentProcs{max: max, perProc: max1(perProc)}
+	pl.agents[name] = &agentProcs{max: max, perProc: max1(perProc), prewarm: prewarm}
 }
 
 // perProcess is how many sessions a process of agent hosts now.
@@ -242,6 +288,18 @@ func (pl *procPool) serve() {
 // try grants a process to a turn of agent now, if any can be had.
 func (pl *procPool) try(agent string) (procGrant, bool) {
 	a := pl.agents[agent]
+	// A turn that asks for a process wants the agent warm again.
+	a.paused = false
+	if p := a.spare; p != nil && !p.dead() {
+		// Taken even while it starts: it started earlier than a fresh one
+		// would. Its taker waits on up like any session placed on a
+		// starting process.
+		pl.unspare(p)
+		p.sessions++
+		p.attached++
+		p.busy++
+		return procGrant{p: p, spare: true}, true
+	}
 	if a.auto && !a.learned && len(a.procs) > 0 {
 		// The agent's first process is starting and will say how many
 		// sessions a process may host: wait for it rather than start more.
@@ -250,7 +308,7 @@ func (pl *procPool) try(agent string) (procGrant, bool) {
 	// A process still starting takes sessions too: a burst of threads fills
 	// one process instead of starting one each.
 	for _, p := range a.procs {
-		if !p.stopping && p.sessions < a.perProc && !p.dead() {
+		if !p.spare && !p.stopping && p.sessions < a.perProc && !p.dead() {
 			p.sessions++
 			p.attached++
 			p.busy++
@@ -265,9 +323,14 @@ func (pl *procPool) try(agent string) (procGrant, bool) {
 	}
 	// At a cap: the least recently used idle process makes room. At the
 	// agent's own cap only its processes can; at the daemon's, any agent's.
+	// A spare goes before any process a thread used; among those, the
+	// least recently used.
 	var victim *proc
 	consider := func(p *proc) {
-		if p.ready && !p.stopping && p.busy == 0 && (victim == nil || p.used < victim.used) {
+		if !p.ready || p.stopping || p.busy != 0 {
+			return
+		}
+		if victim == nil || p.spare && !victim.spare || p.spare == victim.spare && p.used < victim.used {
 			victim = p
 		}
 	}
@@ -285,12 +348,64 @@ func (pl *procPool) try(agent string) (procGrant, bool) {
 	if victim == nil {
 		return procGrant{}, false
 	}
+	if victim.spare {
+		pl.unspare(victim)
+		// Not started again while the caps are wanted: the next turn of its
+		// agent asks for it.
+		pl.agents[victim.agent].paused = true
+	}
 	victim.stopping = true
 	pl.remove(victim)
 	// The victim's place passes to fresh: live is unchanged, and the taker
 	// stops the victim before it starts fresh.
 	a.procs = append(a.procs, fresh)
 	return procGrant{p: fresh, fresh: true, victim: victim}, true
+}
+
+// unspare makes p an ordinary process (with mu held): taken by a turn, or
+// chosen to stop.
+func (pl *procPool) unspare(p *proc) {
+	if !p.spare {
+		return
+	}
+	p.spare = false
+	close(p.unspared)
+	if a := pl.agents[p.agent]; a.spare == p {
+		a.spare = nil
+	}
+}
+
+// wantSpare places a new spare of agent and returns it for its caller to
+// start (then started or failed), when the agent keeps one, has none and
+// both caps have room with no turn waiting for a place.
+func (pl *procPool) wantSpare(agent string) (*proc, bool) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	a := pl.agents[agent]
+	if a == nil || !a.prewarm || a.paused || a.spare != nil || len(a.procs) >= a.max || pl.live >= pl.max || len(pl.waiters) > 0 {
+		return nil, false
+	}
+	p := &proc{agent: agent, spare: true, unspared: make(chan struct{}), up: make(chan struct{}), bindings: map[string]struct{}{}}
+	a.spare = p
+	a.procs = append(a.procs, p)
+	pl.live++
+	return p, true
+}
+
+// dropSpare chooses the spare p to stop (it idled out, died, or the daemon
+// is stopping) unless a turn took it first; true means the caller stops it
+// and calls gone. No new spare is started until a turn of the agent asks.
+func (pl *procPool) dropSpare(p *proc) bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if !p.spare || p.stopping {
+		return false
+	}
+	pl.unspare(p)
+	pl.agents[p.agent].paused = true
+	p.stopping = true
+	pl.remove(p)
+	return true
 }
 
 // remove takes p out of its agent's list (with mu held).
@@ -303,11 +418,18 @@ func (pl *procPool) remove(p *proc) {
 // sessions_per_process auto the agent's first process decides how many
 // sessions its processes host: config.AutoSessionsPerProcess if it
 // advertised session/close (caps, from its initialize), else 1.
-func (pl *procPool) started(p *proc, conn *acpagent.Conn, caps acp.AgentCapabilities) {
+//
+// It reports false when p was chosen to stop while it started (a spare whose
+// taker gave up on it, see detachWaiting): the starter then stops it and
+// gives its place back (Daemon.stopProc).
+func (pl *procPool) started(p *proc, conn *acpagent.Conn, caps acp.AgentCapabilities) bool {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	p.conn, p.ready = conn, true
 	close(p.up)
+	if p.stopping {
+		return false
+	}
 	if a := pl.agents[p.agent]; a.auto && !a.learned {
 		a.learned = true
 		if caps.SessionCapabilities.Close != nil {
@@ -315,6 +437,7 @@ func (pl *procPool) started(p *proc, conn *acpagent.Conn, caps acp.AgentCapabili
 		}
 	}
 	pl.serve()
+	return true
 }
 
 // failed gives back the place of a fresh process that did not start; the
@@ -324,8 +447,16 @@ func (pl *procPool) failed(p *proc, err error) {
 	defer pl.mu.Unlock()
 	p.startErr = err
 	close(p.up)
-	p.stopping = true
-	pl.remove(p)
+	if p.spare {
+		pl.unspare(p)
+		pl.agents[p.agent].paused = true // a failing agent is not restarted in a loop
+	}
+	if !p.stopping {
+		p.stopping = true
+		pl.remove(p)
+	}
+	// Chosen to stop while it started (see detachWaiting) or not, the
+	// starter gives its place back.
 	pl.live--
 	pl.serve()
 }
@@ -367,6 +498,22 @@ func (pl *procPool) detach(p *proc, binding string) bool {
 	p.stopping = true
 	pl.remove(p)
 	return true
+}
+
+// detachWaiting is detach for a session that gave up waiting for p to
+// start. When p's start is still under way its starter is told to stop it
+// instead (started reports false, or failed gives the place back), so nobody
+// touches a process while it starts.
+func (pl *procPool) detachWaiting(p *proc) bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	p.attached--
+	if p.attached > 0 || p.stopping {
+		return false
+	}
+	p.stopping = true
+	pl.remove(p)
+	return p.ready || p.startErr != nil
 }
 
 // stays says whether p goes on after a session left it: not chosen to stop.
@@ -425,4 +572,11 @@ func (pl *procPool) counts() (live int, per map[string]int) {
 		per[n] = len(a.procs)
 	}
 	return pl.live, per
+}
+
+// spareOf is the agent's spare, nil when it has none (for tests and logs).
+func (pl *procPool) spareOf(agent string) *proc {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.agents[agent].spare
 }

@@ -91,7 +91,7 @@ func recv(t *testing.T, ch <-chan procGrant) procGrant {
 
 func TestPoolStartsUpToTheAgentCapThenStopsTheLeastRecentlyUsedIdle(t *testing.T) {
 	pl := newProcPool(16)
-	pl.addAgent("a", 2, 1)
+	pl.addAgent("a", 2, 1, false)
 	p1 := startFresh(t, pl, grantNow(t, pl, "a", 1))
 	p2 := startFresh(t, pl, grantNow(t, pl, "a", 2))
 	// p2's turn ends first, then p1's: p2 is the least recently used.
@@ -114,7 +114,7 @@ func TestPoolStartsUpToTheAgentCapThenStopsTheLeastRecentlyUsedIdle(t *testing.T
 
 func TestPoolQueuesInArrivalOrderWhenAllAreBusy(t *testing.T) {
 	pl := newProcPool(16)
-	pl.addAgent("a", 1, 1)
+	pl.addAgent("a", 1, 1, false)
 	ctx := t.Context()
 	p := startFresh(t, pl, grantNow(t, pl, "a", 1))
 	// Turns 5, 3 and 4 reach the pool in that order; they arrived 3, 4, 5.
@@ -148,8 +148,8 @@ func TestPoolQueuesInArrivalOrderWhenAllAreBusy(t *testing.T) {
 
 func TestPoolGlobalCapTakesAnotherAgentsIdleProcess(t *testing.T) {
 	pl := newProcPool(2)
-	pl.addAgent("a", 4, 1)
-	pl.addAgent("b", 4, 1)
+	pl.addAgent("a", 4, 1, false)
+	pl.addAgent("b", 4, 1, false)
 	a1 := startFresh(t, pl, grantNow(t, pl, "a", 1))
 	a2 := startFresh(t, pl, grantNow(t, pl, "a", 2))
 	wb := waiting(t, t.Context(), pl, "b", 3)
@@ -167,8 +167,8 @@ func TestPoolGlobalCapTakesAnotherAgentsIdleProcess(t *testing.T) {
 
 func TestPoolWaiterNoResourceSuitsDoesNotHoldBackOthers(t *testing.T) {
 	pl := newProcPool(3)
-	pl.addAgent("a", 1, 1)
-	pl.addAgent("b", 2, 1)
+	pl.addAgent("a", 1, 1, false)
+	pl.addAgent("b", 2, 1, false)
 	startFresh(t, pl, grantNow(t, pl, "a", 1))
 	wa := waiting(t, t.Context(), pl, "a", 2) // a is at its own cap, busy
 	// b is not: its turn, arriving later, starts at once.
@@ -182,7 +182,7 @@ func TestPoolWaiterNoResourceSuitsDoesNotHoldBackOthers(t *testing.T) {
 
 func TestPoolSessionsShareAProcess(t *testing.T) {
 	pl := newProcPool(16)
-	pl.addAgent("a", 2, 3)
+	pl.addAgent("a", 2, 3, false)
 	p := startFresh(t, pl, grantNow(t, pl, "a", 1))
 	for seq := uint64(2); seq <= 3; seq++ {
 		if g := grantNow(t, pl, "a", seq); g.fresh || g.p != p {
@@ -209,7 +209,7 @@ func TestPoolSessionsShareAProcess(t *testing.T) {
 
 func TestPoolEvictedProcessIsStoppedByItsTakerOnly(t *testing.T) {
 	pl := newProcPool(1)
-	pl.addAgent("a", 1, 1)
+	pl.addAgent("a", 1, 1, false)
 	p := startFresh(t, pl, grantNow(t, pl, "a", 1))
 	pl.done(p)
 	g := grantNow(t, pl, "a", 2)
@@ -224,7 +224,7 @@ func TestPoolEvictedProcessIsStoppedByItsTakerOnly(t *testing.T) {
 
 func TestPoolWaitEndsWithItsContextAndSaysWhyItWaits(t *testing.T) {
 	pl := newProcPool(16)
-	pl.addAgent("a", 1, 1)
+	pl.addAgent("a", 1, 1, false)
 	startFresh(t, pl, grantNow(t, pl, "a", 1))
 	ctx, cancel := context.WithCancel(context.Background())
 	reasons := make(chan waitReason, 1)
@@ -257,7 +257,7 @@ func TestPoolWaitEndsWithItsContextAndSaysWhyItWaits(t *testing.T) {
 
 func TestPoolFailedStartGivesItsPlaceBack(t *testing.T) {
 	pl := newProcPool(1)
-	pl.addAgent("a", 1, 1)
+	pl.addAgent("a", 1, 1, false)
 	g := grantNow(t, pl, "a", 1)
 	w := waiting(t, t.Context(), pl, "a", 2)
 	pl.failed(g.p, errors.New("no such agent"))
@@ -268,7 +268,7 @@ func TestPoolFailedStartGivesItsPlaceBack(t *testing.T) {
 
 func TestPoolSessionsJoinAProcessStillStarting(t *testing.T) {
 	pl := newProcPool(16)
-	pl.addAgent("a", 4, 2)
+	pl.addAgent("a", 4, 2, false)
 	first := grantNow(t, pl, "a", 1)
 	joined := grantNow(t, pl, "a", 2)
 	if joined.fresh || joined.p != first.p {
@@ -294,8 +294,8 @@ func TestPoolSessionsJoinAProcessStillStarting(t *testing.T) {
 // can close sessions, and still one for an agent that can't.
 func TestPoolAutoSessionsPerProcess(t *testing.T) {
 	pl := newProcPool(16)
-	pl.addAgent("closer", 4, config.SessionsPerProcessAuto)
-	pl.addAgent("plain", 4, config.SessionsPerProcessAuto)
+	pl.addAgent("closer", 4, config.SessionsPerProcessAuto, false)
+	pl.addAgent("plain", 4, config.SessionsPerProcessAuto, false)
 	g1 := grantNow(t, pl, "closer", 1)
 	// Until the first process says what it can, the next turn waits for it.
 	second := waiting(t, context.Background(), pl, "closer", 2)
@@ -326,5 +326,177 @@ func TestPoolAutoSessionsPerProcess(t *testing.T) {
 	}
 	if g := grantNow(t, pl, "plain", 3); !g.fresh || g.p == p {
 		t.Fatalf("plain's third thread got %+v, want a process of its own", g)
+	}
+}
+
+// spareUp places agent's spare and starts it, failing the test if the pool
+// does not want one.
+func spareUp(t *testing.T, pl *procPool, agent string) *proc {
+	t.Helper()
+	p, ok := pl.wantSpare(agent)
+	if !ok {
+		t.Fatalf("no spare of %s wanted, want one", agent)
+	}
+	if !pl.started(p, nil, acp.AgentCapabilities{}) {
+		t.Fatalf("spare of %s reported stopping as it started", agent)
+	}
+	return p
+}
+
+func unsparedNow(p *proc) bool {
+	select {
+	case <-p.unspared:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestPoolTurnTakesTheSpareAndAnotherIsWanted(t *testing.T) {
+	pl := newProcPool(16)
+	pl.addAgent("a", 2, 1, true)
+	spare := spareUp(t, pl, "a")
+	if _, ok := pl.wantSpare("a"); ok {
+		t.Fatal("a second spare wanted while one waits, want one at most")
+	}
+	g := grantNow(t, pl, "a", 1)
+	if g.p != spare || g.fresh || !g.spare {
+		t.Fatalf("grant %+v, want the spare %p taken (not fresh)", g, spare)
+	}
+	if !unsparedNow(spare) || pl.spareOf("a") != nil {
+		t.Fatal("the taken spare is still the agent's spare")
+	}
+	next := spareUp(t, pl, "a")
+	if next == spare {
+		t.Fatal("the replacement is the taken process")
+	}
+	if live, per := pl.counts(); live != 2 || per["a"] != 2 {
+		t.Fatalf("live %d, agent a %d; want 2 and 2 (the spare counted)", live, per["a"])
+	}
+	// At the agent's cap (2): no third spare, however many turns end.
+	pl.done(spare)
+	if _, ok := pl.wantSpare("a"); ok {
+		t.Fatal("a spare wanted at the agent's cap")
+	}
+}
+
+func TestPoolNoSpareWithoutPrewarm(t *testing.T) {
+	pl := newProcPool(16)
+	pl.addAgent("a", 2, 1, false)
+	if p, ok := pl.wantSpare("a"); ok {
+		t.Fatalf("spare %+v placed for an agent without prewarm", p)
+	}
+}
+
+func TestPoolSpareNeverPushesOutAndGoesFirst(t *testing.T) {
+	pl := newProcPool(2)
+	pl.addAgent("a", 4, 1, true)
+	pl.addAgent("b", 4, 1, false)
+	b1 := startFresh(t, pl, grantNow(t, pl, "b", 1))
+	spare := spareUp(t, pl, "a")
+	// The daemon's cap (2) is full: b1 is busy, the spare idle. b's next turn
+	// stops the spare, not b1, and no new spare of a is wanted.
+	g := grantNow(t, pl, "b", 2)
+	if !g.fresh || g.victim != spare {
+		t.Fatalf("grant %+v, want a fresh process in place of a's spare", g)
+	}
+	if !unsparedNow(spare) {
+		t.Fatal("the pushed-out spare's keeper was not told")
+	}
+	b2 := startFresh(t, pl, g)
+	pl.done(b2)
+	pl.done(b1)
+	if _, ok := pl.wantSpare("a"); ok {
+		t.Fatal("a spare wanted at the daemon's cap, want none: it would push out a thread's process")
+	}
+	if live, _ := pl.counts(); live != 2 {
+		t.Fatalf("live %d, want 2 (the cap)", live)
+	}
+}
+
+func TestPoolStartingSpareGoesOnceUp(t *testing.T) {
+	pl := newProcPool(1)
+	pl.addAgent("a", 4, 1, true)
+	pl.addAgent("b", 4, 1, false)
+	spare, ok := pl.wantSpare("a")
+	if !ok {
+		t.Fatal("no spare wanted")
+	}
+	// b's turn waits while a's spare starts (a process still starting is
+	// never stopped), and takes its place once it is up.
+	w := waiting(t, t.Context(), pl, "b", 1)
+	if _, ok := pl.wantSpare("a"); ok {
+		t.Fatal("a spare wanted while a turn waits")
+	}
+	pl.started(spare, nil, acp.AgentCapabilities{})
+	g := recv(t, w)
+	if !g.fresh || g.victim != spare {
+		t.Fatalf("grant %+v, want a fresh process in place of the spare once up", g)
+	}
+}
+
+func TestPoolIdleSpareIsDroppedAndNotReplacedUntilAsked(t *testing.T) {
+	pl := newProcPool(16)
+	pl.addAgent("a", 4, 1, true)
+	spare := spareUp(t, pl, "a")
+	if !pl.dropSpare(spare) {
+		t.Fatal("the idle spare was not given to its keeper to stop")
+	}
+	pl.gone(spare)
+	if live, per := pl.counts(); live != 0 || per["a"] != 0 {
+		t.Fatalf("live %d, agent a %d after the spare idled out; want 0 and 0", live, per["a"])
+	}
+	if _, ok := pl.wantSpare("a"); ok {
+		t.Fatal("a spare wanted right after one idled out, want none until a turn asks")
+	}
+	p := startFresh(t, pl, grantNow(t, pl, "a", 1))
+	pl.done(p)
+	if _, ok := pl.wantSpare("a"); !ok {
+		t.Fatal("no spare wanted after a turn of the agent asked for a process")
+	}
+}
+
+func TestPoolDroppingATakenSpareIsNotTheKeepers(t *testing.T) {
+	pl := newProcPool(16)
+	pl.addAgent("a", 4, 1, true)
+	spare := spareUp(t, pl, "a")
+	grantNow(t, pl, "a", 1)
+	if pl.dropSpare(spare) {
+		t.Fatal("the keeper was told to stop a spare a turn took")
+	}
+}
+
+func TestPoolFailedSpareGivesItsPlaceBack(t *testing.T) {
+	pl := newProcPool(16)
+	pl.addAgent("a", 4, 1, true)
+	spare, _ := pl.wantSpare("a")
+	pl.failed(spare, errors.New("no such program"))
+	if live, per := pl.counts(); live != 0 || per["a"] != 0 || pl.spareOf("a") != nil {
+		t.Fatalf("live %d, agent a %d, spare %v after a failed start; want 0, 0, none", live, per["a"], pl.spareOf("a"))
+	}
+	if _, ok := pl.wantSpare("a"); ok {
+		t.Fatal("a failed spare is started again at once, want it left until a turn asks")
+	}
+}
+
+func TestPoolSpareGivenUpWhileStartingIsStoppedByItsStarter(t *testing.T) {
+	pl := newProcPool(16)
+	pl.addAgent("a", 4, 1, true)
+	spare, _ := pl.wantSpare("a")
+	g := grantNow(t, pl, "a", 1)
+	if g.p != spare {
+		t.Fatalf("grant %+v, want the starting spare", g)
+	}
+	// Its turn gives up before the spare is up (openAgent's ctx ended).
+	pl.done(spare)
+	if pl.detachWaiting(spare) {
+		t.Fatal("the taker was told to stop a process still starting")
+	}
+	if pl.started(spare, nil, acp.AgentCapabilities{}) {
+		t.Fatal("started kept a spare its taker gave up, want its starter told to stop it")
+	}
+	pl.gone(spare)
+	if live, per := pl.counts(); live != 0 || per["a"] != 0 {
+		t.Fatalf("live %d, agent a %d; want 0 and 0", live, per["a"])
 	}
 }

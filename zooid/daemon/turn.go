@@ -94,6 +94,18 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 		if err != nil {
 			return // the session was cleared or the daemon is stopping
 		}
+		// A fresh agent knows nothing of where it is. When the thread had an
+		// earlier agent (idle, crash, timeout, a daemon restart) or anything
+		// before this prompt, it is told to catch up. What the header and the
+		// trigger's visibility need from the homeserver is read while the
+		// agent starts; this turn waits for the reads whatever happens.
+		catchUp := s.opened > 0 || req.trigger != s.key.thread
+		readCtx, stopReads := context.WithCancel(ctx)
+		header := make(chan sessionHeader, 1)
+		go func() {
+			d.awaitVisible(readCtx, rt.userID, s.key.room, req.trigger)
+			header <- d.header(readCtx, rt, s.key, req.from, catchUp)
+		}()
 		// An agent that never finishes starting (waiting on a login, a TTY)
 		// must not hold the thread forever.
 		openCtx, cancel := context.WithTimeout(ctx, d.opts.StartTimeout)
@@ -101,8 +113,10 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 		st, err = d.openAgent(openCtx, ctx, rt, s, g)
 		cancel()
 		// How long start-up takes is what a turn_timeout must leave room for.
-		d.log.Debug("agent opened", "agent", rt.cfg.Name, "took", time.Since(began), "err", err)
+		d.log.Debug("agent opened", "agent", rt.cfg.Name, "took", time.Since(began), "spare", g.spare, "err", err)
 		if err != nil {
+			stopReads()
+			<-header
 			if ctx.Err() != nil {
 				return
 			}
@@ -115,11 +129,11 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 		}
 		s.state = st
 		s.opened++
-		// A fresh agent knows nothing of where it is. When the thread had an
-		// earlier agent (idle, crash, timeout, a daemon restart) or anything
-		// before this prompt, it is told to catch up.
-		catchUp := s.opened > 1 || req.trigger != s.key.thread
-		req.text = d.header(ctx, rt, s.key, req.from, catchUp).String() + "\n\n" + req.text
+		req.text = (<-header).String() + "\n\n" + req.text
+		stopReads()
+		// The spare this turn took is replaced now that its own start is
+		// done, so the two do not compete for the machine.
+		d.prewarm(rt)
 	}
 	defer d.pool.done(st.proc)
 	st.setPoster(post)
@@ -131,7 +145,9 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 		st.kind = kind
 	}
 
-	d.awaitVisible(ctx, rt.userID, s.key.room, req.trigger)
+	if !fresh {
+		d.awaitVisible(ctx, rt.userID, s.key.room, req.trigger)
+	}
 	turnCtx, cancel := context.WithTimeout(ctx, d.opts.TurnTimeout)
 	defer cancel()
 	began := time.Now()
@@ -355,14 +371,19 @@ func (d *Daemon) openAgent(ctx, live context.Context, rt *agentRuntime, s *sessi
 			d.pool.failed(g.p, err)
 			return nil, err
 		}
-		d.pool.started(g.p, conn, conn.Capabilities())
+		if !d.pool.started(g.p, conn, conn.Capabilities()) {
+			// Not while this turn holds it; should it happen, the process
+			// is stopped rather than leaked.
+			d.stopProc(g.p)
+			return nil, fmt.Errorf("%s's process was stopped as it started", rt.cfg.Name)
+		}
 	}
 	p := g.p
 	select {
 	case <-p.up:
 	case <-ctx.Done():
 		d.pool.done(p)
-		if d.pool.detach(p, "") {
+		if d.pool.detachWaiting(p) {
 			d.stopProc(p)
 		}
 		return nil, fmt.Errorf("waiting for %s's process to start: %w", rt.cfg.Name, ctx.Err())
@@ -443,20 +464,39 @@ func (d *Daemon) startProcess(ctx context.Context, rt *agentRuntime, p *proc) (*
 	return conn, nil
 }
 
-// openSession opens the session's ACP session on p's process.
+// openSession opens the session's ACP session on p's process; a session
+// the process opened as a spare (prewarm) is given to it instead.
 func (d *Daemon) openSession(ctx context.Context, rt *agentRuntime, s *session, p *proc) (*agentSession, error) {
-	conn := p.conn
+	caller := d.callerFor(rt, s.key)
+	if ss := p.takeSpareSession(); ss != nil {
+		// The spare was opened with a conversation's tools. A task thread's
+		// session opens its own with its kind's tools from the start rather
+		// than count on the agent to refetch its list on list_changed.
+		if caller.Kind == tools.Conversation && d.mcp.Assign(ss.binding, caller) {
+			return d.sessionOn(rt, s, p, caller.Kind, ss.binding, ss.sess), nil
+		}
+		d.dropSpareSession(rt, p, ss)
+	}
+	binding, sess, err := d.newACPSession(ctx, rt, p, p.conn, func(owner mcpserver.Process) string { return d.mcp.Bind(caller, owner) })
+	if err != nil {
+		return nil, err
+	}
+	return d.sessionOn(rt, s, p, caller.Kind, binding, sess), nil
+}
+
+// newACPSession binds Zooid's tools (bind makes the binding for the agent's
+// process) and opens an ACP session with them on conn, p's connection.
+func (d *Daemon) newACPSession(ctx context.Context, rt *agentRuntime, p *proc, conn *acpagent.Conn, bind func(mcpserver.Process) string) (string, *acpagent.Session, error) {
 	owner, err := mcpserver.ProcessOf(p.agentPid)
 	if err != nil {
-		return nil, fmt.Errorf("binding %s's tools to its process: %w", rt.cfg.Name, err)
+		return "", nil, fmt.Errorf("binding %s's tools to its process: %w", rt.cfg.Name, err)
 	}
 	// Exactly the configured user: the peer check then accepts only
 	// processes of that uid. (On failure openAgent stops the process.)
 	if u := rt.cfg.User; u != nil && owner.UID() != u.UID {
-		return nil, fmt.Errorf("binding %s's tools: its process runs as uid %d, not as %s", rt.cfg.Name, owner.UID(), u)
+		return "", nil, fmt.Errorf("binding %s's tools: its process runs as uid %d, not as %s", rt.cfg.Name, owner.UID(), u)
 	}
-	caller := d.callerFor(rt, s.key)
-	binding := d.mcp.Bind(caller, owner)
+	binding := bind(owner)
 	entry := d.mcp.StdioEntry(binding)
 	if p.container != nil {
 		// Paths as the container sees them.
@@ -465,17 +505,22 @@ func (d *Daemon) openSession(ctx context.Context, rt *agentRuntime, s *session, 
 	sess, err := conn.NewSession(ctx, p.cwd, []acp.McpServer{entry})
 	if err != nil {
 		d.mcp.Unbind(binding)
-		return nil, fmt.Errorf("opening ACP session: %w", err)
+		return "", nil, fmt.Errorf("opening ACP session: %w", err)
 	}
+	return binding, sess, nil
+}
+
+// sessionOn makes the daemon's session of an ACP session open on p.
+func (d *Daemon) sessionOn(rt *agentRuntime, s *session, p *proc, kind tools.SessionKind, binding string, sess *acpagent.Session) *agentSession {
 	// The pi extension names its session by this id (pi-acp's ACP session id
 	// is pi's own session id), never by the binding. Other agents get the
 	// binding in their bridge's argv, so only pi sessions are mapped.
 	if rt.piDir != "" {
 		d.mcp.BindACPSession(binding, string(sess.ID()))
 	}
-	st := &agentSession{proc: p, conn: conn, acp: sess, binding: binding, kind: caller.Kind, live: s.ctx}
+	st := &agentSession{proc: p, conn: p.conn, acp: sess, binding: binding, kind: kind, live: s.ctx}
 	p.remember(sess.ID(), st)
-	return st, nil
+	return st
 }
 
 // endSession runs when a session's loop ends: its agent goes with it.

@@ -27,6 +27,9 @@ type binding struct {
 	conns  map[*conn]struct{}
 	// acpSession is the agent's ACP session id, when the daemon registered one.
 	acpSession string
+	// pending: bound for a session opened ahead of its thread (BindPending);
+	// its tools are listed but not served until Assign names the thread.
+	pending bool
 }
 
 // Bind registers a session of the agent process agent (see ProcessOf) and
@@ -38,6 +41,37 @@ func (s *Server) Bind(c tools.Caller, agent Process) string {
 	s.bindings[bid] = &binding{id: bid, caller: c, agent: agent, conns: map[*conn]struct{}{}}
 	s.mu.Unlock()
 	return bid
+}
+
+// BindPending is Bind for a session opened before any thread needs it (a
+// spare session of a prewarmed agent process): c names the agent and the
+// kind of session it will most likely be, and its tools are listed, but a
+// call is refused until Assign gives the binding its thread.
+func (s *Server) BindPending(c tools.Caller, agent Process) string {
+	bid := s.Bind(c, agent)
+	s.mu.Lock()
+	s.bindings[bid].pending = true
+	s.mu.Unlock()
+	return bid
+}
+
+// Assign gives a pending binding its caller, thread and all: its calls are
+// served from now on, as that thread's. c must name the agent it was bound
+// for; a changed kind is told to its live connections, as SetKind does. It
+// reports false when the binding is gone or serves another agent.
+func (s *Server) Assign(bindingID string, c tools.Caller) bool {
+	s.mu.Lock()
+	b, ok := s.bindings[bindingID]
+	if !ok || b.caller.Agent != c.Agent {
+		s.mu.Unlock()
+		return false
+	}
+	kind := c.Kind
+	c.Kind = b.caller.Kind
+	b.caller, b.pending = c, false
+	s.mu.Unlock()
+	s.SetKind(bindingID, kind)
+	return true
 }
 
 // SetKind changes a binding's session kind (its gating) and tells its live
@@ -133,17 +167,18 @@ func (s *Server) StdioEntryAt(bindingID string, bridgeCmd []string, socket strin
 	}}
 }
 
-// callerOf resolves the calling connection's binding.
-func (s *Server) callerOf(ctx context.Context) (tools.Caller, bool) {
-	c, ok := server.ClientSessionFromContext(ctx).(*conn)
+// callerOf resolves the calling connection's binding; pending says it has
+// no thread yet (BindPending), so its calls are not served.
+func (s *Server) callerOf(ctx context.Context) (c tools.Caller, ok, pending bool) {
+	cn, ok := server.ClientSessionFromContext(ctx).(*conn)
 	if !ok {
-		return tools.Caller{}, false
+		return tools.Caller{}, false, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, ok := s.bindings[c.binding]
+	b, ok := s.bindings[cn.binding]
 	if !ok {
-		return tools.Caller{}, false
+		return tools.Caller{}, false, false
 	}
-	return b.caller, true
+	return b.caller, true, b.pending
 }

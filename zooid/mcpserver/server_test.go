@@ -136,6 +136,38 @@ func TestIdentityComesFromBinding(t *testing.T) {
 	mustPrefix(t, text, "invalid_argument: limit")
 }
 
+// A session opened ahead of its thread lists its tools at once but serves no
+// call until the daemon assigns it a thread; then it answers as that thread.
+func TestPendingBindingServesOnlyOnceAssigned(t *testing.T) {
+	rooms := &echoRooms{}
+	srv := newServer(t, rooms, nil)
+	if _, err := srv.ListenAgent("agent-a"); err != nil {
+		t.Fatal(err)
+	}
+	bid := srv.BindPending(tools.Caller{Agent: "agent-a", UserID: "@agent-a:test", Transport: "matrix"}, self(t))
+	cl := connect(t, srv, bid)
+	if names := listNames(t, cl); len(names) != 8 || !slices.Contains(names, tools.StartTaskThreads) {
+		t.Fatalf("pending session's tools: %v, want the conversation's 8", names)
+	}
+	text, isErr := callTool(t, cl, tools.GetRoomInfo, map[string]any{})
+	if !isErr || text != "unavailable: this session has no thread yet; try again once it is prompted" {
+		t.Fatalf("a pending session's call: %q (error %v), want it refused as having no thread yet", text, isErr)
+	}
+	if srv.Assign(bid, conversation("agent-b")) {
+		t.Fatal("a pending binding of agent-a was assigned to agent-b")
+	}
+	if !srv.Assign(bid, conversation("agent-a")) {
+		t.Fatal("assigning the pending binding failed")
+	}
+	text, isErr = callTool(t, cl, tools.GetRoomInfo, map[string]any{})
+	if isErr {
+		t.Fatal(text)
+	}
+	if info := decodeAs[tools.RoomInfo](t, text); info.ID != "!room:test" {
+		t.Fatalf("room info %+v, want the assigned thread's room !room:test", info)
+	}
+}
+
 // rawBridge runs the bridge with raw stdio so tests can see exact lines and exit codes.
 type rawBridge struct {
 	cmd    *exec.Cmd

@@ -18,7 +18,7 @@ import (
 // the calling connection's binding (gating by its session kind).
 
 func (s *Server) filterTools(ctx context.Context, in []mcp.Tool) []mcp.Tool {
-	caller, ok := s.callerOf(ctx)
+	caller, ok, _ := s.callerOf(ctx)
 	if !ok {
 		return nil
 	}
@@ -37,9 +37,12 @@ func (s *Server) filterTools(ctx context.Context, in []mcp.Tool) []mcp.Tool {
 
 func (s *Server) handler(name string) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		caller, ok := s.callerOf(ctx)
+		caller, ok, pending := s.callerOf(ctx)
 		if !ok {
 			return mcp.NewToolResultError("forbidden: this session has ended; its binding is no longer valid"), nil
+		}
+		if pending {
+			return mcp.NewToolResultError("unavailable: this session has no thread yet; try again once it is prompted"), nil
 		}
 		args := req.Params.RawArguments
 		if len(args) == 0 && req.Params.Arguments != nil {
