@@ -142,13 +142,13 @@ type Transport struct {
 	bound   map[id.RoomID]bool
 	members map[id.UserID]map[id.RoomID]bool // the bound rooms each agent is in
 
-	wake   chan struct{} // nudges the dispatcher after new inbox records
+	wake chan struct{} // nudges the dispatcher after new inbox records
 	// handed are records just filed, handed to the dispatcher as they are
 	// so it need not read them back from the inbox (deliver.go's pump).
 	handedMu sync.Mutex
 	handed   []pending
-	ready  chan struct{}
-	closed chan struct{}
+	ready    chan struct{}
+	closed   chan struct{}
 
 	mu        sync.Mutex
 	started   bool
