@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -192,7 +194,11 @@ func Run(opts Options) int {
 	if b.kind() != "fake" {
 		opts.Tags = andTags(opts.Tags, "~"+FakeOnlyTag)
 	}
-	if err, fail := realAgentPackages(); err != nil {
+	// A dependency is asked for only by runs holding scenarios that need it:
+	// a maintainer's generated feature, run outside the repository, has none.
+	if !hasTag(opts.Paths, "@pi", "@real-agents") {
+		// nothing to ask for
+	} else if err, fail := realAgentPackages(); err != nil {
 		if fail {
 			fmt.Fprintf(out, "zooid sim: the real agents' scenarios (@pi, @real-agents): %v\n", err)
 			return 2
@@ -205,7 +211,9 @@ func Run(opts Options) int {
 			opts.TestingT.Run("real agents", func(t *testing.T) { t.Skip(err) })
 		}
 	}
-	if err, fail := testdeps.Landlock.Missing(); err != nil {
+	if !hasTag(opts.Paths, "@landlock") {
+		// nothing to ask for
+	} else if err, fail := testdeps.Landlock.Missing(); err != nil {
 		if fail {
 			fmt.Fprintf(out, "zooid sim: the sandbox's scenarios (@landlock): %v\n", err)
 			return 2
@@ -380,6 +388,44 @@ func prepare(opts *Options) (settings, error) {
 		opts.Paths[i] = findPath(p)
 	}
 	return st, nil
+}
+
+// hasTag says whether a feature file under paths carries one of tags (a
+// whole word on a line of tags); an unreadable path counts as carrying them,
+// so a dependency is never let off by a read error.
+func hasTag(paths []string, tags ...string) bool {
+	found := false
+	for _, root := range paths {
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || found {
+				return err
+			}
+			if d.IsDir() || !strings.HasSuffix(path, ".feature") {
+				return nil
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				line = strings.TrimSpace(line)
+				if !strings.HasPrefix(line, "@") {
+					continue
+				}
+				for _, w := range strings.Fields(line) {
+					if slices.Contains(tags, w) {
+						found = true
+						return filepath.SkipAll
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return true
+		}
+	}
+	return found
 }
 
 // findPath resolves a relative feature path that doesn't exist from the

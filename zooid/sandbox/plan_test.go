@@ -92,6 +92,11 @@ func TestPlanCarvesTheDaemonsFilesOutOfEveryGrant(t *testing.T) {
 			t.Errorf("no note says %s was split: %q", dir, notes)
 		}
 	}
+	for i, n := range notes {
+		if slices.Contains(notes[:i], n) {
+			t.Errorf("note %q given twice: %q", n, notes)
+		}
+	}
 }
 
 // TestPlanGrantsNothingThatIsProtected: a grant that is a protected path,

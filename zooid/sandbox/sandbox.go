@@ -317,8 +317,13 @@ func (pl *planner) touches(path string) bool {
 	return false
 }
 
+// notef adds a note once: a directory several grants reach (the working
+// directory, HOME and TMPDIR under one parent) is noted once, not per grant.
 func (pl *planner) notef(format string, args ...any) {
-	pl.notes = append(pl.notes, fmt.Sprintf(format, args...))
+	n := fmt.Sprintf(format, args...)
+	if !slices.Contains(pl.notes, n) {
+		pl.notes = append(pl.notes, n)
+	}
 }
 
 // within says path lies strictly inside dir.
