@@ -52,6 +52,7 @@ func (d *Daemon) carryOut(dec router.Decision, task *tasks.Task) {
 		if !d.journalTurn(key, req) {
 			continue
 		}
+		req.visible = d.checkVisible(key, req.trigger)
 		d.sessions.enqueue(key, req)
 	}
 }

@@ -37,6 +37,10 @@ type turnRequest struct {
 	// seq is the turn's arrival number, across all sessions: a turn waiting
 	// for an agent process is served in this order.
 	seq uint64
+	// visible, when set, is closed once the check that the trigger is
+	// readable, started as the turn was queued, is over; nil: the turn
+	// checks when it starts.
+	visible <-chan struct{}
 }
 
 // eventTurn is a turn woken by a Matrix event from sender: its id is the event's.

@@ -103,7 +103,7 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 		readCtx, stopReads := context.WithCancel(ctx)
 		header := make(chan sessionHeader, 1)
 		go func() {
-			d.awaitVisible(readCtx, rt.userID, s.key.room, req.trigger)
+			d.triggerVisible(readCtx, rt, s.key.room, req)
 			header <- d.header(readCtx, rt, s.key, req.from, catchUp)
 		}()
 		// An agent that never finishes starting (waiting on a login, a TTY)
@@ -146,7 +146,7 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 	}
 
 	if !fresh {
-		d.awaitVisible(ctx, rt.userID, s.key.room, req.trigger)
+		d.triggerVisible(ctx, rt, s.key.room, req)
 	}
 	turnCtx, cancel := context.WithTimeout(ctx, d.opts.TurnTimeout)
 	defer cancel()

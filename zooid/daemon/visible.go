@@ -44,6 +44,41 @@ func (d *Daemon) awaitVisible(ctx context.Context, as id.UserID, room id.RoomID,
 	}
 }
 
+// checkVisible starts the check that trigger is readable by key's agent as
+// its turn is queued, so the request runs while the event is routed and the
+// session's loop wakes rather than before the prompt; the returned channel
+// is closed when the check is over. The sessions own the goroutine: it ends
+// with their context (and within visibleWait) and close waits for it.
+func (d *Daemon) checkVisible(key sessionKey, trigger id.EventID) <-chan struct{} {
+	rt := d.agents[key.agent]
+	if rt == nil || d.transport == nil || trigger == "" {
+		return nil
+	}
+	done := make(chan struct{})
+	m := d.sessions
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer close(done)
+		d.awaitVisible(m.ctx, rt.userID, key.room, trigger)
+	}()
+	return done
+}
+
+// triggerVisible waits until req's trigger is readable by rt's agent (or
+// the check gave up): on the check started as the turn was queued, else by
+// checking now.
+func (d *Daemon) triggerVisible(ctx context.Context, rt *agentRuntime, room id.RoomID, req turnRequest) {
+	if req.visible == nil {
+		d.awaitVisible(ctx, rt.userID, room, req.trigger)
+		return
+	}
+	select {
+	case <-req.visible:
+	case <-ctx.Done():
+	}
+}
+
 // joined says whether as is a joined member of room by its own membership
 // event. A refusal or any answer but join is "no"; an error of another kind
 // is "yes", so the caller keeps waiting as it did before it asked.
