@@ -9,6 +9,8 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/fakeagent"
 )
 
 // What the process-cap checks read: when the daemon may still be configured,
@@ -155,21 +157,31 @@ func (w *world) stepHasSpare(ctx context.Context, agent string) error {
 	})
 }
 
-func (w *world) stepAnsweredInSpare(agent, rootText string) error {
+// spareAndPrompt is agent, whose spare a step found, and its prompt in the
+// thread started by a message containing rootText.
+func (w *world) spareAndPrompt(agent, rootText string) (*agentDecl, fakeagent.Prompt, error) {
 	a, err := w.agent(agent)
 	if err != nil {
-		return err
+		return nil, fakeagent.Prompt{}, err
 	}
 	if a.spare == 0 {
-		return fmt.Errorf("no step found a spare process of %s", agent)
+		return nil, fakeagent.Prompt{}, fmt.Errorf("no step found a spare process of %s", agent)
 	}
 	root, err := w.threadOf(rootText)
 	if err != nil {
-		return err
+		return nil, fakeagent.Prompt{}, err
 	}
 	p, ok := w.promptWith(agent, root.core)
 	if !ok {
-		return fmt.Errorf("%s was never prompted in the thread of %q", agent, rootText)
+		return nil, fakeagent.Prompt{}, fmt.Errorf("%s was never prompted in the thread of %q", agent, rootText)
+	}
+	return a, p, nil
+}
+
+func (w *world) stepAnsweredInSpare(agent, rootText string) error {
+	a, p, err := w.spareAndPrompt(agent, rootText)
+	if err != nil {
+		return err
 	}
 	if p.SessionID != a.spareSession {
 		pid, _ := w.threadPid(agent, rootText)
@@ -221,20 +233,9 @@ func (w *world) stepSpareReady(ctx context.Context, agent string) error {
 }
 
 func (w *world) stepOwnSessionOnSpare(agent, rootText string) error {
-	a, err := w.agent(agent)
+	a, p, err := w.spareAndPrompt(agent, rootText)
 	if err != nil {
 		return err
-	}
-	if a.spare == 0 {
-		return fmt.Errorf("no step found a spare process of %s", agent)
-	}
-	root, err := w.threadOf(rootText)
-	if err != nil {
-		return err
-	}
-	p, ok := w.promptWith(agent, root.core)
-	if !ok {
-		return fmt.Errorf("%s was never prompted in the thread of %q", agent, rootText)
 	}
 	pid, err := w.threadPid(agent, rootText)
 	if err != nil {
