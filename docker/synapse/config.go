@@ -21,6 +21,9 @@ const (
 	signingKeyPath  = dataDir + "/signing.key"
 	startScriptPath = dataDir + "/zooid-start.py"
 	appserviceDir   = dataDir + "/appservices"
+	tlsCertPath     = dataDir + "/federation.crt"
+	tlsKeyPath      = dataDir + "/federation.key"
+	caCertPath      = dataDir + "/test-ca.crt"
 )
 
 // generated is everything Run writes into the container before Synapse starts.
@@ -29,6 +32,7 @@ type generated struct {
 	logConfig    []byte
 	signingKey   []byte
 	appservices  map[string][]byte // container path → registration YAML
+	tls          map[string][]byte // container path → federation certificate, key, CA
 	sharedSecret string
 }
 
@@ -195,6 +199,11 @@ func generate(s *settings) (*generated, error) {
 	for k, v := range rateLimits() {
 		cfg[k] = v
 	}
+	if s.federation != nil {
+		if err := federate(s, g, cfg); err != nil {
+			return nil, err
+		}
+	}
 	if g.homeserver, err = yaml.Marshal(cfg); err != nil {
 		return nil, fmt.Errorf("encoding homeserver.yaml: %w", err)
 	}
@@ -267,3 +276,38 @@ def _on_new_connection(self, db_conn):
 Sqlite3Engine.on_new_connection = _on_new_connection
 runpy.run_module("synapse.app.homeserver", run_name="__main__", alter_sys=True)
 `
+
+// federate turns on federation in cfg: a TLS listener for the federation API on
+// 127.0.0.1 with a certificate of the harness's CA, that CA as the only one
+// trusted for other servers, and loopback allowed as a destination (Synapse
+// refuses to federate with private addresses unless told otherwise). The other
+// servers are found by their server names, localhost:PORT, so no resolver,
+// SRV record or .well-known file is involved.
+func federate(s *settings, g *generated, cfg map[string]any) error {
+	f := s.federation
+	cert, key, err := f.ca.Issue("localhost")
+	if err != nil {
+		return fmt.Errorf("federation certificate: %w", err)
+	}
+	g.tls = map[string][]byte{tlsCertPath: cert, tlsKeyPath: key, caCertPath: f.ca.CertPEM()}
+	cfg["listeners"] = append(cfg["listeners"].([]any), map[string]any{
+		"port":           f.port,
+		"bind_addresses": []string{"127.0.0.1"},
+		"type":           "http",
+		"tls":            true,
+		"x_forwarded":    false,
+		"resources": []any{map[string]any{
+			"names":    []string{"federation"},
+			"compress": false,
+		}},
+	})
+	cfg["tls_certificate_path"] = tlsCertPath
+	cfg["tls_private_key_path"] = tlsKeyPath
+	cfg["federation_custom_ca_list"] = []string{caCertPath}
+	cfg["federation_verify_certificates"] = true
+	cfg["ip_range_whitelist"] = []string{"127.0.0.1"}
+	// The single server's setting that stops queueing events for other
+	// servers would stop federation itself.
+	delete(cfg, "federation_sender_instances")
+	return nil
+}

@@ -69,6 +69,13 @@ type settings struct {
 	port        int
 	appservices []*appservice.Registration
 	keepKey     bool // the image has its signing key (a snapshot): don't write a new one
+	federation  *federation
+}
+
+// federation is what WithFederation asks for.
+type federation struct {
+	ca   *TestCA
+	port int
 }
 
 // Option configures Run.
@@ -95,6 +102,18 @@ func WithPort(port int) Option {
 // can reach the host through host networking.
 func WithAppservice(reg *appservice.Registration) Option {
 	return func(s *settings) { s.appservices = append(s.appservices, reg) }
+}
+
+// WithFederation makes Synapse federate: it serves the federation API over TLS
+// on 127.0.0.1:port with a certificate ca issued, trusts only ca for other
+// servers, and may reach other servers on loopback. Its server name becomes
+// localhost:port (unless WithServerName comes after), which is how another
+// server finds it. Federate starts several such servers.
+func WithFederation(ca *TestCA, port int) Option {
+	return func(s *settings) {
+		s.federation = &federation{ca: ca, port: port}
+		s.serverName = fmt.Sprintf("localhost:%d", port)
+	}
 }
 
 // Container is a running Synapse.
@@ -182,6 +201,11 @@ func Run(ctx context.Context, opts ...Option) (*Container, error) {
 		files = append(files, testcontainers.ContainerFile{Reader: bytes.NewReader(g.signingKey), ContainerFilePath: signingKeyPath, FileMode: 0o600})
 	}
 	for path, data := range g.appservices {
+		files = append(files, testcontainers.ContainerFile{
+			Reader: bytes.NewReader(data), ContainerFilePath: path, FileMode: 0o600,
+		})
+	}
+	for path, data := range g.tls {
 		files = append(files, testcontainers.ContainerFile{
 			Reader: bytes.NewReader(data), ContainerFilePath: path, FileMode: 0o600,
 		})

@@ -114,3 +114,23 @@ func removeImages(ctx context.Context, repo string) error {
 		}
 	}
 }
+
+// FederateForTest starts federating Synapses for a test (Federate, one element
+// of servers each) and terminates them when it ends; a missing engine is
+// handled as in RunForTest.
+func FederateForTest(t testing.TB, servers ...[]Option) []*Container {
+	t.Helper()
+	requireEngine(t)
+	cs, err := Federate(context.Background(), servers...)
+	if err != nil {
+		t.Fatalf("starting federating synapses: %v", err)
+	}
+	for _, c := range cs {
+		t.Cleanup(func() {
+			if err := c.Terminate(context.Background()); err != nil {
+				t.Errorf("%v", err)
+			}
+		})
+	}
+	return cs
+}
