@@ -252,6 +252,42 @@ func (s *suite) testE2EE(t *testing.T) {
 		})
 	})
 
+	t.Run("ToDeviceWakesALongPoll", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "wakea")
+		bob := s.registerUser(t, "wakeb")
+		typ := "org.example.zooid.wake"
+		n0 := syncOnce(t, alice, "").Get("next_batch").String()
+		const poll = 20 * time.Second
+		type result struct {
+			res *Response
+			err error
+		}
+		done := make(chan result, 1)
+		start := time.Now()
+		go func() {
+			filter := fmt.Sprintf(`{"room":{"timeline":{"limit":1,"not_types":["org.example.nonce.%s"]}}}`, randomID(6))
+			res, err := alice.DoCtx(t.Context(), "GET", CS("v3", "sync"), nil, WithQuery("since", n0), WithQuery("filter", filter),
+				WithQuery("timeout", fmt.Sprint(poll.Milliseconds())), WithTimeout(poll+10*time.Second))
+			done <- result{res, err}
+		}()
+		// Give the long poll time to be parked before the message that must wake it.
+		time.Sleep(time.Second)
+		bob.MustDo(t, "PUT", CS("v3", "sendToDevice", typ, "conf-"+randomID(8)), map[string]any{"messages": map[string]any{
+			string(alice.UserID): map[string]any{string(alice.DeviceID): map[string]any{"body": "wake up"}}}})
+		r := <-done
+		if r.err != nil {
+			t.Fatalf("long-poll sync: %v", r.err)
+		}
+		MustStatus(t, r.res, http.StatusOK, "")
+		if waited := time.Since(start); waited > poll-2*time.Second {
+			t.Fatalf("the long poll was not woken by the to-device message (waited %s)", waited)
+		}
+		if evs := toDeviceEvents(r.res.JSON(), typ); len(evs) != 1 || evs[0].Get("content.body").String() != "wake up" {
+			t.Fatalf("the woken sync's to-device events of %s: %v, want the one sent: %s", typ, evs, truncate(r.res.JSON().Raw, 1000))
+		}
+	})
+
 	t.Run("DeviceListsChangedAndLeft", func(t *testing.T) {
 		t.Parallel()
 		alice, bob, room := s.aliceAndBob(t, "devlista", "devlistb")
