@@ -57,3 +57,15 @@ Feature: An encrypted room is told the daemon cannot read it, never ignored in s
     Then the trace of "#ops" shows "any news?" waking nobody (encrypted)
     And agent-a posts "This room is end-to-end encrypted and this Zooid daemon cannot read it yet: agent-a sees no message sent here. To work with agent-a, use a room without encryption and ask the operator to bind agent-a to it." top-level in "#ops"
     And the trace of "#ops" records agent-a posting "This room is end-to-end encrypted" once
+
+  @fake-only
+  Scenario: a notice the homeserver refused is posted with the room's next encrypted message
+    Given "#ops" is end-to-end encrypted
+    And the homeserver answers every PUT /_matrix/client/v3/rooms/*/send/m.room.message/zooid-encrypted-room-agent-a from agent-a with 403 M_FORBIDDEN
+    When ori says in "#ops", encrypted: "@agent-a can someone audit svc-a"
+    Then the homeserver's last fault fired once
+    And agent-b posts "This room is end-to-end encrypted and this Zooid daemon cannot read it yet: agent-b sees no message sent here. To work with agent-b, use a room without encryption and ask the operator to bind agent-b to it." top-level in "#ops"
+    And agent-a has posted nothing containing "end-to-end encrypted"
+    When the homeserver answers normally again
+    And mia says in "#ops", encrypted: "@agent-a any news?"
+    Then agent-a posts "This room is end-to-end encrypted and this Zooid daemon cannot read it yet: agent-a sees no message sent here. To work with agent-a, use a room without encryption and ask the operator to bind agent-a to it." top-level in "#ops"

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	"maunium.net/go/mautrix/event"
@@ -103,7 +104,17 @@ func (d *Daemon) postEncryptedNotice(ctx context.Context, rt *agentRuntime, room
 		content := &event.MessageEventContent{MsgType: event.MsgNotice, Body: encryptedNotice(rt.cfg.Name), Mentions: &event.Mentions{}}
 		evID, err := d.transport.Send(ctx, rt.userID, room, event.EventMessage, content, encryptedNoticeTxn(rt.cfg.Name))
 		if err != nil {
-			d.log.Error("posting the encrypted-room notice; the room's next encrypted event tries again", "agent", rt.cfg.Name, "room", room, "err", err)
+			// A refusal that lasts (an agent without the power to post) would
+			// otherwise log an error for every encrypted message of the room.
+			d.encMu.Lock()
+			again := d.encFailed[key]
+			d.encFailed[key] = true
+			d.encMu.Unlock()
+			level := slog.LevelError
+			if again {
+				level = slog.LevelDebug
+			}
+			d.log.Log(ctx, level, "posting the encrypted-room notice; the room's next encrypted event tries again", "agent", rt.cfg.Name, "room", room, "err", err)
 			return
 		}
 		if err := d.turns.markNoticed(key, evID); err != nil {
