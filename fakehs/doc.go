@@ -111,6 +111,24 @@
 //     Deliberate difference: the estimate is within a few bytes, not exact
 //     (measured: largest accepted body 64887 bytes on Synapse 1.160, 64900 on
 //     fakehs), and Go escapes U+2028/U+2029 longer than canonical JSON does.
+//   - End-to-end encryption's server part (e2ee.go; conformance E2EE):
+//     /keys/upload answers one_time_key_counts with signed_curve25519 always
+//     there (0 when none); a one-time key id uploaded again with other
+//     content is 400 M_UNKNOWN. /keys/query answers every device (an empty
+//     list) or those named, with failures {} and an empty unsigned per
+//     device. /keys/claim hands each one-time key out once, then the
+//     device's fallback key again and again, then nothing for that device.
+//     /sendToDevice delivers to the device named (one that does not exist
+//     gets nothing) or with "*" to every device, once per txn id; /sync
+//     carries to_device.events until a sync with a later since token, which
+//     drops them for good. Every /sync has device_one_time_keys_count and
+//     device_unused_fallback_key_types; an incremental one device_lists
+//     changed (users sharing a joined room whose device keys changed) and
+//     left (users who no longer share one). Keys and ciphertexts are opaque:
+//     nothing is verified, as on a real homeserver. Not modelled: cross-
+//     signing keys (query answers them empty), key backup, dehydrated
+//     devices, appservice devices (MSC4190) and to-device events or device
+//     lists in appservice transactions (MSC2409/MSC3202).
 //
 // WithProfile(Degraded) (or any Profile) makes the server do less than
 // Synapse, for testing clients against such servers: no /threads, no
@@ -118,7 +136,7 @@
 // after the page limit, history served to non-members, new events readable
 // a moment after their send returns. Requests counts the requests served.
 //
-// Simplifications a test could notice: no federation, no E2EE, no media,
+// Simplifications a test could notice: no federation, E2EE only as above, no media,
 // no push rules, no receipts/typing/presence in /sync (those endpoints
 // accept and drop), lazy-loaded members are sent again on every request
 // (include_redundant_members is not modelled), history_visibility is always

@@ -78,6 +78,11 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc(post+v3+"/rooms/{roomId}/read_markers", s.read(s.handleAcceptMember))
 	mux.HandleFunc(put+v3+"/presence/{userId}/status", s.read(s.handleAccept))
 
+	mux.HandleFunc(post+v3+"/keys/upload", s.write(s.handleKeysUpload))
+	mux.HandleFunc(post+v3+"/keys/query", s.read(s.handleKeysQuery))
+	mux.HandleFunc(post+v3+"/keys/claim", s.write(s.handleKeysClaim))
+	mux.HandleFunc(put+v3+"/sendToDevice/{type}/{txnId}", s.write(s.handleSendToDevice))
+
 	mux.HandleFunc(get+v3+"/sync", s.handleSync)
 	mux.HandleFunc(post+v1+"/appservice/{appserviceId}/ping", s.handlePing)
 

@@ -28,6 +28,8 @@ type store struct {
 	// appservice user is found once it registers.
 	userRooms map[id.UserID]map[id.RoomID]bool
 	nextDev   int
+	// e2ee is what encrypting clients upload and send each other (e2ee.go).
+	e2ee e2eeState
 }
 
 // txnKey is a transaction: the request path (which holds room, event type
@@ -49,6 +51,7 @@ func newStore(serverName string) *store {
 		txns:       map[txnKey]id.EventID{},
 		filters:    map[id.UserID][]json.RawMessage{},
 		userRooms:  map[id.UserID]map[id.RoomID]bool{},
+		e2ee:       newE2EEState(),
 	}
 }
 

@@ -27,6 +27,7 @@ type syncRequest struct {
 // when there is nothing new and timeout > 0, waits for the stream to move
 // (or the server to close, or the client to go) without holding the lock.
 func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
+	s.ackToDevice(r)
 	var deadline time.Time
 	for {
 		s.mu.RLock()
@@ -160,7 +161,8 @@ func (s *Server) buildSync(c *caller, req *syncRequest) (map[string]any, bool) {
 		rooms["leave"] = leave
 	}
 	resp := map[string]any{"next_batch": s.syncToken(s.state.stream), "rooms": rooms}
-	return resp, len(rooms) == 0
+	news := s.syncE2EE(c, req, resp)
+	return resp, len(rooms) == 0 && !news
 }
 
 func (f *syncFilter) matchesRoomList(rid id.RoomID) bool {

@@ -3,9 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/zooid-dev/zooid/fakeagent"
@@ -104,4 +106,93 @@ func textFields(line string) []string {
 		cur.WriteRune(r)
 	}
 	return append(out, cur.String())
+}
+
+// TestAnEncryptedRoomIsToldAndWarnedOf is a room turned end-to-end encrypted under a running
+// `zooid run`, which cannot read it: the agent bound to it says so in the room once, the
+// daemon logs the room once however many encrypted events follow, and the next start warns
+// of the room before anyone writes there (zooid check does not talk to the homeserver, so
+// this warning is the start's), and posts no second notice.
+func TestAnEncryptedRoomIsToldAndWarnedOf(t *testing.T) {
+	dir := t.TempDir()
+	ctl := fakeagent.NewController(t)
+	ctl.Queue("agent-a", fakeagent.Turn{fakeagent.Say("still here"), fakeagent.Stop("end_turn")})
+	ctl.Queue("agent-a", fakeagent.Turn{fakeagent.Say("back again"), fakeagent.Stop("end_turn")})
+	push, pushFile := boundPort(t)
+	self, _ := os.Executable()
+	args, _ := json.Marshal(ctl.Args("agent-a"))
+	cfgPath := filepath.Join(dir, "zooid.yaml")
+	writeFile(t, cfgPath, matrixYAML(push)+fmt.Sprintf(`agents:
+  agent-a:
+    acp: { command: %q, args: %s, env: { %s: "1" } }
+    matrix:
+      user_id: '@agent-a'
+      rooms: ['#general']
+`, self, args, execEnv))
+	s := startStack(t, "", cfgPath, pushFile)
+
+	// agent-a created #general, so only it may turn encryption on there (as Element's
+	// switch does: the m.room.encryption state event).
+	s.hs.do("PUT", "/_matrix/client/v3/rooms/"+url.PathEscape(s.room)+"/state/m.room.encryption/?user_id="+url.QueryEscape("@agent-a:localhost"),
+		e2eASToken, `{"algorithm":"m.megolm.v1.aes-sha2"}`)
+	encrypted := `{"algorithm":"m.megolm.v1.aes-sha2","ciphertext":"AwgAEnQ0cGFxdWU","session_id":"s","sender_key":"k","device_id":"D"}`
+	s.send("m.room.encrypted", "e1", encrypted)
+	s.send("m.room.encrypted", "e2", encrypted)
+	// The room's events are handled in order: once the plain mention after them is answered,
+	// every notice they could cause has been posted.
+	mention := s.mention("agent-a", "t1", "are you there?")
+	s.waitReply(t, "agent-a", mention, "still here")
+	const notice = "This room is end-to-end encrypted and this Zooid daemon cannot read it yet: agent-a sees no message sent here. " +
+		"To work with agent-a, use a room without encryption and ask the operator to bind agent-a to it."
+	if n := s.notices("agent-a", notice); n != 1 {
+		t.Errorf("agent-a posted the encrypted-room notice %d times, want 1", n)
+	}
+	const logged = "room is end-to-end encrypted and this daemon cannot read it: its encrypted events wake nobody"
+	if n := strings.Count(s.logs.String(), logged); n != 1 {
+		t.Errorf("the daemon logged the encrypted room %d times, want once:\n%s", n, s.logs.String())
+	}
+
+	if err := s.daemon.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.daemon.Wait()
+	s.run(t)
+	const warned = "start-up check: room is end-to-end encrypted and this daemon cannot read it yet: its agents will not see messages there; bind them to a room without encryption"
+	eventually(t, "the restarted daemon to warn of the encrypted room", func() bool { return strings.Contains(s.logs.String(), warned) })
+	if !strings.Contains(s.logs.String(), "room="+s.room) {
+		t.Errorf("the warning does not name the room %s:\n%s", s.room, s.logs.String())
+	}
+	s.send("m.room.encrypted", "e3", encrypted)
+	mention = s.mention("agent-a", "t2", "back?")
+	s.waitReply(t, "agent-a", mention, "back again")
+	if n := s.notices("agent-a", notice); n != 1 {
+		t.Errorf("after a restart agent-a has posted the encrypted-room notice %d times, want still 1", n)
+	}
+}
+
+// waitReply waits for agent's reply with body in the thread of root.
+func (s *stack) waitReply(t *testing.T, agent, root, body string) {
+	t.Helper()
+	eventually(t, agent+"'s reply "+body, func() bool {
+		for _, ev := range s.recent() {
+			content, _ := ev["content"].(map[string]any)
+			rel, _ := content["m.relates_to"].(map[string]any)
+			if ev["sender"] == "@"+agent+":localhost" && content["body"] == body && rel["event_id"] == root {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// notices counts agent's messages in the room whose body is body.
+func (s *stack) notices(agent, body string) int {
+	n := 0
+	for _, ev := range s.recent() {
+		content, _ := ev["content"].(map[string]any)
+		if ev["sender"] == "@"+agent+":localhost" && content["body"] == body && content["msgtype"] == "m.notice" {
+			n++
+		}
+	}
+	return n
 }

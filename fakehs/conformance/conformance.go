@@ -97,6 +97,7 @@ func Run(t *testing.T, target Target) {
 	t.Run("Errors", s.testErrors)
 	t.Run("Sync", s.testSync)
 	t.Run("AppService", s.testAppService)
+	t.Run("E2EE", s.testE2EE)
 }
 
 func randomID(n int) string {

@@ -2,16 +2,19 @@ package steps
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/zooid-dev/zooid/internal/randid"
 	"github.com/zooid-dev/zooid/zooid/recording"
 	"github.com/zooid-dev/zooid/zooid/zevent"
 )
@@ -33,6 +36,14 @@ func humanSteps(w *world) []stepDef {
 			example: `mia says in "#ops" with {"msgtype": "m.notice"}: "@agent-a deploy done"`,
 			doc:     "Posts a top-level message whose content also holds (or overrides with) the JSON's fields, placeholders resolved.",
 			fn:      w.stepSaysWith},
+		{area: "humans", pattern: `^([a-z0-9-]+) says in "(#[a-z0-9-]+)", encrypted: "([^"]*)"$`,
+			example: `ori says in "#ops", encrypted: "@agent-a can someone audit svc-a"`,
+			doc:     "Posts a top-level m.room.encrypted event (m.megolm.v1.aes-sha2) standing for the text: its ciphertext is random bytes no key opens, as a client whose keys the daemon lacks sends it; trace steps find it by the text.",
+			fn:      w.stepSaysEncrypted},
+		{area: "humans", pattern: `^([a-z0-9-]+) turns on encryption in "(#[a-z0-9-]+)"$`,
+			example: `ori turns on encryption in "#ops"`,
+			doc:     "Sends the room's m.room.encryption state event (m.megolm.v1.aes-sha2), as Element's \"Encrypted\" switch does; the human must have the power to (the room's creator has).",
+			fn:      w.stepTurnsOnEncryption},
 		{area: "humans", pattern: `^([a-z0-9-]+) replies in the thread: "([^"]*)"$`,
 			example: `mia replies in the thread: "and svc-b too"`,
 			doc:     "Posts a reply in the current thread.",
@@ -108,6 +119,50 @@ func (w *world) stepSaysWith(ctx context.Context, who, roomName, js, text string
 	}
 	_, err = w.sayWith(ctx, who, roomName, text, "", true, extra)
 	return err
+}
+
+func (w *world) stepSaysEncrypted(ctx context.Context, who, roomName, text string) error {
+	h, r, err := w.humanIn(ctx, who, roomName)
+	if err != nil {
+		return err
+	}
+	// Opaque: no session with this id was ever shared, so nobody can decrypt
+	// it; the fields are those a megolm event carries.
+	content := map[string]any{
+		"algorithm":  id.AlgorithmMegolmV1,
+		"ciphertext": base64.RawStdEncoding.EncodeToString([]byte(randid.Hex(48))),
+		"session_id": randid.Hex(16),
+		"sender_key": randid.Hex(16),
+		"device_id":  h.cli.DeviceID,
+	}
+	resp, err := h.cli.SendMessageEvent(ctx, r.id, event.EventEncrypted, content)
+	if err != nil {
+		return fmt.Errorf("%s posting an encrypted message in %s: %w", who, roomName, err)
+	}
+	w.encrypted = append(w.encrypted, &post{room: r, id: resp.EventID, sender: who, text: text, core: stripMentions(text), root: resp.EventID})
+	return nil
+}
+
+// encryptedPost is the encrypted event a human sent in room standing for a
+// text containing text.
+func (w *world) encryptedPost(room *room, text string) (*post, bool) {
+	for _, p := range w.encrypted {
+		if p.room == room && strings.Contains(p.text, text) {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+func (w *world) stepTurnsOnEncryption(ctx context.Context, who, roomName string) error {
+	h, r, err := w.humanIn(ctx, who, roomName)
+	if err != nil {
+		return err
+	}
+	if _, err := h.cli.SendStateEvent(ctx, r.id, event.StateEncryption, "", &event.EncryptionEventContent{Algorithm: id.AlgorithmMegolmV1}); err != nil {
+		return fmt.Errorf("%s turning on encryption in %s: %w", who, roomName, err)
+	}
+	return nil
 }
 
 func (w *world) stepReplies(ctx context.Context, who, text string) error {

@@ -99,6 +99,10 @@ func setupSteps(w *world) []stepDef {
 			example: `the daemon runs as its own process`,
 			doc:     "Starts the scenario with the daemon as a child process of this executable (same config; a 60s turn timeout so hung agents stay hung), so it can be killed outright.",
 			fn:      w.stepDaemonProcess},
+		{area: "setup", pattern: `^"(#[a-z0-9-]+)" is end-to-end encrypted$`,
+			example: `"#ops" is end-to-end encrypted`,
+			doc:     "Declares a room created with m.room.encryption (m.megolm.v1.aes-sha2) in its initial state, as Element creates private rooms, before the daemon starts.",
+			fn:      w.stepRoomEncrypted},
 		{area: "setup", pattern: `^the daemon is (killed|stopped) and started again$`,
 			example: `the daemon is killed and started again`,
 			doc:     "SIGKILLs (killed) or SIGTERMs (stopped) the daemon's process group, agents included, and starts a new daemon on the same state dir, waiting until it is ready.",
@@ -308,6 +312,21 @@ func (w *world) stepAgents(ctx context.Context, list, rooms, trigger string) err
 		}
 		a.trigger = trigger
 	}
+	return nil
+}
+
+func (w *world) stepRoomEncrypted(ctx context.Context, name string) error {
+	if w.started {
+		return fmt.Errorf("%s must be declared encrypted before the first action; in a running room: ori turns on encryption in %q", name, name)
+	}
+	r, err := w.room(ctx, name)
+	if err != nil {
+		return err
+	}
+	if r.busy != nil || r.replay != nil {
+		return fmt.Errorf("%s: a generated or recorded room is not created encrypted", name)
+	}
+	r.encrypted = true
 	return nil
 }
 

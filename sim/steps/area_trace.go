@@ -27,7 +27,7 @@ func traceSteps(w *world) []stepDef {
 	return []stepDef{
 		{area: "trace", pattern: `^the trace of "(#[a-z0-9-]+)" shows "([^"]*)" waking (nobody|[a-z0-9-]+(?:(?:, | and )[a-z0-9-]+)*) \(([a-z_]+)\)$`,
 			example: `the trace of "#ops" shows "can someone audit svc-a" waking agent-a (mention)`,
-			doc:     "The routing decision on the message containing the text: exactly these agents woke, for that reason, each in the session of the message's thread (or nobody, and why).",
+			doc:     "The routing decision on the message containing the text: exactly these agents woke, for that reason, each in the session of the message's thread (or nobody, and why); for an encrypted message a human sent, the one its step said stood for the text.",
 			fn:      w.stepTraceWoke},
 		{area: "trace", pattern: `^the trace of "(#[a-z0-9-]+)" records the decision on "([^"]*)" as (neither reset, recall nor task root|a recall of its thread|the task root of [a-z0-9-]+)$`,
 			example: `the trace of "#ops" records the decision on "can you restart it?" as a recall of its thread`,
@@ -88,9 +88,16 @@ func (w *world) stepTraceWoke(ctx context.Context, roomName, text, agents, why s
 	if agents != "nobody" {
 		want = splitNames(agents)
 	}
-	_, err := w.traceRecord(ctx, roomName, fmt.Sprintf("the trace's decision on %q", text), func(r trace.Record) (bool, error) {
+	rm, err := w.room(ctx, roomName)
+	if err != nil {
+		return err
+	}
+	enc, isEnc := w.encryptedPost(rm, text)
+	_, err = w.traceRecord(ctx, roomName, fmt.Sprintf("the trace's decision on %q", text), func(r trace.Record) (bool, error) {
 		e := r.Event
-		if e == nil || !strings.Contains(e.Text, text) {
+		// An encrypted event has no text to match: it is the one the harness
+		// sent for it.
+		if e == nil || !(strings.Contains(e.Text, text) || isEnc && e.ID == enc.id) {
 			return false, nil
 		}
 		var got []string

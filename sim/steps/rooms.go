@@ -75,10 +75,17 @@ func (w *world) createRoom(ctx context.Context, r *room) error {
 		return w.replayRoom(ctx, r, creator)
 	}
 	defer w.timing.add(phaseRooms, time.Now())
-	resp, err := creator.cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{
+	req := &mautrix.ReqCreateRoom{
 		Preset: "public_chat", Visibility: "private",
 		RoomAliasName: n.aliasLocalpart(r.name), Name: r.name,
-	})
+	}
+	if r.encrypted {
+		req.InitialState = append(req.InitialState, &event.Event{
+			Type: event.StateEncryption, StateKey: new(string),
+			Content: event.Content{Parsed: &event.EncryptionEventContent{Algorithm: id.AlgorithmMegolmV1}},
+		})
+	}
+	resp, err := creator.cli.CreateRoom(ctx, req)
 	if err != nil {
 		return fmt.Errorf("creating %s as %s: %w", r.name, creator.name, err)
 	}

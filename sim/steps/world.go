@@ -92,6 +92,9 @@ type conversation struct {
 	// barriers are the barrier mentions sent and not yet seen answered;
 	// a kill or stop waits for their answers (see settleBarriers).
 	barriers []barrierSent
+	// encrypted are the m.room.encrypted events humans sent, by the text
+	// their step said they stood for (the ciphertext hides it).
+	encrypted []*post
 }
 
 // toolUse is the tool calls agents made through steps, the paging cursors
@@ -160,6 +163,8 @@ type room struct {
 	busy    *busySpec
 	seeded  []seeded // the generated history, oldest first
 	created bool
+	// encrypted: created with m.room.encryption in its initial state.
+	encrypted bool
 
 	replay *recordedRoom // a recorded history to replay, see scenarios.go
 }

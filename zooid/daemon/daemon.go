@@ -133,6 +133,14 @@ type Daemon struct {
 	spareMu   sync.Mutex
 	spareWG   sync.WaitGroup
 
+	// encMu guards what the daemon knows of encrypted rooms this run
+	// (encrypted.go): the rooms it has logged, the notices it knows posted,
+	// those whose post failed (logged as an error once).
+	encMu      sync.Mutex
+	encLogged  map[id.RoomID]bool
+	encNoticed map[string]bool
+	encFailed  map[string]bool
+
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
@@ -192,6 +200,9 @@ func New(opts Options) (*Daemon, error) {
 
 		intakeOpen: make(chan struct{}),
 		trace:      trace.Off,
+		encLogged:  map[id.RoomID]bool{},
+		encNoticed: map[string]bool{},
+		encFailed:  map[string]bool{},
 	}
 	d.spareCtx, d.spareStop = context.WithCancel(context.Background())
 	d.pool = newProcPool(orDefault(opts.Config.MaxProcesses, config.DefaultMaxProcesses))

@@ -106,7 +106,7 @@ func TestRouterReasonsAreTheTraces(t *testing.T) {
 		router.WhyAddressee: trace.WhyAddressee, router.WhyTaskAssignee: trace.WhyTaskAssignee,
 		router.WhyNotMessage: trace.WhyNotMessage, router.WhyReset: trace.WhyReset,
 		router.WhyTaskResult: trace.WhyTaskResult, router.WhyAgentPost: trace.WhyAgentPost,
-		router.WhyNotAddressed: trace.WhyNotNotified,
+		router.WhyNotAddressed: trace.WhyNotNotified, router.WhyEncrypted: trace.WhyEncrypted,
 	} {
 		if r != tr {
 			t.Errorf("the router says %q where the trace says %q", r, tr)

@@ -25,6 +25,7 @@ func (d *Daemon) handleEvent(ctx context.Context, ev *event.Event) {
 	msg, dec := d.routerOnce().Decide(ev, facts)
 	d.trace.Record(d.traceEvent(ev, msg, dec))
 	d.carryOut(dec, facts.task)
+	d.encryptedRoom(ctx, ev)
 }
 
 // carryOut does what the router decided about one event. task is the

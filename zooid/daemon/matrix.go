@@ -157,6 +157,13 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 			defer d.wg.Done()
 			d.tasks.Watch(runCtx)
 		}()
+		// Beside the intake, not before it: one read per bound room, which
+		// a slow homeserver must not add to the start.
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.warnEncryptedRooms(runCtx)
+		}()
 		return nil
 	case err := <-errc:
 		if err == nil {

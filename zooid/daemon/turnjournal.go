@@ -26,6 +26,11 @@ type turnJournal struct {
 
 var bucketTurns = []byte("turns")
 
+// bucketNotices holds the once-only notices the daemon has posted (the
+// encrypted-room notice of encrypted.go), keyed by what they were about, so
+// a restart does not post one again.
+var bucketNotices = []byte("notices")
+
 // turnJournalFile is the bbolt file in the state directory.
 const turnJournalFile = "turns.db"
 
@@ -71,7 +76,7 @@ func openTurnJournal(stateDir string) (*turnJournal, error) {
 		return nil, fmt.Errorf("creating state dir: %w", err)
 	}
 	path := filepath.Join(stateDir, turnJournalFile)
-	db, err := boltdb.Open(path, "turn journal", bucketTurns)
+	db, err := boltdb.Open(path, "turn journal", bucketTurns, bucketNotices)
 	if err != nil {
 		return nil, err
 	}
@@ -176,6 +181,34 @@ func (j *turnJournal) unfinished(now time.Time) ([]turnRecord, error) {
 		return out, fmt.Errorf("dropped undecodable turn records: %v", bad)
 	}
 	return out, nil
+}
+
+// noticed says whether the once-only notice key was posted, by this run or an
+// earlier one.
+func (j *turnJournal) noticed(key string) (bool, error) {
+	var present bool
+	if err := j.db.View(func(tx *bolt.Tx) error {
+		present = tx.Bucket(bucketNotices).Get([]byte(key)) != nil
+		return nil
+	}); err != nil {
+		return false, fmt.Errorf("reading notice %q: %w", key, err)
+	}
+	return present, nil
+}
+
+// markNoticed records that the once-only notice key was posted, as evID.
+func (j *turnJournal) markNoticed(key string, evID id.EventID) error {
+	v, err := json.Marshal(struct {
+		Event id.EventID `json:"event"`
+		At    time.Time  `json:"at"`
+	}{evID, time.Now().UTC()})
+	if err != nil {
+		return fmt.Errorf("encoding notice %q: %w", key, err)
+	}
+	if err := j.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketNotices).Put([]byte(key), v) }); err != nil {
+		return fmt.Errorf("journaling notice %q: %w", key, err)
+	}
+	return nil
 }
 
 func (j *turnJournal) close() error { return j.db.Close() }

@@ -88,3 +88,42 @@ func TestTurnJournalKeepsClosingWords(t *testing.T) {
 		t.Fatalf("unfinished = %+v, want the closing turn with its words and count", open)
 	}
 }
+
+// A once-only notice recorded by one start is known to the next, per agent and room, and is
+// no turn: recovery does not see it.
+func TestTurnJournalKeepsNoticesAcrossAStart(t *testing.T) {
+	dir := t.TempDir()
+	j, err := openTurnJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := encryptedNoticeKey("agent-a", "!enc:hs")
+	if done, err := j.noticed(key); err != nil || done {
+		t.Fatalf("noticed before any post = %v, %v; want false", done, err)
+	}
+	if err := j.markNoticed(key, "$notice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.close(); err != nil {
+		t.Fatal(err)
+	}
+	if j, err = openTurnJournal(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	for _, c := range []struct {
+		key  string
+		want bool
+	}{
+		{key, true},
+		{encryptedNoticeKey("agent-b", "!enc:hs"), false},
+		{encryptedNoticeKey("agent-a", "!other:hs"), false},
+	} {
+		if done, err := j.noticed(c.key); err != nil || done != c.want {
+			t.Errorf("noticed(%q) after a restart = %v, %v; want %v", c.key, done, err, c.want)
+		}
+	}
+	if open, err := j.unfinished(time.Now()); err != nil || len(open) != 0 {
+		t.Errorf("unfinished turns = %v, %v; want none (a notice is no turn)", open, err)
+	}
+}

@@ -212,7 +212,7 @@ func Record(ctx context.Context, o RecordOptions) (*Recording, []string, error) 
 
 // leftOutWhy explains each reason Record leaves an event out.
 var leftOutWhy = map[string]string{
-	"encrypted":      "encrypted events (zooid record does not decrypt; the gap is counted under left_out)",
+	"encrypted":      "encrypted events: the room is end-to-end encrypted and zooid record holds no key to read them (nor does the daemon yet: docs/security.md, \"Encrypted rooms\"); the gap is counted under left_out",
 	"redacted":       "redacted events",
 	"outside_window": "events relating to events before the first recorded one (raise --limit to keep those)",
 	"no_body":        "messages without a body",

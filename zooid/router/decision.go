@@ -48,6 +48,9 @@ const (
 	// WhyNotAddressed: no agent bound to the room was mentioned or addressed
 	// (a person's m.notice included).
 	WhyNotAddressed = "nobody_addressed"
+	// WhyEncrypted: an m.room.encrypted event, which this daemon cannot read
+	// (behaviour §10): it wakes nobody, and the room is told so instead.
+	WhyEncrypted = "encrypted"
 )
 
 // Facts are what routing needs that the router cannot know itself: the task
@@ -80,10 +83,14 @@ func (r *Router) Decide(ev *event.Event, f Facts) (Message, Decision) {
 	m, ok := MessageFromEvent(ev)
 	if !ok {
 		var room id.RoomID
+		why := WhyNotMessage
 		if ev != nil {
 			room = ev.RoomID
+			if ev.Type.Type == event.EventEncrypted.Type {
+				why = WhyEncrypted
+			}
 		}
-		return Message{}, Decision{Room: room, Why: WhyNotMessage}
+		return Message{}, Decision{Room: room, Why: why}
 	}
 	d := Decision{Room: m.Room, Thread: m.ThreadRoot}
 	if m.IsReset {

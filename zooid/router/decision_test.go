@@ -105,6 +105,11 @@ func TestDecide(t *testing.T) {
 	edit := msgEvent(roomMain, "$e", alice, "* hi", func(c map[string]any) {
 		c["m.relates_to"] = map[string]any{"rel_type": "m.replace", "event_id": "$1"}
 	})
+	// Ciphertext, even one whose cleartext relation puts it in a thread and
+	// whose sender is mentioned nowhere readable: this daemon cannot read it.
+	encrypted := eventOf("m.room.encrypted", roomMain, "$x", alice, map[string]any{
+		"algorithm": "m.megolm.v1.aes-sha2", "ciphertext": "AwgAEn", "session_id": "s", "sender_key": "k", "device_id": "D",
+		"m.relates_to": map[string]any{"rel_type": "m.thread", "event_id": "$1"}})
 	cases := []struct {
 		name  string
 		facts fakeFacts
@@ -113,6 +118,9 @@ func TestDecide(t *testing.T) {
 		{name: "what is not a message is decided on too, asking nothing", steps: []step{
 			{ev: reaction, want: Decision{Room: roomMain, Why: WhyNotMessage}},
 			{ev: edit, want: Decision{Room: roomMain, Why: WhyNotMessage}},
+		}},
+		{name: "an encrypted event wakes nobody, and says why", steps: []step{
+			{ev: encrypted, want: Decision{Room: roomMain, Why: WhyEncrypted}},
 		}},
 		{name: "a mention wakes its agent on a new thread; a bare reply goes back to it", steps: []step{
 			{ev: msgEvent(roomMain, "$1", alice, "@agent-a hi", mentioning(userA)),

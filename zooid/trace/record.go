@@ -168,6 +168,7 @@ const (
 	WhyTaskResult  = "task_result"      // a dev.zooid.thread_result never wakes anyone
 	WhyAgentPost   = "agent_post"       // an agent's own post wakes nobody
 	WhyNotNotified = "nobody_addressed" // no agent bound here was mentioned or addressed
+	WhyEncrypted   = "encrypted"        // an m.room.encrypted event: this daemon cannot read it
 )
 
 // Prompt is one prompt sent to an agent.

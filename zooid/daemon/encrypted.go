@@ -1,0 +1,180 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/internal/mxcall"
+)
+
+// This daemon does not read end-to-end encrypted rooms yet (behaviour §10,
+// issue 37). A bound room that is encrypted must not look like agents that
+// ignore people: each agent bound to it says so in the room, once (recorded
+// in the turn journal's notices, so a restart does not say it again), as soon
+// as the daemon meets the room's encryption: an m.room.encrypted event or the
+// m.room.encryption state event that turns it on. At start-up the daemon
+// warns of every bound room it finds encrypted.
+
+// encryptedNotice is what each agent bound to an encrypted room posts there.
+func encryptedNotice(agent string) string {
+	return fmt.Sprintf("This room is end-to-end encrypted and this Zooid daemon cannot read it yet: %s sees no message sent here. "+
+		"To work with %s, use a room without encryption and ask the operator to bind %s to it.", agent, agent, agent)
+}
+
+// encryptedNoticeKey names an agent's encrypted-room notice in the journal.
+func encryptedNoticeKey(agent string, room id.RoomID) string {
+	return "encrypted\x00" + agent + "\x00" + string(room)
+}
+
+// encryptedNoticeTxn is the notice's txn id: the same on every try and every
+// start, so a post whose journal write a crash cut is not doubled.
+func encryptedNoticeTxn(agent string) string { return "zooid-encrypted-room-" + agent }
+
+// turnsEncryptionOn says whether ev shows its room is end-to-end encrypted:
+// an encrypted event, or the state event that turns encryption on.
+func turnsEncryptionOn(ev *event.Event) bool {
+	switch ev.Type.Type {
+	case event.EventEncrypted.Type:
+		return true
+	case event.StateEncryption.Type:
+		if ev.StateKey == nil || *ev.StateKey != "" {
+			return false
+		}
+		if ev.Content.Parsed == nil {
+			_ = ev.Content.ParseRaw(event.StateEncryption)
+		}
+		c, ok := ev.Content.Parsed.(*event.EncryptionEventContent)
+		return ok && c.Algorithm != ""
+	}
+	return false
+}
+
+// encryptedRoom is handleEvent's part for an event that shows its room is
+// encrypted: logged once per room and run, and each agent bound to the room
+// posts its notice unless it already has. It runs in the room's intake, so
+// the notice is posted before the room's next event is routed.
+func (d *Daemon) encryptedRoom(ctx context.Context, ev *event.Event) {
+	if ev == nil || d.transport == nil || !turnsEncryptionOn(ev) {
+		return
+	}
+	room := d.boundAgents(ev.RoomID)
+	if len(room) == 0 {
+		return
+	}
+	d.encMu.Lock()
+	first := !d.encLogged[ev.RoomID]
+	if first {
+		d.encLogged[ev.RoomID] = true
+	}
+	d.encMu.Unlock()
+	if first {
+		d.log.Warn("room is end-to-end encrypted and this daemon cannot read it: its encrypted events wake nobody; each agent bound to it says so in the room, once; use a room without encryption",
+			"room", ev.RoomID, "event_type", ev.Type.Type, "event", ev.ID)
+	}
+	for _, rt := range room {
+		d.postEncryptedNotice(ctx, rt, ev.RoomID)
+	}
+}
+
+// postEncryptedNotice posts rt's notice in room unless it was posted before.
+// A failed post is logged and not recorded, so the room's next encrypted
+// event tries again.
+func (d *Daemon) postEncryptedNotice(ctx context.Context, rt *agentRuntime, room id.RoomID) {
+	key := encryptedNoticeKey(rt.cfg.Name, room)
+	d.encMu.Lock()
+	done := d.encNoticed[key]
+	d.encMu.Unlock()
+	if done {
+		return
+	}
+	if d.turns == nil {
+		return
+	}
+	posted, err := d.turns.noticed(key)
+	if err != nil {
+		d.log.Error("reading the encrypted-room notices", "agent", rt.cfg.Name, "room", room, "err", err)
+		return
+	}
+	if !posted {
+		content := &event.MessageEventContent{MsgType: event.MsgNotice, Body: encryptedNotice(rt.cfg.Name), Mentions: &event.Mentions{}}
+		evID, err := d.transport.Send(ctx, rt.userID, room, event.EventMessage, content, encryptedNoticeTxn(rt.cfg.Name))
+		if err != nil {
+			// A refusal that lasts (an agent without the power to post) would
+			// otherwise log an error for every encrypted message of the room.
+			d.encMu.Lock()
+			again := d.encFailed[key]
+			d.encFailed[key] = true
+			d.encMu.Unlock()
+			level := slog.LevelError
+			if again {
+				level = slog.LevelDebug
+			}
+			d.log.Log(ctx, level, "posting the encrypted-room notice; the room's next encrypted event tries again", "agent", rt.cfg.Name, "room", room, "err", err)
+			return
+		}
+		if err := d.turns.markNoticed(key, evID); err != nil {
+			d.log.Error("recording the encrypted-room notice", "agent", rt.cfg.Name, "room", room, "err", err)
+			return
+		}
+		d.log.Info("told an encrypted room this agent cannot read it", "agent", rt.cfg.Name, "room", room, "event", evID)
+	}
+	d.encMu.Lock()
+	d.encNoticed[key] = true
+	d.encMu.Unlock()
+}
+
+// boundAgents are the Matrix agents bound to room, in configuration order.
+func (d *Daemon) boundAgents(room id.RoomID) []*agentRuntime {
+	d.routerOnce() // resolves every agent's rooms
+	var out []*agentRuntime
+	for _, a := range d.opts.Config.Agents {
+		if rt := d.agents[a.Name]; rt.cfg.Matrix != nil && slices.Contains(rt.rooms, room) {
+			out = append(out, rt)
+		}
+	}
+	return out
+}
+
+// warnEncryptedRooms reads the m.room.encryption state of every bound room
+// (as the first agent bound to it) and warns of each room that has it: its
+// agents will not read it. zooid check does not talk to the homeserver, so
+// this is the start-up's warning. A room whose state cannot be read is
+// skipped quietly: the room's first encrypted event still tells it.
+func (d *Daemon) warnEncryptedRooms(ctx context.Context) {
+	d.routerOnce()
+	var rooms []id.RoomID
+	for _, a := range d.opts.Config.Agents {
+		if rt := d.agents[a.Name]; rt.cfg.Matrix != nil {
+			for _, r := range rt.rooms {
+				if !slices.Contains(rooms, r) {
+					rooms = append(rooms, r)
+				}
+			}
+		}
+	}
+	for _, room := range rooms {
+		agents := d.boundAgents(room)
+		cli := d.transport.Client(agents[0].userID)
+		if cli == nil {
+			continue
+		}
+		var c event.EncryptionEventContent
+		err := cli.StateEvent(ctx, room, event.StateEncryption, "", &c)
+		switch {
+		case err == nil && c.Algorithm != "":
+			names := make([]string, len(agents))
+			for i, rt := range agents {
+				names[i] = rt.cfg.Name
+			}
+			d.log.Warn("start-up check: room is end-to-end encrypted and this daemon cannot read it yet: its agents will not see messages there; bind them to a room without encryption",
+				"room", room, "agents", names, "algorithm", c.Algorithm)
+		case err != nil && !mxcall.NotFound(err) && ctx.Err() == nil:
+			d.log.Debug("reading a room's encryption state", "room", room, "err", err)
+		}
+	}
+}
