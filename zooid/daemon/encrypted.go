@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -32,8 +34,13 @@ func encryptedNoticeKey(agent string, room id.RoomID) string {
 }
 
 // encryptedNoticeTxn is the notice's txn id: the same on every try and every
-// start, so a post whose journal write a crash cut is not doubled.
-func encryptedNoticeTxn(agent string) string { return "zooid-encrypted-room-" + agent }
+// start, so a post whose journal write a crash cut is not doubled. It names
+// the room too: the spec scopes a txn id to the sender's device, not to the
+// room in the path, so a server may take one id in two rooms for one post.
+func encryptedNoticeTxn(agent string, room id.RoomID) string {
+	sum := sha256.Sum256([]byte(room))
+	return "zooid-encrypted-room-" + agent + "-" + hex.EncodeToString(sum[:8])
+}
 
 // turnsEncryptionOn says whether ev shows its room is end-to-end encrypted:
 // an encrypted event, or the state event that turns encryption on.
@@ -102,7 +109,7 @@ func (d *Daemon) postEncryptedNotice(ctx context.Context, rt *agentRuntime, room
 	}
 	if !posted {
 		content := &event.MessageEventContent{MsgType: event.MsgNotice, Body: encryptedNotice(rt.cfg.Name), Mentions: &event.Mentions{}}
-		evID, err := d.transport.Send(ctx, rt.userID, room, event.EventMessage, content, encryptedNoticeTxn(rt.cfg.Name))
+		evID, err := d.transport.Send(ctx, rt.userID, room, event.EventMessage, content, encryptedNoticeTxn(rt.cfg.Name, room))
 		if err != nil {
 			// A refusal that lasts (an agent without the power to post) would
 			// otherwise log an error for every encrypted message of the room.
