@@ -627,7 +627,8 @@ func hasThreadSummary(root *event.Event) bool {
 	return root.Unsigned.Relations != nil && root.Unsigned.Relations.Thread != nil
 }
 
-// Members is zooid_get_members: the room's joined members, read as the caller.
+// Members is zooid_get_members: the room's joined members, from the room
+// state when the Reader has it, else read as the caller.
 func (h *Reader) Members(ctx context.Context, c tools.Caller) ([]tools.Member, error) {
 	joined, err := h.joinedMembers(ctx, c)
 	if err != nil {
@@ -729,8 +730,9 @@ func (h *Reader) roomInfo(ctx context.Context, cli *mautrix.Client, room id.Room
 	return info
 }
 
-// RoomInfo is zooid_get_room_info for the session's room. The membership
-// check and the name read are sent together, so the call waits for one
+// RoomInfo is zooid_get_room_info for the session's room: from the room
+// state when the Reader has it (no homeserver request while it is current).
+// Without it, the membership check and the name read are sent together, so the call waits for one
 // homeserver round trip instead of two; the name is used only once the check
 // passed (the homeserver answers the read either way, so a non-member learns
 // nothing from it), and the read is cancelled and waited for when it fails.
@@ -768,7 +770,8 @@ const roomNamesInFlight = 8
 
 // Rooms is zooid_get_rooms: the rooms the caller is bound to and has joined, in
 // binding order. A room dropped from zooid.yaml is not listed even while the
-// agent's user is still in it. The rooms' names are read concurrently (at most
+// agent's user is still in it. With the room state, membership and names
+// come from it; without, the rooms' names are read concurrently (at most
 // roomNamesInFlight at once), so the call costs about one name read's round
 // trip however many rooms the agent is bound to, not one per room.
 func (h *Reader) Rooms(ctx context.Context, c tools.Caller) ([]tools.RoomInfo, error) {
