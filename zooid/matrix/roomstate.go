@@ -29,15 +29,21 @@ func (t *Transport) isAgent(user id.UserID) bool {
 }
 
 // loadRoomState reads room's whole state (GET /rooms/{room}/state, one
-// request) as the first of the agents the homeserver answers: those Start got
-// into the room first, then the others. A refusal moves on to the next agent
-// (one may have been removed from the room since); the last refusal is the
-// error when every agent is refused.
-func (t *Transport) loadRoomState(ctx context.Context, room id.RoomID) ([]*event.Event, error) {
+// request) as the first of the agents the homeserver answers: prefer first
+// (the agents the room state holds as joined), then those Start got into the
+// room, then the others. A refusal moves on to the next agent (one may have
+// been removed from the room since); the last refusal is the error when every
+// agent is refused.
+func (t *Transport) loadRoomState(ctx context.Context, room id.RoomID, prefer []id.UserID) ([]*event.Event, id.UserID, error) {
 	t.roomsMu.RLock()
 	var users []id.UserID
+	for _, u := range prefer {
+		if t.isAgent(u) && !slices.Contains(users, u) {
+			users = append(users, u)
+		}
+	}
 	for _, a := range t.opts.Agents {
-		if t.members[a.UserID][room] {
+		if t.members[a.UserID][room] && !slices.Contains(users, a.UserID) {
 			users = append(users, a.UserID)
 		}
 	}
@@ -62,13 +68,13 @@ func (t *Transport) loadRoomState(ctx context.Context, room id.RoomID) ([]*event
 					out = append(out, ev)
 				}
 			}
-			return out, nil
+			return out, user, nil
 		}
 		if !refused(err) {
-			return nil, fmt.Errorf("reading the state of %s as %s: %w", room, user, err)
+			return nil, "", fmt.Errorf("reading the state of %s as %s: %w", room, user, err)
 		}
 	}
-	return nil, err
+	return nil, "", err
 }
 
 // refused says the homeserver refused the request to this user (not a member,

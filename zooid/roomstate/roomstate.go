@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 
 	"maunium.net/go/mautrix/event"
@@ -23,8 +24,10 @@ import (
 )
 
 // Loader reads a room's current state events from the homeserver (one
-// request: GET /rooms/{room}/state).
-type Loader func(ctx context.Context, room id.RoomID) ([]*event.Event, error)
+// request: GET /rooms/{room}/state) as one of the daemon's users, trying
+// those in prefer first (the cache's own view of who of them is joined), and
+// says whom it read as.
+type Loader func(ctx context.Context, room id.RoomID, prefer []id.UserID) (state []*event.Event, as id.UserID, err error)
 
 // Options configure a Cache.
 type Options struct {
@@ -237,12 +240,19 @@ func (c *Cache) holds(e *entry, evt id.EventID) bool {
 }
 
 func (c *Cache) anyOursJoined(e *entry) bool {
+	return len(c.oursJoined(e)) > 0
+}
+
+// oursJoined are the daemon's users e holds as joined.
+func (c *Cache) oursJoined(e *entry) []id.UserID {
+	var out []id.UserID
 	for user, m := range e.room.Members {
 		if m.Membership == event.MembershipJoin && c.opts.Ours(user) {
-			return true
+			out = append(out, user)
 		}
 	}
-	return false
+	slices.Sort(out)
+	return out
 }
 
 // redacts is the event a redaction removes, in either room version's place.
@@ -322,12 +332,14 @@ func (c *Cache) Room(ctx context.Context, room id.RoomID) (Room, error) {
 func (c *Cache) startLoad(room id.RoomID, e *entry) {
 	done := make(chan struct{})
 	e.loading, e.log, e.staleAgain = done, nil, false
+	prefer := c.oursJoined(e)
 	c.wg.Go(func() { // owner: the Cache; Close cancels c.ctx and waits
 		var evs []*event.Event
+		var as id.UserID
 		var err error
 		select {
 		case c.slots <- struct{}{}:
-			evs, err = c.opts.Load(c.ctx, room)
+			evs, as, err = c.opts.Load(c.ctx, room, prefer)
 			<-c.slots
 		case <-c.ctx.Done():
 			err = c.ctx.Err()
@@ -357,6 +369,9 @@ func (c *Cache) startLoad(room id.RoomID, e *entry) {
 		for _, ev := range log {
 			c.apply(e, ev, false)
 		}
-		e.current = !e.staleAgain && c.anyOursJoined(e)
+		// A homeserver may serve a former member the state as it was when
+		// it left (Synapse does): only a read as a member still joined is
+		// the state now.
+		e.current = !e.staleAgain && e.room.Joined(as) && c.opts.Ours(as)
 	})
 }

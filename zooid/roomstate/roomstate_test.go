@@ -51,7 +51,7 @@ type loader struct {
 	began chan struct{}
 }
 
-func (l *loader) load(ctx context.Context, _ id.RoomID) ([]*event.Event, error) {
+func (l *loader) load(ctx context.Context, _ id.RoomID, _ []id.UserID) ([]*event.Event, id.UserID, error) {
 	l.mu.Lock()
 	l.reads++
 	hold, began := l.hold, l.began
@@ -64,10 +64,10 @@ func (l *loader) load(ctx context.Context, _ id.RoomID) ([]*event.Event, error) 
 		select {
 		case <-hold:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, "", ctx.Err()
 		}
 	}
-	return out, err
+	return out, agent, err
 }
 
 func (l *loader) count() int {
@@ -181,5 +181,42 @@ func TestAFailedReadIsTheCallersError(t *testing.T) {
 	l.mu.Unlock()
 	if r := mustRoom(t, c); !r.Joined(agent) {
 		t.Fatalf("after the homeserver came back: %+v", r)
+	}
+}
+
+// A homeserver may answer a former member with the state as it was when it
+// left: such a read is not taken for the room as it is now, and the next
+// read prefers the daemon's users the cache holds as joined.
+func TestAReadAsAFormerMemberIsNotCurrent(t *testing.T) {
+	other := id.UserID("@agent-b:hs")
+	var mu sync.Mutex
+	var prefers [][]id.UserID
+	reads := 0
+	load := func(_ context.Context, _ id.RoomID, prefer []id.UserID) ([]*event.Event, id.UserID, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		reads++
+		prefers = append(prefers, prefer)
+		if reads == 1 {
+			return []*event.Event{member(t, agent, "join", ""), member(t, other, "join", "")}, agent, nil
+		}
+		// As agent, which left: the state at its leave.
+		return []*event.Event{member(t, agent, "leave", ""), member(t, other, "join", "")}, agent, nil
+	}
+	c := New(Options{Load: load, Ours: func(u id.UserID) bool { return u == agent || u == other }})
+	t.Cleanup(c.Close)
+	c.Seed(room)
+	mustRoom(t, c)
+	c.Apply(member(t, agent, "leave", ""))
+	c.Stale(room)
+	mustRoom(t, c)
+	mustRoom(t, c)
+	mu.Lock()
+	defer mu.Unlock()
+	if reads != 3 {
+		t.Fatalf("%d reads, want 3: a read as a member that left is not current, so the next call reads again", reads)
+	}
+	if len(prefers[1]) != 1 || prefers[1][0] != other {
+		t.Fatalf("the read after agent left preferred %v, want [%s]", prefers[1], other)
 	}
 }
