@@ -103,7 +103,12 @@ type Cache struct {
 
 	mu    sync.Mutex
 	rooms map[id.RoomID]*entry
+	// closed says Close began: no read starts after it.
+	closed bool
 }
+
+// ErrClosed is returned for a room that is not current once Close began.
+var ErrClosed = errors.New("the room state is closed")
 
 // loadsInFlight bounds the homeserver reads the cache keeps open at once, so
 // a daemon bound to many rooms does not ask for all of them in one burst.
@@ -125,6 +130,9 @@ func New(opts Options) *Cache {
 
 // Close stops the reads in flight and waits for them.
 func (c *Cache) Close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
 }
@@ -142,7 +150,9 @@ func (c *Cache) Seed(rooms ...id.RoomID) {
 		}
 		e := &entry{room: Room{ID: room, Members: map[id.UserID]Member{}}, ids: map[stateKey]id.EventID{}}
 		c.rooms[room] = e
-		c.startLoad(room, e)
+		if !c.closed {
+			c.startLoad(room, e)
+		}
 	}
 }
 
@@ -315,6 +325,10 @@ func (c *Cache) Room(ctx context.Context, room id.RoomID) (Room, error) {
 			return r, err
 		}
 		if e.loading == nil {
+			if c.closed {
+				c.mu.Unlock()
+				return Room{}, fmt.Errorf("room %s: %w", room, ErrClosed)
+			}
 			c.startLoad(room, e)
 		}
 		done := e.loading

@@ -220,3 +220,20 @@ func TestAReadAsAFormerMemberIsNotCurrent(t *testing.T) {
 		t.Fatalf("the read after agent left preferred %v, want [%s]", prefers[1], other)
 	}
 }
+
+// After Close no read starts (its goroutine would have no owner to wait for
+// it): a room that is not current is an error.
+func TestNoReadAfterClose(t *testing.T) {
+	l := &loader{state: []*event.Event{member(t, agent, "join", "")}}
+	c := New(Options{Load: l.load, Ours: func(u id.UserID) bool { return u == agent }})
+	c.Seed(room)
+	mustRoom(t, c)
+	c.Stale(room)
+	c.Close()
+	if _, err := c.Room(context.Background(), room); !errors.Is(err, ErrClosed) {
+		t.Fatalf("err %v, want ErrClosed", err)
+	}
+	if n := l.count(); n != 1 {
+		t.Fatalf("%d reads, want 1 (none after Close)", n)
+	}
+}
