@@ -732,10 +732,11 @@ func (h *Reader) roomInfo(ctx context.Context, cli *mautrix.Client, room id.Room
 
 // RoomInfo is zooid_get_room_info for the session's room: from the room
 // state when the Reader has it (no homeserver request while it is current).
-// Without it, the membership check and the name read are sent together, so the call waits for one
-// homeserver round trip instead of two; the name is used only once the check
-// passed (the homeserver answers the read either way, so a non-member learns
-// nothing from it), and the read is cancelled and waited for when it fails.
+// Without it, the membership check and the name read are sent together, so
+// the call waits for one homeserver round trip instead of two; the name is
+// used only once the check passed (the homeserver answers the read either
+// way, so a non-member learns nothing from it), and the read is cancelled and
+// waited for when it fails.
 func (h *Reader) RoomInfo(ctx context.Context, c tools.Caller) (tools.RoomInfo, error) {
 	if c.Room == "" {
 		return tools.RoomInfo{}, tools.Errorf(tools.CodeForbidden, "this session is not in a room")
