@@ -64,6 +64,27 @@ func humanSteps(w *world) []stepDef {
 			example: `mia posts 10 messages in "#ops"`,
 			doc:     "Posts that many plain top-level messages (mentioning nobody); the current thread stays the one it was.",
 			fn:      w.stepPostsMany},
+		// The room's state: what zooid_get_room_info and zooid_get_members show.
+		{area: "humans", pattern: `^([a-z0-9-]+) renames "(#[a-z0-9-]+)" to "([^"]+)"$`,
+			example: `ori renames "#ops" to "Ops war room"`,
+			doc:     "Sends the room's m.room.name.",
+			fn:      w.stepRenames},
+		{area: "humans", pattern: `^([a-z0-9-]+) removes the name of "(#[a-z0-9-]+)"$`,
+			example: `ori removes the name of "#ops"`,
+			doc:     "Sends an m.room.name with an empty name: the room is then named by its canonical alias.",
+			fn:      w.stepUnnames},
+		{area: "humans", pattern: `^([a-z0-9-]+) makes "(#[a-z0-9-]+)" the canonical alias of "(#[a-z0-9-]+)"$`,
+			example: `ori makes "#war-room" the canonical alias of "#ops"`,
+			doc:     "Creates the alias (`\"#war-room:alias\"` in expected JSON) for the room and sends the room's m.room.canonical_alias naming it.",
+			fn:      w.stepCanonicalAlias},
+		{area: "humans", pattern: `^([a-z0-9-]+) (leaves|joins) "(#[a-z0-9-]+)"$`,
+			example: `mia leaves "#ops"`,
+			doc:     "A human leaves a room, or joins it (again).",
+			fn:      w.stepLeavesJoins},
+		{area: "humans", pattern: `^([a-z0-9-]+) changes (?:her|his|their) display name to "([^"]+)"$`,
+			example: `mia changes her display name to "Mia R."`,
+			doc:     "Sets the human's profile display name; the homeserver sends a new m.room.member into each of the human's rooms.",
+			fn:      w.stepDisplayName},
 		{area: "humans", pattern: `^the daemon is pushed the last message again$`,
 			example: `the daemon is pushed the last message again`,
 			doc:     "Replays the last human message to the daemon's appservice endpoint as the homeserver would on a retry: the same transaction twice and once in a new one.",
@@ -445,4 +466,69 @@ func recordedIndex(rec *recording.Recording, ref string) (int, error) {
 		return 0, fmt.Errorf("%s has no event %d (it has %d)", rec.Path, i, len(rec.Events))
 	}
 	return i, nil
+}
+
+func (w *world) stepRenames(ctx context.Context, who, roomName, name string) error {
+	return w.sendName(ctx, who, roomName, name)
+}
+
+func (w *world) stepUnnames(ctx context.Context, who, roomName string) error {
+	return w.sendName(ctx, who, roomName, "")
+}
+
+func (w *world) sendName(ctx context.Context, who, roomName, name string) error {
+	h, r, err := w.humanIn(ctx, who, roomName)
+	if err != nil {
+		return err
+	}
+	if _, err := h.cli.SendStateEvent(ctx, r.id, event.StateRoomName, "", &event.RoomNameEventContent{Name: name}); err != nil {
+		return fmt.Errorf("%s naming %s %q: %w", who, roomName, name, err)
+	}
+	return nil
+}
+
+func (w *world) stepCanonicalAlias(ctx context.Context, who, aliasName, roomName string) error {
+	if err := checkRoom(aliasName); err != nil {
+		return err
+	}
+	h, r, err := w.humanIn(ctx, who, roomName)
+	if err != nil {
+		return err
+	}
+	alias := w.names().alias(aliasName)
+	if _, err := h.cli.CreateAlias(ctx, alias, r.id); err != nil {
+		return fmt.Errorf("%s creating %s for %s: %w", who, alias, roomName, err)
+	}
+	if _, err := h.cli.SendStateEvent(ctx, r.id, event.StateCanonicalAlias, "", &event.CanonicalAliasEventContent{Alias: alias}); err != nil {
+		return fmt.Errorf("%s making %s the canonical alias of %s: %w", who, alias, roomName, err)
+	}
+	return nil
+}
+
+func (w *world) stepLeavesJoins(ctx context.Context, who, how, roomName string) error {
+	h, r, err := w.humanIn(ctx, who, roomName)
+	if err != nil {
+		return err
+	}
+	if how == "joins" {
+		return w.join(ctx, h, r)
+	}
+	if _, err := h.cli.LeaveRoom(ctx, r.id); err != nil {
+		return fmt.Errorf("%s leaving %s: %w", who, roomName, err)
+	}
+	return nil
+}
+
+func (w *world) stepDisplayName(ctx context.Context, who, name string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	h, err := w.human(who)
+	if err != nil {
+		return err
+	}
+	if err := h.cli.SetDisplayName(ctx, name); err != nil {
+		return fmt.Errorf("%s setting display name %q: %w", who, name, err)
+	}
+	return nil
 }

@@ -107,6 +107,14 @@ func setupSteps(w *world) []stepDef {
 			example: `the daemon is killed and started again`,
 			doc:     "SIGKILLs (killed) or SIGTERMs (stopped) the daemon's process group, agents included, and starts a new daemon on the same state dir, waiting until it is ready.",
 			fn:      w.stepKillRestart},
+		{area: "setup", pattern: `^the daemon is stopped$`,
+			example: `the daemon is stopped`,
+			doc:     "SIGTERMs the daemon's process group, agents included, and leaves it down: what happens in the rooms until it is started again reaches it only through what it reads at start.",
+			fn:      w.stepStopDaemon},
+		{area: "setup", pattern: `^the daemon is started again$`,
+			example: `the daemon is started again`,
+			doc:     "Starts a new daemon on the stopped one's state dir, waiting until it is ready.",
+			fn:      w.stepStartDaemon},
 
 		// Recorded rooms (scenarios/), sent in as history or played into the
 		// daemon.
@@ -560,6 +568,24 @@ func (w *world) stepKillRestart(ctx context.Context, how string) error {
 	}
 	if err := p.Stop(sig); err != nil {
 		return err
+	}
+	return w.spawnDaemon(ctx)
+}
+
+func (w *world) stepStopDaemon(ctx context.Context) error {
+	p := w.tw().proc
+	if p == nil {
+		return fmt.Errorf("the daemon runs in-process; declare \"the daemon runs as its own process\" before the first action")
+	}
+	if err := w.settleBarriers(ctx); err != nil {
+		return err
+	}
+	return p.Stop(syscall.SIGTERM)
+}
+
+func (w *world) stepStartDaemon(ctx context.Context) error {
+	if w.tw().proc == nil {
+		return fmt.Errorf("the daemon runs in-process; declare \"the daemon runs as its own process\" before the first action")
 	}
 	return w.spawnDaemon(ctx)
 }

@@ -70,6 +70,7 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		CursorKey: key,
 		Transport: "matrix",
 		Send:      d.sendMessage,
+		State:     tr.RoomState(),
 	})
 	tm, err := tasks.Open(tasks.Options{
 		StateDir: filepath.Join(cfg.StateDir, "tasks"),

@@ -24,6 +24,7 @@ import (
 
 	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/internal/mxcall"
+	"github.com/zooid-dev/zooid/zooid/roomstate"
 	"github.com/zooid-dev/zooid/zooid/tools"
 	"github.com/zooid-dev/zooid/zooid/zevent"
 )
@@ -42,6 +43,10 @@ type Options struct {
 	// Send posts a message as a user with a txn id (the daemon's retrying sender);
 	// when nil, the impersonating client sends directly.
 	Send func(ctx context.Context, as id.UserID, room id.RoomID, content *event.MessageEventContent, txnID string) (id.EventID, error)
+	// State is the daemon's own view of its rooms' state: room info,
+	// members and rooms are answered from it, asking the homeserver only
+	// where it is not current. When nil they are read from the homeserver.
+	State *roomstate.Cache
 }
 
 // Reader reads and posts room content as agents: the tools.Rooms the tools
@@ -622,21 +627,15 @@ func hasThreadSummary(root *event.Event) bool {
 	return root.Unsigned.Relations != nil && root.Unsigned.Relations.Thread != nil
 }
 
-// Members is zooid_get_members: the room's joined members, read as the caller.
+// Members is zooid_get_members: the room's joined members, from the room
+// state when the Reader has it, else read as the caller.
 func (h *Reader) Members(ctx context.Context, c tools.Caller) ([]tools.Member, error) {
-	cli, err := h.joinedClient(ctx, c, c.Room)
+	joined, err := h.joinedMembers(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := cli.JoinedMembers(ctx, c.Room)
-	if err != nil {
-		if isRefusal(err) {
-			return nil, tools.Errorf(tools.CodeForbidden, "you are not a member of room %s", c.Room)
-		}
-		return nil, fmt.Errorf("reading members of %s: %w", c.Room, err)
-	}
-	out := make([]tools.Member, 0, len(resp.Joined))
-	for uid, m := range resp.Joined {
+	out := make([]tools.Member, 0, len(joined))
+	for uid, m := range joined {
 		mem := tools.Member{ID: uid, Name: m.DisplayName}
 		if mem.Name == "" {
 			mem.Name = uid.Localpart()
@@ -648,6 +647,71 @@ func (h *Reader) Members(ctx context.Context, c tools.Caller) ([]tools.Member, e
 	}
 	slices.SortFunc(out, func(a, b tools.Member) int { return strings.Compare(string(a.ID), string(b.ID)) })
 	return out, nil
+}
+
+// joinedMembers are the joined members of the caller's room, from the room
+// state when the Reader has it, else from the homeserver; either way only
+// for a caller joined to the room.
+func (h *Reader) joinedMembers(ctx context.Context, c tools.Caller) (map[id.UserID]mautrix.JoinedMember, error) {
+	if h.opts.State != nil {
+		if _, err := h.client(c); err != nil {
+			return nil, err
+		}
+		r, err := h.joinedState(ctx, c, c.Room)
+		if err != nil {
+			return nil, err
+		}
+		joined := make(map[id.UserID]mautrix.JoinedMember, len(r.Members))
+		for uid, m := range r.Members {
+			if m.Membership == event.MembershipJoin {
+				joined[uid] = mautrix.JoinedMember{DisplayName: m.DisplayName}
+			}
+		}
+		return joined, nil
+	}
+	cli, err := h.joinedClient(ctx, c, c.Room)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := cli.JoinedMembers(ctx, c.Room)
+	if err != nil {
+		if isRefusal(err) {
+			return nil, tools.Errorf(tools.CodeForbidden, "you are not a member of room %s", c.Room)
+		}
+		return nil, fmt.Errorf("reading members of %s: %w", c.Room, err)
+	}
+	return resp.Joined, nil
+}
+
+// joinedState is room's state from the room state, for a caller joined to
+// it: the same refusal as checkJoined's otherwise.
+func (h *Reader) joinedState(ctx context.Context, c tools.Caller, room id.RoomID) (roomstate.Room, error) {
+	if room == "" {
+		return roomstate.Room{}, tools.Errorf(tools.CodeForbidden, "this session is not in a room")
+	}
+	r, err := h.opts.State.Room(ctx, room)
+	switch {
+	case errors.Is(err, roomstate.ErrUnknownRoom) || err != nil && isRefusal(err):
+		return roomstate.Room{}, tools.Errorf(tools.CodeForbidden, "you are not a member of room %s", room)
+	case err != nil:
+		return roomstate.Room{}, err
+	case !r.Joined(c.UserID):
+		return roomstate.Room{}, tools.Errorf(tools.CodeForbidden, "you are not a member of room %s", room)
+	}
+	return r, nil
+}
+
+// infoOf is a room's record from its state: named by its m.room.name, else
+// its canonical alias, else its id (as roomInfo reads them).
+func (h *Reader) infoOf(r roomstate.Room) tools.RoomInfo {
+	info := tools.RoomInfo{ID: r.ID, Transport: h.opts.Transport, Name: r.Name}
+	if info.Name == "" {
+		info.Name = string(r.Alias)
+	}
+	if info.Name == "" {
+		info.Name = string(r.ID)
+	}
+	return info
 }
 
 func (h *Reader) roomInfo(ctx context.Context, cli *mautrix.Client, room id.RoomID) tools.RoomInfo {
@@ -666,11 +730,13 @@ func (h *Reader) roomInfo(ctx context.Context, cli *mautrix.Client, room id.Room
 	return info
 }
 
-// RoomInfo is zooid_get_room_info for the session's room. The membership
-// check and the name read are sent together, so the call waits for one
-// homeserver round trip instead of two; the name is used only once the check
-// passed (the homeserver answers the read either way, so a non-member learns
-// nothing from it), and the read is cancelled and waited for when it fails.
+// RoomInfo is zooid_get_room_info for the session's room: from the room
+// state when the Reader has it (no homeserver request while it is current).
+// Without it, the membership check and the name read are sent together, so
+// the call waits for one homeserver round trip instead of two; the name is
+// used only once the check passed (the homeserver answers the read either
+// way, so a non-member learns nothing from it), and the read is cancelled and
+// waited for when it fails.
 func (h *Reader) RoomInfo(ctx context.Context, c tools.Caller) (tools.RoomInfo, error) {
 	if c.Room == "" {
 		return tools.RoomInfo{}, tools.Errorf(tools.CodeForbidden, "this session is not in a room")
@@ -678,6 +744,13 @@ func (h *Reader) RoomInfo(ctx context.Context, c tools.Caller) (tools.RoomInfo, 
 	cli, err := h.client(c)
 	if err != nil {
 		return tools.RoomInfo{}, err
+	}
+	if h.opts.State != nil {
+		r, err := h.joinedState(ctx, c, c.Room)
+		if err != nil {
+			return tools.RoomInfo{}, err
+		}
+		return h.infoOf(r), nil
 	}
 	nctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -698,13 +771,31 @@ const roomNamesInFlight = 8
 
 // Rooms is zooid_get_rooms: the rooms the caller is bound to and has joined, in
 // binding order. A room dropped from zooid.yaml is not listed even while the
-// agent's user is still in it. The rooms' names are read concurrently (at most
+// agent's user is still in it. With the room state, membership and names
+// come from it; without, the rooms' names are read concurrently (at most
 // roomNamesInFlight at once), so the call costs about one name read's round
 // trip however many rooms the agent is bound to, not one per room.
 func (h *Reader) Rooms(ctx context.Context, c tools.Caller) ([]tools.RoomInfo, error) {
 	cli, err := h.client(c)
 	if err != nil {
 		return nil, err
+	}
+	if h.opts.State != nil {
+		var out []tools.RoomInfo
+		for _, room := range c.Rooms {
+			r, err := h.joinedState(ctx, c, room)
+			var refused *tools.Error
+			if errors.As(err, &refused) && refused.Code == tools.CodeForbidden {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			if !slices.ContainsFunc(out, func(i tools.RoomInfo) bool { return i.ID == room }) {
+				out = append(out, h.infoOf(r))
+			}
+		}
+		return out, nil
 	}
 	resp, err := cli.JoinedRooms(ctx)
 	if err != nil {

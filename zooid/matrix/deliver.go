@@ -165,6 +165,7 @@ func (d *dispatcher) deliver(ctx context.Context, p pending) {
 	case !d.t.isBound(ev.RoomID):
 		d.t.log.Debug("ignoring event of unbound room", "room", ev.RoomID, "event", ev.ID)
 	default:
+		d.t.state.Apply(ev)
 		d.call(ctx, ev)
 	}
 	d.ack(p.seq)

@@ -194,9 +194,15 @@ func (t *Transport) fillGap(ctx context.Context, cli *mautrix.Client, room id.Ro
 			back = append(back, raw)
 		}
 		if len(resp.Chunk) == 0 || resp.End == from {
-			break
+			slices.Reverse(back)
+			return back, nil
 		}
 		from = resp.End
+	}
+	if from != "" {
+		// Given up before reaching what was seen: the state events in the
+		// part left out never reach the room state, so it is read again.
+		t.state.Stale(room)
 	}
 	slices.Reverse(back)
 	return back, nil

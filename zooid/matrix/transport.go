@@ -23,6 +23,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/roomstate"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
@@ -128,6 +129,9 @@ type Transport struct {
 	log   *slog.Logger
 	trace trace.Recorder
 	store *store
+	// state is the bound rooms' state, kept from the events delivered
+	// (deliver.go) and read once a room at start (Start).
+	state *roomstate.Cache
 
 	listener net.Listener
 	server   *http.Server
@@ -211,6 +215,7 @@ func New(opts Options) (*Transport, error) {
 			return nil, err
 		}
 	}
+	t.state = roomstate.New(roomstate.Options{Load: t.loadRoomState, Ours: t.isAgent, Logger: log})
 	t.listener = opts.Listener
 	if t.listener == nil && opts.Listen != "" {
 		ln, err := net.Listen("tcp", opts.Listen)
@@ -287,6 +292,10 @@ func (t *Transport) Client(user id.UserID) *mautrix.Client {
 	}
 	return cli
 }
+
+// RoomState is the bound rooms' state as the daemon has seen it: the room
+// tools answer from it (history.Options.State).
+func (t *Transport) RoomState() *roomstate.Cache { return t.state }
 
 // RoomID maps a configured room ("#alias:server" or "!id:server") to its resolved id; it is
 // known once Start has joined the rooms.
@@ -367,6 +376,9 @@ func (t *Transport) Start(ctx context.Context, handle Handler) error {
 		t.shutdownServer()
 		return err
 	}
+	// Each bound room's state is read once, in the background; what the
+	// dispatcher delivers from now on is applied on top (roomstate.Seed).
+	t.state.Seed(t.boundRooms()...)
 	d := newDispatcher(t, handle)
 	t.wg.Add(1)
 	go func() {
@@ -416,6 +428,7 @@ func (t *Transport) Close() error {
 		}
 		t.shutdownServer()
 		t.wg.Wait()
+		t.state.Close()
 		t.closeErr = t.store.close()
 	})
 	return t.closeErr

@@ -1039,3 +1039,75 @@ func TestTheDaemonsRoomsArePrivate(t *testing.T) {
 		}
 	}
 }
+
+// A /sync gap the transport gives up filling (more missed than maxGapPages
+// pages) may hide state changes: the room state is read again. Here alice's
+// new display name lies beyond the pages filled; the room state has it only
+// because the gap marked the room uncertain.
+func TestSyncGapGivenUpReadsTheRoomStateAgain(t *testing.T) {
+	e := newEnv(t, false)
+	rec := newRecorder()
+	tr := start(t, e.opts, rec.handle, func(tr *Transport) { tr.syncTimelineLimit = 3 })
+	general, _ := tr.RoomID("#general:localhost")
+	ctx := context.Background()
+	alice := e.human.UserID
+	if _, err := e.human.JoinRoomByID(ctx, general); err != nil {
+		t.Fatal(err)
+	}
+	sendText(t, e.human, general, "hello")
+	rec.waitBodies(t, general, "hello")
+	r, err := tr.RoomState().Room(ctx, general)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Joined(alice) || r.Members[alice].DisplayName != "Alice" {
+		t.Fatalf("seeded members %+v, want alice joined as Alice", r.Members)
+	}
+	stateReads := func() int { return e.hs.Requests(http.MethodGet, "/_matrix/client/v3/rooms/*/state") }
+	before := stateReads()
+	// Every sync fails until the faults are cleared, so what is sent
+	// meanwhile arrives as one gap. Once each agent's loop has had a sync
+	// refused, neither has one in flight that could bring the change early.
+	var faults []*fakehs.FaultHandle
+	for _, u := range []id.UserID{userA, userB} {
+		faults = append(faults, e.hs.InjectFault(fakehs.Fault{Method: http.MethodGet, PathPattern: "/_matrix/client/v3/sync", User: u, Status: http.StatusBadGateway, Errcode: "M_UNKNOWN"}))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for faults[0].Hits() == 0 || faults[1].Hits() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the syncs were refused %d and %d times, want both at least once", faults[0].Hits(), faults[1].Hits())
+		}
+		time.Sleep(5 * time.Millisecond) // polling the barrier, not waiting out a time
+	}
+	if err := e.human.SetDisplayName(ctx, "Alice Renamed"); err != nil {
+		t.Fatal(err)
+	}
+	filler := 3 * (maxGapPages + 3)
+	for i := range filler {
+		sendText(t, e.human, general, fmt.Sprintf("filler %d", i))
+	}
+	e.hs.ClearFaults()
+	// What is older than the pages filled is given up: the bodies end with
+	// the last filler, the first ones missing.
+	last := fmt.Sprintf("filler %d", filler-1)
+	for got := rec.bodies(general); len(got) == 0 || got[len(got)-1] != last; got = rec.bodies(general) {
+		select {
+		case <-rec.kick:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("timed out: handled %q, want them to end with %q", got, last)
+		}
+	}
+	if got := rec.bodies(general); slices.Contains(got, "filler 0") {
+		t.Fatalf("handled %q: the gap was filled to its start, so nothing tests a gap given up", got)
+	}
+	r, err = tr.RoomState().Room(ctx, general)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Members[alice].DisplayName; got != "Alice Renamed" {
+		t.Fatalf("alice's display name %q after the gap, want %q (the room state read again)", got, "Alice Renamed")
+	}
+	if n := stateReads() - before; n != 1 {
+		t.Fatalf("%d reads of the room's state after the gap, want 1", n)
+	}
+}

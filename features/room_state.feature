@@ -1,0 +1,67 @@
+@mcp
+Feature: The room tools stay true as the room changes
+  In order to address the right people in a room whose name and members change
+  As an agent asking who and where it is
+  I need zooid_get_room_info, zooid_get_members and zooid_get_rooms to show the room as it is now
+
+  The daemon answers these tools from its own view of each room's state: read once when it
+  starts, then kept from the events the homeserver sends it (zooid/roomstate).
+
+  Background:
+    Given the homeserver has users "ori" and "mia"
+    And agents "agent-a" and "agent-b" are bound to "#ops"
+
+  Scenario: a renamed room is named anew
+    When agent-a calls zooid_get_room_info
+    Then the room info is "#ops", named "#ops", on the matrix transport
+    When ori renames "#ops" to "Ops war room"
+    And agent-a calls zooid_get_room_info
+    Then the room info is "#ops", named "Ops war room", on the matrix transport
+    When agent-a calls zooid_get_rooms
+    Then the result has 1 room
+    And the result includes {"rooms": [{"id": "#ops", "name": "Ops war room", "transport": "matrix"}]}
+
+  Scenario: a room without a name is named by its canonical alias, and follows it
+    When agent-a calls zooid_get_room_info
+    Then the room info is "#ops", named "#ops", on the matrix transport
+    When ori removes the name of "#ops"
+    And agent-a calls zooid_get_room_info
+    Then the result includes {"id": "#ops", "name": "#ops:alias", "transport": "matrix"}
+    When ori makes "#war-room" the canonical alias of "#ops"
+    And agent-a calls zooid_get_room_info
+    Then the result includes {"id": "#ops", "name": "#war-room:alias", "transport": "matrix"}
+
+  Scenario: members who leave are gone, and come back under the name they chose
+    When agent-a calls zooid_get_members
+    Then the result has 4 members
+    When mia leaves "#ops"
+    And agent-a calls zooid_get_members
+    Then the result has 3 members
+    And the result includes {"members": [{"id": "@ori", "name": "ori"}, {"id": "@agent-a"}, {"id": "@agent-b"}]}
+    When mia joins "#ops"
+    And mia changes her display name to "Mia R."
+    And agent-a calls zooid_get_members
+    Then the result has 4 members
+    And the result includes {"members": [{"id": "@mia", "name": "Mia R.", "is_agent": false}]}
+
+  Scenario: an agent removed from the room is no longer among its members
+    When agent-a calls zooid_get_members
+    Then the result has 4 members
+    When ori removes agent-b from "#ops"
+    And agent-a calls zooid_get_members
+    Then the result has 3 members
+    And the result includes {"members": [{"id": "@ori"}, {"id": "@mia"}, {"id": "@agent-a", "is_agent": true, "agent_name": "agent-a"}]}
+
+  Scenario: what changed while the daemon was down is there when it is back
+    Given the daemon runs as its own process
+    When agent-a calls zooid_get_room_info
+    Then the room info is "#ops", named "#ops", on the matrix transport
+    When the daemon is stopped
+    And ori renames "#ops" to "Ops after hours"
+    And mia leaves "#ops"
+    And the daemon is started again
+    And agent-a calls zooid_get_room_info
+    Then the room info is "#ops", named "Ops after hours", on the matrix transport
+    When agent-a calls zooid_get_members
+    Then the result has 3 members
+    And the result includes {"members": [{"id": "@ori"}, {"id": "@agent-a"}, {"id": "@agent-b"}]}
