@@ -17,7 +17,7 @@ func cmdSim(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: zooid sim [paths] [--homeserver fake|fake-degraded|synapse|URL] [--tags EXPR] [--format pretty|progress|junit|cucumber] [--concurrency N] [--repeat N] [--random SEED] [--report OUT.html] [--timings]")
+		fmt.Fprintln(stderr, "usage: zooid sim [paths] [--homeserver fake|fake-degraded|synapse|URL] [--tags EXPR] [--format pretty|progress|junit|cucumber] [--concurrency N] [--repeat N] [--random SEED] [--report OUT.html] [--timings] [--prepare-snapshot]")
 		fs.PrintDefaults()
 	}
 	hs := fs.String("homeserver", "", "fake (default, or $"+steps.HomeserverEnv+"), fake-degraded (fakehs with the degraded profile), synapse, or the URL of a running homeserver (appservice settings from the ZOOID_TEST_AS_* variables; see features/README.md)")
@@ -30,6 +30,7 @@ func cmdSim(args []string, stdout, stderr io.Writer) int {
 	reportPath := fs.String("report", "", "write one HTML page of the run to this file: each scenario's rooms, with the daemon's trace where a scenario turned it on")
 	timingsOut := fs.Bool("timings", false, "at the end, print where the time went: the homeserver's start, and per feature and for the slowest scenarios the wall time split into phases (lease, humans, rooms, seed, handover, daemon, steps, teardown)")
 	verbose := fs.Bool("v", false, "log the daemon and harness to stderr")
+	prepare := fs.Bool("prepare-snapshot", false, "find or build the Synapse snapshot the features' busy rooms start from (as a Synapse run would) and run no scenario; CI builds it while other stages run")
 	// Flags may come before or after the paths.
 	var paths []string
 	for {
@@ -41,6 +42,17 @@ func cmdSim(args []string, stdout, stderr io.Writer) int {
 		}
 		paths = append(paths, fs.Arg(0))
 		args = fs.Args()[1:]
+	}
+	if *prepare {
+		ctx, stop := interruptible(stderr, "zooid sim", "stopping the snapshot's build")
+		defer stop()
+		start := time.Now()
+		if err := steps.PrepareSnapshot(ctx, paths, stdout); err != nil {
+			fmt.Fprintf(stderr, "zooid sim: preparing the Synapse snapshot: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "zooid sim: Synapse snapshot ready after %s\n", time.Since(start).Round(time.Second))
+		return 0
 	}
 	opts := steps.Options{
 		Paths: paths, Homeserver: *hs, Tags: *tags, Format: *format,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -505,4 +506,42 @@ func neededRecipes(paths []string, recipes []poolRecipe) ([]poolRecipe, error) {
 		}
 	}
 	return out, nil
+}
+
+// PrepareSnapshot finds or builds the Synapse snapshot that a Synapse run of
+// the features under paths (default: the module's features/) starts from, and
+// runs no scenario: CI builds it while the fake homeserver's stages run, and
+// the Synapse pass then finds it (or, while the build is still going, waits on
+// FindOrBuildSnapshot's lock rather than build it twice). Features that seed
+// no busy room need no snapshot, and then nothing is done.
+func PrepareSnapshot(ctx context.Context, paths []string, out io.Writer) error {
+	if len(paths) == 0 {
+		dir, err := FeaturesDir()
+		if err != nil {
+			return err
+		}
+		paths = []string{dir}
+	}
+	for i, p := range paths {
+		paths[i] = findPath(p)
+	}
+	recipes, err := neededRecipes(paths, poolRecipes)
+	if err != nil {
+		return err
+	}
+	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+	if len(recipes) == 0 {
+		say("zooid sim: no feature under %s seeds a busy room: no snapshot to prepare", strings.Join(paths, ", "))
+		return nil
+	}
+	if os.Getenv(SnapshotsEnv) == "off" {
+		say("zooid sim: %s=off: the Synapse run seeds its rooms by sending, no snapshot to prepare", SnapshotsEnv)
+		return nil
+	}
+	base := os.Getenv(synapse.ImageEnv)
+	if base == "" {
+		base = synapse.DefaultImage
+	}
+	_, _, err = snapshot(ctx, base, recipes, say)
+	return err
 }
