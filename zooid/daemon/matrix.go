@@ -76,9 +76,11 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		Send:     tr.Send,
 		Agents:   d.taskAgents,
 		Wake:     d.wakeCaller,
-		Logger:   d.log, // the manager names itself (component=tasks)
-		Trace:    d.trace,
-		Timeout:  cfg.TaskTimeout,
+		// A handoff's callee runs in its own session of the caller's thread.
+		StartCallee: d.startCallee,
+		Logger:      d.log, // the manager names itself (component=tasks)
+		Trace:       d.trace,
+		Timeout:     cfg.TaskTimeout,
 	})
 	if err != nil {
 		return fmt.Errorf("opening task journal: %w", err)

@@ -64,12 +64,18 @@ type HandoffContent struct {
 	Handoff       Handoff           `json:"dev.zooid.handoff"`
 }
 
-// HasHandoff says whether ev's content carries dev.zooid.handoff, with any value.
-func HasHandoff(ev *event.Event) bool {
+// HandoffOf returns the dev.zooid.handoff of ev, and whether ev carries one (the
+// field is a JSON object); a mistyped field inside it stays zero.
+func HandoffOf(ev *event.Event) (Handoff, bool) {
 	var c struct {
 		Handoff json.RawMessage `json:"dev.zooid.handoff"`
 	}
-	return decode(ev, &c) && len(c.Handoff) > 0
+	var h Handoff
+	if !decode(ev, &c) || len(c.Handoff) == 0 || c.Handoff[0] != '{' {
+		return h, false
+	}
+	_ = json.Unmarshal(c.Handoff, &h) // see above: a mistyped field stays zero
+	return h, true
 }
 
 // ThreadResult is a closed task's outcome: the content of dev.zooid.thread_result.
