@@ -146,6 +146,11 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		// Before intake: a redelivered trigger of an unfinished turn must find
 		// its record already answered.
 		d.recoverTurns(ctx)
+		// Returns of handoffs a previous run owes are queued before intake,
+		// so none lands behind a message that arrives after the restart.
+		if err := d.tasks.RecoverHandoffs(ctx); err != nil {
+			d.log.Error("recovering handoffs", "err", err)
+		}
 		d.openIntake()
 		// Tasks a previous run left open are closed and reported now that the
 		// daemon can post and wake.

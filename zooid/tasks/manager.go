@@ -88,6 +88,7 @@ type Manager struct {
 	// returns waiting in a caller's queue in this process.
 	handoffs          map[string]*ThreadHandoff
 	handoffWakeQueued map[string]bool
+	handoffsRecovered bool // RecoverHandoffs has run
 	closing           bool // Close has begun: no new work
 	closed            bool // the journal is closed
 	// done is closed when Close begins, so Watch returns; poke (one slot)

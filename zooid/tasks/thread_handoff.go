@@ -380,13 +380,31 @@ func (m *Manager) wakeHandoffCaller(hid string) {
 	m.opts.Wake(snap.parent(), snap.ReturnText(), taken)
 }
 
-// recoverHandoffs is Recover's part for handoffs: a running one was cut short
+// RecoverHandoffs is Recover's part for handoffs, which the daemon runs before
+// its intake opens, so every return a restart owes is queued on its caller's
+// session before any new message reaches that session; Recover runs it too,
+// and only the first call does anything.
+func (m *Manager) RecoverHandoffs(ctx context.Context) error {
+	if !m.enter() {
+		return ErrClosed
+	}
+	defer m.wg.Done()
+	m.recoverHandoffs(ctx)
+	return nil
+}
+
+// recoverHandoffs is RecoverHandoffs: a running one was cut short
 // (the callee's turn is not re-run), so it returns interrupted_by_restart; a
 // reserved one woke nobody, so its post is finished with the same txn id and
 // its callee runs (older than RepostWithin: interrupted instead, as a repost
 // might double it); a return not yet taken is delivered again.
 func (m *Manager) recoverHandoffs(ctx context.Context) {
 	m.mu.Lock()
+	if m.handoffsRecovered {
+		m.mu.Unlock()
+		return
+	}
+	m.handoffsRecovered = true
 	now := m.opts.Now().UTC()
 	var repost, wake []string
 	for _, h := range m.handoffs {
