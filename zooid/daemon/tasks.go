@@ -221,11 +221,13 @@ func (d *Daemon) mentionHandoffs(p *poster, text string) []id.UserID {
 // the turn's final prose, the return's message.
 func (d *Daemon) handoffTurnEnded(s *session, last string) {
 	key := s.key
-	h, ok := d.tasks.CalleeOf(key.room, key.thread, key.agent)
-	if !ok || s.pending() || d.tasks.HandoffOutstanding(key.room, key.thread, key.agent) {
+	hs := d.tasks.CalleeOf(key.room, key.thread, key.agent)
+	if len(hs) == 0 || s.pending() || d.tasks.HandoffOutstanding(key.room, key.thread, key.agent) {
 		return
 	}
-	if err := d.tasks.CalleeDone(h.ID, last); err != nil {
-		d.log.Error("returning a handoff", "id", h.ID, "from", h.From, "to", h.To, "err", err)
+	for _, h := range hs {
+		if err := d.tasks.CalleeDone(h.ID, last); err != nil {
+			d.log.Error("returning a handoff", "id", h.ID, "from", h.From, "to", h.To, "err", err)
+		}
 	}
 }

@@ -248,21 +248,26 @@ func (m *Manager) HandoffOutstanding(room id.RoomID, thread id.EventID, agent st
 	return m.outstandingFromLocked(room, thread, agent) != nil
 }
 
-// CalleeOf returns the running handoff agent works on in thread, if any.
-func (m *Manager) CalleeOf(room id.RoomID, thread id.EventID, agent string) (ThreadHandoff, bool) {
+// CalleeOf returns the running handoffs agent works on in thread, oldest
+// first: two agents may hand off to the same one, whose one session answers both.
+func (m *Manager) CalleeOf(room id.RoomID, thread id.EventID, agent string) []ThreadHandoff {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	h := m.calleeLocked(room, thread, agent)
-	if h == nil {
-		return ThreadHandoff{}, false
+	var out []ThreadHandoff
+	for _, h := range m.handoffs {
+		if h.Room == room && h.Thread == thread && h.To == agent && h.State == HandoffRunning {
+			out = append(out, *h)
+		}
 	}
-	return *h, true
+	slices.SortFunc(out, func(a, b ThreadHandoff) int { return a.Created.Compare(b.Created) })
+	return out
 }
 
 // IsHandoffCallee says whether agent runs in thread for a running handoff.
 func (m *Manager) IsHandoffCallee(room id.RoomID, thread id.EventID, agent string) bool {
-	_, ok := m.CalleeOf(room, thread, agent)
-	return ok
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.calleeLocked(room, thread, agent) != nil
 }
 
 // postHandoff posts a reserved handoff's notice (one retry, same txn id),

@@ -257,3 +257,30 @@ func TestCompleteRefusedWhileToolHandoffOutstanding(t *testing.T) {
 		t.Fatal("bob was not woken with carol's return")
 	}
 }
+
+// TestTwoCallersOneCallee: two agents handing off to the same one in a thread
+// are both returned when its one session is done.
+func TestTwoCallersOneCallee(t *testing.T) {
+	e, _ := newHandoffEnv(t)
+	e.handoff(caller("alice", roomA, "$home"), "carol")
+	e.handoff(caller("bob", roomA, "$home"), "carol")
+	hs := e.m.CalleeOf(roomA, "$home", "carol")
+	if len(hs) != 2 || hs[0].From != "alice" || hs[1].From != "bob" {
+		t.Fatalf("carol's handoffs %+v, want alice's then bob's", hs)
+	}
+	for _, h := range hs {
+		if err := e.m.CalleeDone(h.ID, "both checked"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var woken []string
+	for _, w := range e.wakesCopy() {
+		woken = append(woken, w.Parent.Agent)
+	}
+	if !slices.Equal(woken, []string{"alice", "bob"}) {
+		t.Fatalf("woken %v, want alice and bob once each", woken)
+	}
+	if e.m.IsHandoffCallee(roomA, "$home", "carol") {
+		t.Fatal("carol still counts as a callee")
+	}
+}
