@@ -35,6 +35,13 @@ Feature: Handing work to another agent in the thread
     And coder got a result from zooid_get_room_info
     And planner gets the handoff return from coder once, in the session that handed off: "it ended its turn without a reply"
 
+  Scenario: a callee that crashes is returned as failed, not as an answer
+    Given coder will crash
+    When ori says in "#ops": "@planner is svc-a ready for the audit?"
+    And planner calls zooid_handoff with {"agent": "coder", "prompt": "check the TLS certificates of svc-a"}
+    Then the result includes {"status": "started"}
+    And planner gets the handoff return from coder once, in the session that handed off: "its turn failed (agent_error)"
+
   Scenario: a handoff to oneself, to an unknown agent or to an agent outside the room is refused
     Given agent "scout" is bound to "#dev"
     When ori says in "#ops": "@planner is svc-a ready for the audit?"

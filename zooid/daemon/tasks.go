@@ -218,15 +218,15 @@ func (d *Daemon) mentionHandoffs(p *poster, text string) []id.UserID {
 // handoffTurnEnded returns a handoff once its callee is really done: this
 // turn ended, no other turn is queued for it, and no handoff of its own is
 // outstanding (an agent it handed to, or @mentioned, is waited for). last is
-// the turn's final prose, the return's message.
-func (d *Daemon) handoffTurnEnded(s *session, last string) {
+// the turn's final prose, the return's message; turnErr why the turn failed.
+func (d *Daemon) handoffTurnEnded(s *session, last string, turnErr error) {
 	key := s.key
 	hs := d.tasks.CalleeOf(key.room, key.thread, key.agent)
 	if len(hs) == 0 || s.pending() || d.tasks.HandoffOutstanding(key.room, key.thread, key.agent) {
 		return
 	}
 	for _, h := range hs {
-		if err := d.tasks.CalleeDone(h.ID, last); err != nil {
+		if err := d.tasks.CalleeDone(h.ID, last, turnErr); err != nil {
 			d.log.Error("returning a handoff", "id", h.ID, "from", h.From, "to", h.To, "err", err)
 		}
 	}

@@ -59,7 +59,7 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 		// As for tasks: a daemon shutting down returns nobody's handoff; the
 		// restart returns it interrupted, once.
 		if d.sessions.ctx.Err() == nil {
-			d.handoffTurnEnded(s, post.last)
+			d.handoffTurnEnded(s, post.last, post.err)
 		}
 	}()
 	if tt, ok := d.taskTurnFor(s.key); ok {

@@ -62,10 +62,13 @@ type ThreadHandoff struct {
 	Mentioned bool `json:"mentioned,omitempty"`
 	// EventID is the posted notice, once known.
 	EventID id.EventID `json:"event_id,omitempty"`
-	// Output is the callee's final message; Reason says why there is none
-	// (ReasonEndedWithoutReply, ReasonInterruptedByRestart, ReasonPostFailed).
+	// Output is the callee's final message; Reason says why there is none, or
+	// why it is not an answer (ReasonEndedWithoutReply, ReasonAgentError,
+	// ReasonInterruptedByRestart, ReasonPostFailed).
 	Output string `json:"output,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Error is why the callee's last turn failed (Reason ReasonAgentError).
+	Error string `json:"error,omitempty"`
 	// Woken: the caller's session took the return (or never will: its thread
 	// was cleared). Once set, the handoff is over for good.
 	Woken    bool      `json:"woken,omitempty"`
@@ -94,6 +97,12 @@ func (h ThreadHandoff) ReturnText() string {
 		return head + ": the daemon restarted while " + h.To + " was working on it, so its turn was interrupted (interrupted_by_restart). Read this thread to see how far it got."
 	case ReasonPostFailed:
 		return head + ": the handoff could not be posted, so " + h.To + " never started (post_failed)."
+	case ReasonAgentError:
+		out := head + ": its turn failed (agent_error): " + h.Error
+		if h.Output != "" {
+			out += "\n\nIts last message before that:\n\n" + h.Output
+		}
+		return out
 	default:
 		return head + " (" + h.Reason + ")"
 	}
@@ -328,7 +337,8 @@ func handoffContent(h ThreadHandoff) zevent.HandoffContent {
 // CalleeDone records that the callee of handoff hid is really done (its turn
 // ended, nothing queued for it, no handoff of its own outstanding) with its
 // final message, journals the return, and wakes the caller with it, once.
-func (m *Manager) CalleeDone(hid, final string) error {
+// turnErr is why its last turn failed (a crash, a timeout), nil when it ended.
+func (m *Manager) CalleeDone(hid, final string, turnErr error) error {
 	if !m.enter() {
 		return ErrClosed
 	}
@@ -341,7 +351,10 @@ func (m *Manager) CalleeDone(hid, final string) error {
 		}
 		returned = true
 		h.State, h.Output, h.Returned = HandoffReturned, final, m.opts.Now().UTC()
-		if final == "" {
+		switch {
+		case turnErr != nil:
+			h.Reason, h.Error = ReasonAgentError, turnErr.Error()
+		case final == "":
 			h.Reason = ReasonEndedWithoutReply
 		}
 	}); err != nil {

@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -136,10 +137,10 @@ func TestHandoffReturnsOnce(t *testing.T) {
 	if !e.m.HandoffOutstanding(roomA, "$home", "alice") || !e.m.IsHandoffCallee(roomA, "$home", "bob") {
 		t.Fatal("the handoff is not outstanding while bob runs")
 	}
-	if err := e.m.CalleeDone(h.ID, "certificates valid until 2027"); err != nil {
+	if err := e.m.CalleeDone(h.ID, "certificates valid until 2027", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.m.CalleeDone(h.ID, "said again"); err != nil {
+	if err := e.m.CalleeDone(h.ID, "said again", nil); err != nil {
 		t.Fatal(err)
 	}
 	w := e.wakesCopy()
@@ -159,11 +160,25 @@ func TestHandoffReturnsOnce(t *testing.T) {
 func TestHandoffWithoutReply(t *testing.T) {
 	e, cs := newHandoffEnv(t)
 	e.handoff(caller("alice", roomA, "$home"), "bob")
-	if err := e.m.CalleeDone(cs.got()[0].ID, "  "); err != nil {
+	if err := e.m.CalleeDone(cs.got()[0].ID, "  ", nil); err != nil {
 		t.Fatal(err)
 	}
 	if w := e.wakesCopy(); len(w) != 1 || w[0].Text != "[handoff return] from bob: it ended its turn without a reply." {
 		t.Fatalf("wakes %+v", w)
+	}
+}
+
+// TestHandoffWhoseCalleeFailed: a callee whose turn failed returns that, with
+// the error and what it said before.
+func TestHandoffWhoseCalleeFailed(t *testing.T) {
+	e, cs := newHandoffEnv(t)
+	e.handoff(caller("alice", roomA, "$home"), "bob")
+	if err := e.m.CalleeDone(cs.got()[0].ID, "looking", errors.New("agent process exited")); err != nil {
+		t.Fatal(err)
+	}
+	want := "[handoff return] from bob: its turn failed (agent_error): agent process exited\n\nIts last message before that:\n\nlooking"
+	if w := e.wakesCopy(); len(w) != 1 || w[0].Text != want {
+		t.Fatalf("wakes %+v, want %q", w, want)
 	}
 }
 
@@ -185,7 +200,7 @@ func TestHandoffAcrossRestarts(t *testing.T) {
 
 	e.handoff(caller("alice", roomA, "$other"), "bob")
 	e.holdWakes = true // alice is mid-turn: the return waits in her queue
-	if err := e.m.CalleeDone(cs.got()[1].ID, "done"); err != nil {
+	if err := e.m.CalleeDone(cs.got()[1].ID, "done", nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(e.wakesCopy()); n != 2 {
@@ -246,7 +261,7 @@ func TestCompleteRefusedWhileToolHandoffOutstanding(t *testing.T) {
 	if err != nil || res.Status != tools.CompleteRefused || res.Reason != ReasonHandoffOutstanding {
 		t.Fatalf("complete while handing off: %+v %v", res, err)
 	}
-	if err := e.m.CalleeDone(cs.got()[0].ID, "carol's part is clean"); err != nil {
+	if err := e.m.CalleeDone(cs.got()[0].ID, "carol's part is clean", nil); err != nil {
 		t.Fatal(err)
 	}
 	res, err = e.m.Complete(context.Background(), as, "all clean")
@@ -269,7 +284,7 @@ func TestTwoCallersOneCallee(t *testing.T) {
 		t.Fatalf("carol's handoffs %+v, want alice's then bob's", hs)
 	}
 	for _, h := range hs {
-		if err := e.m.CalleeDone(h.ID, "both checked"); err != nil {
+		if err := e.m.CalleeDone(h.ID, "both checked", nil); err != nil {
 			t.Fatal(err)
 		}
 	}
