@@ -201,6 +201,17 @@ func TestDecide(t *testing.T) {
 					want: Decision{Room: roomMain, Thread: "$1",
 						Wakes: []Wake{wakeOf("agent-b", roomMain, "$1", "$4", alice, "and?", WhyAddressee)}}},
 			}},
+		{name: "a recalled thread whose last post is a handoff goes to the callee",
+			facts: fakeFacts{history: map[id.EventID][]Message{"$1": {
+				{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-a hi", Mentions: mentions(userA)},
+				{Room: roomMain, EventID: "$2", Sender: userA, Body: "@agent-b check it", MsgType: "m.notice", ThreadRoot: "$1", HandoffTo: "agent-b"},
+			}}},
+			steps: []step{
+				{ev: msgEvent(roomMain, "$3", alice, "so?", inThread("$1")),
+					want: Decision{Room: roomMain, Thread: "$1", Recall: true,
+						Wakes: []Wake{wakeOf("agent-b", roomMain, "$1", "$3", alice, "so?", WhyAddressee)}},
+					asked: []string{"task_thread $1", "history $1"}},
+			}},
 		{name: "a thread that cannot be read back: routed without memory, read again next time", steps: []step{
 			{ev: msgEvent(roomMain, "$3", alice, "so?", inThread("$1")),
 				want:  Decision{Room: roomMain, Thread: "$1", Recall: true, Why: WhyNotAddressed},

@@ -180,6 +180,10 @@ func (r *Router) observe(m Message) {
 		if m.ThreadRoot != "" {
 			th := r.thread(m.Room, m.ThreadRoot, true)
 			th.addressees = []string{sender.Name}
+			// As when routed live: a handoff makes the callee the addressee.
+			if callee := r.byName[m.HandoffTo]; callee != nil && callee.rooms[m.Room] {
+				th.addressees = []string{callee.Name}
+			}
 		} else if m.IsTaskRoot {
 			r.noteTaskRoot(m)
 		}
