@@ -17,7 +17,8 @@ Feature: Handing work to another agent in the thread
     And agents "planner", "coder" and "reviewer" are bound to "#ops"
 
   Scenario: a handoff runs the callee in the thread and its answer comes back to the caller
-    Given coder will reply "certificates valid until 2027"
+    Given the daemon keeps a trace
+    And coder will reply "certificates valid until 2027"
     When ori says in "#ops": "@planner is svc-a ready for the audit?"
     And planner calls zooid_handoff with {"agent": "coder", "prompt": "check the TLS certificates of svc-a"}
     Then the result includes {"status": "started"}
@@ -25,6 +26,9 @@ Feature: Handing work to another agent in the thread
     And coder is prompted with "check the TLS certificates of svc-a" in a new session
     And coder posts "certificates valid until 2027" in the thread
     And planner gets the handoff return from coder once, in the session that handed off: "certificates valid until 2027"
+    And the trace of "#ops" records planner's handoff to coder started
+    And the trace of "#ops" records planner's handoff to coder returned
+    And the trace of "#ops" records planner's handoff to coder woken
 
   Scenario: a callee that ends without a word is returned as such
     Given coder will take a turn that:

@@ -14,6 +14,7 @@ import (
 
 	"github.com/zooid-dev/zooid/internal/faultpoint"
 	"github.com/zooid-dev/zooid/zooid/tools"
+	"github.com/zooid-dev/zooid/zooid/trace"
 	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
@@ -127,6 +128,8 @@ func (m *Manager) Handoff(ctx context.Context, c tools.Caller, req tools.Handoff
 	}
 	if reason != "" {
 		m.log.Info("handoff refused", "from", c.Agent, "to", req.Agent, "thread", c.Thread, "reason", reason)
+		m.opts.Trace.Record(trace.Record{Kind: trace.KindTask, Room: c.Room, Session: c.SessionKey, Task: &trace.TaskStep{
+			Step: trace.StepHandoffRefused, Agent: req.Agent, Caller: c.Agent, Thread: c.Thread, Reason: reason}})
 		return tools.HandoffResult{Status: tools.HandoffRefused, Reason: reason}, nil
 	}
 	evID, ok := m.postHandoff(ctx, h.ID)
@@ -167,6 +170,7 @@ func (m *Manager) MentionHandoff(room id.RoomID, thread id.EventID, from, to, te
 		return ThreadHandoff{}, false
 	}
 	m.log.Info("handoff started by a mention", "id", h.ID, "from", from, "to", to, "thread", thread)
+	m.opts.Trace.Record(handoffStep(h, trace.StepHandoffStarted))
 	return h, true
 }
 
@@ -312,6 +316,7 @@ func (m *Manager) postHandoff(ctx context.Context, hid string) (id.EventID, bool
 		return evID, true
 	}
 	m.log.Info("handoff started", "id", hid, "from", h.From, "to", h.To, "thread", h.Thread, "event", evID)
+	m.opts.Trace.Record(handoffStep(h, trace.StepHandoffStarted))
 	if m.opts.StartCallee != nil {
 		m.opts.StartCallee(h)
 	}
@@ -364,8 +369,18 @@ func (m *Manager) CalleeDone(hid, final string, turnErr error) error {
 		return nil
 	}
 	faultpoint.Reach(faultpoint.HandoffReturned)
+	if h, ok := m.handoffSnapshot(hid); ok {
+		m.opts.Trace.Record(handoffStep(h, trace.StepHandoffReturned))
+	}
 	m.wakeHandoffCaller(hid)
 	return nil
+}
+
+// handoffStep is the trace record of one step of h; it belongs to the
+// thread, not to a session, as a task's closing steps do.
+func handoffStep(h ThreadHandoff, step string) trace.Record {
+	return trace.Record{Kind: trace.KindTask, Room: h.Room, Task: &trace.TaskStep{
+		Step: step, Agent: h.To, Caller: h.From, Thread: h.Thread, Attempt: h.ID, Reason: h.Reason, Output: h.Output}}
 }
 
 // wakeHandoffCaller queues the return on the caller's session, once per
@@ -385,10 +400,12 @@ func (m *Manager) wakeHandoffCaller(hid string) {
 		m.mu.Lock()
 		delete(m.handoffWakeQueued, hid)
 		m.mu.Unlock()
-		if _, err := m.updateHandoff(hid, func(h *ThreadHandoff) { h.Woken = true }); err != nil {
+		h, err := m.updateHandoff(hid, func(h *ThreadHandoff) { h.Woken = true })
+		if err != nil {
 			m.log.Error("journaling a handoff's return taken", "id", hid, "err", err)
 			return
 		}
+		m.opts.Trace.Record(handoffStep(h, trace.StepHandoffWoken))
 		m.log.Info("handoff returned", "id", hid, "from", snap.From, "to", snap.To, "thread", snap.Thread, "reason", snap.Reason)
 	}
 	if m.opts.Wake == nil {
