@@ -158,3 +158,12 @@ Feature: Handing work to another agent in the thread
     When the daemon is killed and started again
     Then planner gets the handoff return from coder once: "certificates valid until 2027"
     And planner's thread has exactly one handoff to coder: "check the TLS certificates of svc-a"
+
+  Scenario: a room with a handoff, recorded with its trace, replays through today's daemon
+    Given the daemon keeps a trace
+    And coder will reply "certificates valid until 2027"
+    When ori says in "#ops": "@planner is svc-a ready for the audit?"
+    And planner calls zooid_handoff with {"agent": "coder", "prompt": "check the TLS certificates of svc-a"}
+    Then planner gets the handoff return from coder once, in the session that handed off: "certificates valid until 2027"
+    When "#ops" is recorded with its trace as planner
+    Then zooid replay of the recording exits 0
