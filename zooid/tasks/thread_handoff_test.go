@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"maunium.net/go/mautrix/event"
 
@@ -297,5 +299,34 @@ func TestTwoCallersOneCallee(t *testing.T) {
 	}
 	if e.m.IsHandoffCallee(roomA, "$home", "carol") {
 		t.Fatal("carol still counts as a callee")
+	}
+}
+
+// TestHandoffReservedLongAgoIsReturnedNotPosted: a reservation older than
+// RepostWithin is not posted again (the homeserver may have forgotten its txn
+// id, so a repost might double the notice): it returns interrupted, once.
+func TestHandoffReservedLongAgoIsReturnedNotPosted(t *testing.T) {
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	cs := &callees{}
+	e := &env{t: t, dir: t.TempDir(), hs: newFakeHS(), now: func() time.Time { return now }}
+	e.openWith(func(o *Options) { o.StartCallee = cs.start })
+	if _, reason, err := e.m.admitHandoff("alice", "@alice:hs", roomA, "$home", "k", "bob", "check it", false); err != nil || reason != "" {
+		t.Fatalf("admit: %v %q", err, reason)
+	}
+	now = now.Add(RepostWithin + time.Minute)
+	e.restartWith(cs)
+	if n := len(handoffNotices(e)); n != 0 {
+		t.Fatalf("%d handoff notices posted, want none", n)
+	}
+	if len(cs.got()) != 0 {
+		t.Fatal("the callee was started")
+	}
+	w := e.wakesCopy()
+	if len(w) != 1 || !strings.Contains(w[0].Text, "interrupted_by_restart") {
+		t.Fatalf("wakes %+v, want one interrupted return", w)
+	}
+	e.restartWith(cs)
+	if n := len(e.wakesCopy()); n != 1 {
+		t.Fatalf("%d wakes after another restart, want 1", n)
 	}
 }
