@@ -330,3 +330,26 @@ func TestHandoffReservedLongAgoIsReturnedNotPosted(t *testing.T) {
 		t.Fatalf("%d wakes after another restart, want 1", n)
 	}
 }
+
+// TestHandoffOfAClearedThreadWakesNobody: /clear ends the thread's sessions,
+// so a return owed there wakes no new session, and the caller may hand off
+// again.
+func TestHandoffOfAClearedThreadWakesNobody(t *testing.T) {
+	e, cs := newHandoffEnv(t)
+	alice := caller("alice", roomA, "$home")
+	e.handoff(alice, "bob")
+	e.m.HandoffThreadCleared(roomA, "$home")
+	if err := e.m.CalleeDone(cs.got()[0].ID, "late answer", nil); err != nil {
+		t.Fatal(err)
+	}
+	if w := e.wakesCopy(); len(w) != 0 {
+		t.Fatalf("wakes %+v after /clear, want none", w)
+	}
+	if got := e.handoff(alice, "carol"); got.Status != tools.HandoffStarted {
+		t.Fatalf("a handoff after /clear: %+v", got)
+	}
+	e.restartWith(cs)
+	if w := e.wakesCopy(); len(w) != 1 || !strings.Contains(w[0].Text, "from carol") {
+		t.Fatalf("wakes after a restart %+v, want only carol's interrupted return", w)
+	}
+}
