@@ -8,9 +8,9 @@ Feature: Tools know who is calling
     Given the homeserver has users "ori" and "mia"
     And agents "agent-a" and "agent-b" are bound to "#ops"
 
-  Scenario: an ordinary session is offered the read and post tools and delegation, not completion
+  Scenario: an ordinary session is offered the read and post tools, delegation and the handoff, not completion
     Given agent-a is answering a mention in "#ops"
-    Then agent-a sees exactly the tools zooid_get_recent_threads, zooid_get_thread_history, zooid_get_history, zooid_get_members, zooid_get_room_info, zooid_get_rooms, zooid_send_message and zooid_start_task_threads
+    Then agent-a sees exactly the tools zooid_get_recent_threads, zooid_get_thread_history, zooid_get_history, zooid_get_members, zooid_get_room_info, zooid_get_rooms, zooid_send_message, zooid_start_task_threads and zooid_handoff
     And agent-a does not see zooid_complete_task
 
   Scenario: a tool the session is not offered is refused

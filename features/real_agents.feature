@@ -23,7 +23,7 @@ Feature: Real agents take real turns
     When ori says in "#ops": "@bot what room is this?"
     Then bot's model read the result of zooid_get_room_info: {"id": "#ops", "transport": "matrix"}
     And bot posts a notice containing "transport" in the thread
-    And bot's model is offered the Zooid tools zooid_get_recent_threads, zooid_get_thread_history, zooid_get_history, zooid_get_members, zooid_get_room_info, zooid_get_rooms, zooid_send_message and zooid_start_task_threads
+    And bot's model is offered the Zooid tools zooid_get_recent_threads, zooid_get_thread_history, zooid_get_history, zooid_get_members, zooid_get_room_info, zooid_get_rooms, zooid_send_message, zooid_start_task_threads and zooid_handoff
     And bot is prompted once with "what room is this?"
 
     Examples:
@@ -58,7 +58,7 @@ Feature: Real agents take real turns
     And lead's model will say "worker reports: {prompt}"
     When ori says in "#ops": "@lead why did svc-a fail?"
     Then lead has started a task for worker: "check the svc-a logs"
-    And worker's model is offered the Zooid tools zooid_get_recent_threads, zooid_get_thread_history, zooid_get_history, zooid_get_members, zooid_get_room_info, zooid_get_rooms, zooid_send_message and zooid_complete_task
+    And worker's model is offered the Zooid tools zooid_get_recent_threads, zooid_get_thread_history, zooid_get_history, zooid_get_members, zooid_get_room_info, zooid_get_rooms, zooid_send_message, zooid_complete_task and zooid_handoff
     And the task "check the svc-a logs" ends complete with "svc-a: disk full on db-2"
     And lead's thread gets a notice with the result of "check the svc-a logs"
     And lead posts a notice containing "svc-a: disk full on db-2" in the thread

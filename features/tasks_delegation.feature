@@ -113,9 +113,9 @@ Feature: Delegating work to other agents in task threads
     Given planner will list its tools
     And coder will list its tools
     When ori says in "#ops": "@planner get svc-a looked at"
-    Then planner sees exactly the tools zooid_get_recent_threads, zooid_get_thread_history, zooid_get_history, zooid_get_members, zooid_get_room_info, zooid_get_rooms, zooid_send_message and zooid_start_task_threads
+    Then planner sees exactly the tools zooid_get_recent_threads, zooid_get_thread_history, zooid_get_history, zooid_get_members, zooid_get_room_info, zooid_get_rooms, zooid_send_message, zooid_start_task_threads and zooid_handoff
     When planner calls zooid_start_task_threads with {"tasks": [{"agent": "coder", "prompt": "audit svc-a"}]}
-    Then coder sees exactly the tools zooid_get_recent_threads, zooid_get_thread_history, zooid_get_history, zooid_get_members, zooid_get_room_info, zooid_get_rooms, zooid_send_message and zooid_complete_task
+    Then coder sees exactly the tools zooid_get_recent_threads, zooid_get_thread_history, zooid_get_history, zooid_get_members, zooid_get_room_info, zooid_get_rooms, zooid_send_message, zooid_complete_task and zooid_handoff
 
   Scenario: an assignee cannot delegate further: the tool is not there for it
     Given coder will take a turn that:

@@ -33,13 +33,19 @@ const (
 	// TaskRootPosted: a task's root is posted, the task journal still says
 	// reserved (its post uncertain).
 	TaskRootPosted = "task.root_posted"
+	// HandoffPosted: a zooid_handoff's notice is posted in the thread, the
+	// task journal still says reserved (its post uncertain).
+	HandoffPosted = "handoff.posted"
+	// HandoffReturned: a handoff's return is journaled, the caller's wake
+	// not yet queued.
+	HandoffReturned = "handoff.returned"
 	// TurnEndTraced: a turn's end is in the trace; the turn journal let go
 	// of the turn just before.
 	TurnEndTraced = "turn.end_traced"
 )
 
 // Points lists every point, for the harness to refuse a misspelt one.
-var Points = []string{TurnClosingJournaled, TurnReplyPosted, TaskResultPosted, TurnEndTraced, TaskRootPosted}
+var Points = []string{TurnClosingJournaled, TurnReplyPosted, TaskResultPosted, TurnEndTraced, TaskRootPosted, HandoffPosted, HandoffReturned}
 
 var file = os.Getenv(Env)
 

@@ -197,10 +197,10 @@ func (p *plan) roomsOf(rec *recording.Recording, recorded string) {
 }
 
 // idRE finds the ids that differ from run to run: event and room ids, the
-// daemon's txn and turn ids, task attempt ids, and timestamps.
+// daemon's txn and turn ids, task attempt and handoff ids, and timestamps.
 var idRE = regexp.MustCompile(`[$][A-Za-z0-9._=+/-]{8,}(?::[A-Za-z0-9.-]+(?::\d+)?)?` +
 	`|![A-Za-z0-9._=+/-]+:[A-Za-z0-9.-]+(?::\d+)?` +
-	`|zooid[.-](?:mcp-)?[0-9A-Za-z]{24,}|internal\.[0-9A-Za-z]{24,}|zt[0-9A-Za-z]{24,}` +
+	`|zooid[.-](?:mcp-)?[0-9A-Za-z]{24,}|internal\.[0-9A-Za-z]{24,}|z[th][0-9A-Za-z]{24,}` +
 	`|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)`)
 
 // userRE finds user ids, which a run on another server spells otherwise.

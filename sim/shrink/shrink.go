@@ -522,7 +522,7 @@ func mustJSON(v any) json.RawMessage {
 // daemon's txn, turn and attempt ids, timestamps and record counts.
 var maskRE = regexp.MustCompile(`[$][^\s",;)|]+` +
 	`|![A-Za-z0-9._=+/-]+:[A-Za-z0-9.-]+(?::\d+)?` +
-	`|zooid[.-][0-9a-f]{8,}|internal\.[0-9a-f]{8,}|zt[0-9a-f]{32}` +
+	`|zooid[.-][0-9a-f]{8,}|internal\.[0-9a-f]{8,}|zt[0-9a-f]{32}|zh[0-9A-Z]{24,}` +
 	`|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)|\d+ records`)
 
 // Signature is a difference with what differs from run to run masked: its

@@ -37,6 +37,10 @@ func postSteps(w *world) []stepDef {
 			example: `agent-a posts an error "agent_crashed" in the thread`,
 			doc:     "After a barrier, exactly one dev.zooid.error event from the agent in the current thread, with that code and the agent's name, beside exactly one \"⚠ …\" m.notice.",
 			fn:      w.stepErrorPosted},
+		{area: "posts", pattern: `^([a-z0-9-]+)'s thread has exactly one handoff to ([a-z0-9-]+): "([^"]*)"$`,
+			example: `planner's thread has exactly one handoff to coder: "check the certificates"`,
+			doc:     "Waits for the agent's m.notice in its current thread that carries dev.zooid.handoff naming it and the callee, mentions the callee and holds the prompt; checks there is exactly one.",
+			fn:      w.stepOneHandoff},
 		{area: "posts", pattern: `^([a-z0-9-]+) has posted nothing containing "([^"]*)"$`,
 			example: `agent-a has posted nothing containing "sneaky"`,
 			doc:     "No message from the agent in any room of the scenario contains the text (checked now).",
@@ -663,4 +667,47 @@ func (w *world) stepPostsContaining(ctx context.Context, agent, text string) err
 	}
 	return w.waitPost(ctx, agent, w.thread.room, fmt.Sprintf("a notice containing %q", text), w.thread.root,
 		func(m seenMsg) bool { return strings.Contains(m.body, text) })
+}
+
+func (w *world) stepOneHandoff(ctx context.Context, caller, callee, prompt string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	f := w.focus[caller]
+	if f == nil {
+		return fmt.Errorf("%s answers no thread, so none to read", caller)
+	}
+	from, err := w.userID(caller)
+	if err != nil {
+		return err
+	}
+	to, err := w.userID(callee)
+	if err != nil {
+		return err
+	}
+	var found []id.EventID
+	err = w.eventually(ctx, fmt.Sprintf("%s's handoff to %s in its thread", caller, callee), func() (bool, string, error) {
+		msgs, err := w.readRaw(ctx, f.room)
+		if err != nil {
+			return false, "", err
+		}
+		found = found[:0]
+		for _, m := range msgs {
+			h, ok := m.content[zevent.KeyHandoff].(map[string]any)
+			body, _ := m.content["body"].(string)
+			mentions, _ := json.Marshal(m.content["m.mentions"])
+			if ok && m.thread == f.root && m.ev.Sender == from && h["from"] == caller && h["to"] == callee &&
+				m.content["msgtype"] == "m.notice" && strings.Contains(body, prompt) && strings.Contains(string(mentions), string(to)) {
+				found = append(found, m.ev.ID)
+			}
+		}
+		return len(found) > 0, fmt.Sprintf("%d handoffs", len(found)), nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(found) != 1 {
+		return fmt.Errorf("%s's thread holds %d handoffs to %s (%v), want exactly one", caller, len(found), callee, found)
+	}
+	return nil
 }

@@ -90,6 +90,16 @@ func promptSteps(w *world) []stepDef {
 			doc:     "The task's result was posted while the agent's turn ran, yet the wake reached it after that turn's closing message was posted.",
 			fn:      w.stepWokenAfterTurn},
 
+		// Handoffs in the thread (zooid_handoff, behaviour §3).
+		{area: "prompts", pattern: `^([a-z0-9-]+) gets the handoff return from ([a-z0-9-]+) once(, in the session that handed off)?: "([^"]*)"$`,
+			example: `planner gets the handoff return from coder once, in the session that handed off: "certificates valid until 2027"`,
+			doc:     "After a barrier, exactly one of the agent's prompts carries \"[handoff return] from CALLEE\", and it holds the quoted text; with the clause, it reached the ACP session that answered the agent's current thread from its start (not a fresh one).",
+			fn:      w.stepHandoffReturn},
+		{area: "prompts", pattern: `^([a-z0-9-]+) gets the handoff return from ([a-z0-9-]+) only after ([a-z0-9-]+)'s turn ends with "([^"]*)"$`,
+			example: `planner gets the handoff return from coder only after coder's turn ends with "certificates valid until 2027"`,
+			doc:     "Waits for the return, then checks it reached the agent after the callee's closing message was in the room (not at an earlier post of that turn).",
+			fn:      w.stepHandoffReturnAfter},
+
 		// Agents as the operating system sees them.
 		{area: "prompts", pattern: `^([a-z0-9-]+)'s process stops$`,
 			example: `agent-a's process stops`,
@@ -741,5 +751,116 @@ func (w *world) stepModelOffered(ctx context.Context, agent, list string) error 
 			return true, "", nil
 		}
 		return false, "offered " + strings.Join(got, ", "), nil
+	})
+}
+
+// handoffReturnMark is how the daemon starts a handoff's return prompt.
+func handoffReturnMark(callee string) string { return "[handoff return] from " + callee }
+
+func (w *world) stepHandoffReturn(ctx context.Context, agent, callee, inSession, text string) error {
+	mark := handoffReturnMark(callee)
+	if err := w.stepPrompted(ctx, agent, mark); err != nil {
+		return err
+	}
+	// The return is queued on the caller's own session: a barrier in that
+	// thread is prompted only after every return queued there before it.
+	if err := w.threadBarrier(ctx, agent); err != nil {
+		return err
+	}
+	if err := w.countPrompts(ctx, agent, mark, 1); err != nil {
+		return err
+	}
+	p, _ := w.promptWith(agent, mark)
+	if !strings.Contains(p.Text, text) {
+		return fmt.Errorf("%s's handoff return from %s is %q, which lacks %q", agent, callee, p.Text, text)
+	}
+	if inSession == "" {
+		return nil
+	}
+	f := w.focus[agent]
+	if f == nil {
+		return fmt.Errorf("%s answers no thread, so no session handed off", agent)
+	}
+	root := w.rootPost(f)
+	first, ok := w.promptWith(agent, root.core)
+	if !ok {
+		return fmt.Errorf("%s was never prompted with %q; %s", agent, root.core, w.promptsSeen(agent))
+	}
+	if p.SessionID != first.SessionID {
+		return fmt.Errorf("%s got its handoff return in session %s, not %s that answered %q; %s", agent, string(p.SessionID), string(first.SessionID), root.core, w.promptsSeen(agent))
+	}
+	return nil
+}
+
+func (w *world) stepHandoffReturnAfter(ctx context.Context, agent, callee, closer, closing string) error {
+	mark := handoffReturnMark(callee)
+	if err := w.stepPrompted(ctx, agent, mark); err != nil {
+		return err
+	}
+	wake, _ := w.promptWith(agent, mark)
+	f := w.focus[agent]
+	if f == nil {
+		return fmt.Errorf("%s answers no thread, so none to read", agent)
+	}
+	uid, err := w.userID(closer)
+	if err != nil {
+		return err
+	}
+	var closed time.Time
+	err = w.eventually(ctx, fmt.Sprintf("%s's closing message %q", closer, closing), func() (bool, string, error) {
+		msgs, err := w.readRaw(ctx, f.room)
+		if err != nil {
+			return false, "", err
+		}
+		for _, m := range msgs {
+			if body, _ := m.content["body"].(string); m.ev.Sender == uid && body == closing {
+				closed = time.UnixMilli(m.ev.Timestamp)
+			}
+		}
+		return !closed.IsZero(), fmt.Sprintf("%d events, none of them it", len(msgs)), nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s never posted %q: %w", closer, closing, err)
+	}
+	if wake.At.Before(closed) {
+		return fmt.Errorf("%s got the handoff return from %s at %s, before %s's turn closed at %s", agent, callee, wake.At.Format(time.StampMilli), closer, closed.Format(time.StampMilli))
+	}
+	return nil
+}
+
+// threadBarrier is barrier in the agent's current thread: a mention there is
+// queued on the same session as what the daemon queued there before it.
+func (w *world) threadBarrier(ctx context.Context, agent string) error {
+	f := w.focus[agent]
+	if f == nil {
+		return fmt.Errorf("%s answers no thread, so no thread to put a barrier in", agent)
+	}
+	thread := w.thread
+	defer func() { w.thread, w.focus[agent] = thread, f }()
+	w.stepSeq++
+	p, err := w.say(ctx, w.humanSeq[0], f.room.name, fmt.Sprintf("@%s %s %d", agent, barrierMarker, w.stepSeq), f.root, true)
+	if err != nil {
+		return err
+	}
+	if err := w.waitPrompted(ctx, agent, p.core); err != nil {
+		return err
+	}
+	// Its answer replies to it in the thread (no relation /relations lists,
+	// which settleBarriers reads): wait for it here, so no later kill cuts
+	// a turn the scenario never asked for.
+	uid := w.names().agent(agent)
+	return w.eventually(ctx, fmt.Sprintf("%s answers the barrier %q in its thread", agent, p.core), func() (bool, string, error) {
+		msgs, err := w.readRaw(ctx, f.room)
+		if err != nil {
+			return false, "", err
+		}
+		for _, m := range msgs {
+			rel, _ := m.content["m.relates_to"].(map[string]any)
+			reply, _ := rel["m.in_reply_to"].(map[string]any)
+			if m.ev.Sender == uid && m.thread == f.root && reply["event_id"] == string(p.id) {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("%d events, no answer", len(msgs)), nil
 	})
 }

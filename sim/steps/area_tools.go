@@ -58,6 +58,10 @@ func toolSteps(w *world) []stepDef {
 			example: `planner calls zooid_start_task_threads with {"tasks": [{"agent": "coder", "prompt": "audit svc-a"}]}, and the daemon dies before answering`,
 			doc:     "Makes the call as the plain call step does but waits for no result (the daemon is to die at an armed fault point meanwhile); its tasks are known by their prompts, and a later \"has exactly one root\" step finds each one's thread in the room.",
 			fn:      w.stepStartCutShort},
+		{area: "tools", pattern: `^([a-z0-9-]+) calls zooid_handoff with (\{.*\}), and the daemon dies before answering$`,
+			example: `planner calls zooid_handoff with {"agent": "coder", "prompt": "check the certificates"}, and the daemon dies before answering`,
+			doc:     "Makes the call as the plain call step does but waits for no result (the daemon is to die at an armed fault point meanwhile).",
+			fn:      w.stepHandoffCutShort},
 	}
 }
 
@@ -167,4 +171,28 @@ func (w *world) stepStartCutShort(ctx context.Context, agent, js string) error {
 			room: f.room, origin: w.rootPost(f)})
 	}
 	return nil
+}
+
+func (w *world) stepHandoffCutShort(ctx context.Context, agent, js string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	if w.tw().proc == nil {
+		return errors.New("only a daemon process can die mid-call: declare \"the daemon runs as its own process\" first")
+	}
+	args, err := w.toolArgs(agent, js)
+	if err != nil {
+		return err
+	}
+	f := w.focus[agent]
+	if f == nil {
+		return fmt.Errorf("%s is answering no mention yet: have someone mention it first", agent)
+	}
+	if err := w.waitPrompted(ctx, agent, f.core); err != nil {
+		return err
+	}
+	w.ctl.Queue(agent, fakeagent.Turn{fakeagent.CallTool("zooid_handoff", args), fakeagent.Stop("end_turn")})
+	w.stepSeq++
+	_, err = w.say(ctx, f.sender, f.room.name, fmt.Sprintf("@%s go on (%d)", agent, w.stepSeq), f.root, true)
+	return err
 }

@@ -45,6 +45,10 @@ func traceSteps(w *world) []stepDef {
 			example: `the trace of "#ops" records coder's task closed complete`,
 			doc:     "A task step of the agent's task (with the status, for closed), in the trace of the room.",
 			fn:      w.stepTraceTask},
+		{area: "trace", pattern: `^the trace of "(#[a-z0-9-]+)" records ([a-z0-9-]+)'s handoff to ([a-z0-9-]+) (started|refused|returned|woken)$`,
+			example: `the trace of "#ops" records planner's handoff to coder returned`,
+			doc:     "A zooid_handoff step (a task record whose step is handoff_<step>) from the caller to the callee, naming its thread (and, but for refused, its id), in the trace of the room.",
+			fn:      w.stepTraceHandoff},
 		{area: "trace", pattern: `^the trace of "(#[a-z0-9-]+)" records ([a-z0-9-]+) posting "([^"]*)"( once)?$`,
 			example: `the trace of "#ops" records agent-a posting "on it" once`,
 			doc:     "A post by the agent whose text contains the given text, with the event id it got. With once: exactly one such post record in the room's whole trace, counted when the first is found; put it after a step showing the daemon went past the point where a second would be written.",
@@ -204,6 +208,21 @@ func (w *world) stepTraceTask(ctx context.Context, roomName, agent, step, status
 		}
 		if step != trace.StepRefused && step != trace.StepAdmitted && t.Thread == "" {
 			return false, fmt.Errorf("%s's task %s names no thread", agent, step)
+		}
+		return true, nil
+	})
+	return err
+}
+
+func (w *world) stepTraceHandoff(ctx context.Context, roomName, caller, callee, step string) error {
+	want := "handoff_" + step
+	_, err := w.traceRecord(ctx, roomName, fmt.Sprintf("%s's handoff to %s %s in the trace", caller, callee, step), func(r trace.Record) (bool, error) {
+		t := r.Task
+		if t == nil || t.Step != want || t.Caller != caller || t.Agent != callee {
+			return false, nil
+		}
+		if t.Thread == "" || (step != "refused" && t.Attempt == "") {
+			return false, fmt.Errorf("%s's handoff to %s %s names thread %q, id %q", caller, callee, step, t.Thread, t.Attempt)
 		}
 		return true, nil
 	})

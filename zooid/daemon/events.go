@@ -35,6 +35,7 @@ func (d *Daemon) carryOut(dec router.Decision, task *tasks.Task) {
 		if err := d.tasks.ThreadCleared(dec.Room, dec.Thread); err != nil {
 			d.log.Error("journaling a cleared thread", "room", dec.Room, "thread", dec.Thread, "err", err)
 		}
+		d.tasks.HandoffThreadCleared(dec.Room, dec.Thread)
 		// /clear ends every session of the thread, not only those the router
 		// woke: handoff callees and task-result wakes open sessions too.
 		for _, agent := range d.sessions.endThread(dec.Room, dec.Thread) {

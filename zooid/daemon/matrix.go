@@ -77,9 +77,11 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		Send:     tr.Send,
 		Agents:   d.taskAgents,
 		Wake:     d.wakeCaller,
-		Logger:   d.log, // the manager names itself (component=tasks)
-		Trace:    d.trace,
-		Timeout:  cfg.TaskTimeout,
+		// A handoff's callee runs in its own session of the caller's thread.
+		StartCallee: d.startCallee,
+		Logger:      d.log, // the manager names itself (component=tasks)
+		Trace:       d.trace,
+		Timeout:     cfg.TaskTimeout,
 	})
 	if err != nil {
 		return fmt.Errorf("opening task journal: %w", err)
@@ -145,6 +147,11 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		// Before intake: a redelivered trigger of an unfinished turn must find
 		// its record already answered.
 		d.recoverTurns(ctx)
+		// Returns of handoffs a previous run owes are queued before intake,
+		// so none lands behind a message that arrives after the restart.
+		if err := d.tasks.RecoverHandoffs(ctx); err != nil {
+			d.log.Error("recovering handoffs", "err", err)
+		}
 		d.openIntake()
 		// Tasks a previous run left open are closed and reported now that the
 		// daemon can post and wake.

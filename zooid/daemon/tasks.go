@@ -175,8 +175,59 @@ func (d *Daemon) endTaskTurn(ctx context.Context, tt *taskTurn, key sessionKey, 
 		Err:            turnErr,
 		LastProse:      lastProse,
 		WaitingOnHuman: turnErr == nil && (pending || d.waitingOnHuman(ctx, key, lastProse)),
+		// A zooid_handoff of the assignee's: its return is a turn still to come.
+		HandoffOutstanding: d.tasks.HandoffOutstanding(key.room, key.thread, key.agent),
 	}
 	if err := d.tasks.TurnEnded(ctx, key.thread, out); err != nil {
 		d.log.Error("judging task turn", "agent", key.agent, "thread", key.thread, "err", err)
+	}
+}
+
+// startCallee runs a zooid_handoff's callee in its own session of the
+// caller's thread: the tool's prompt under a header saying where its answer
+// goes, or a callee's mentioning prose as it was posted.
+func (d *Daemon) startCallee(h tasks.ThreadHandoff) {
+	text := h.Prompt
+	if !h.Mentioned {
+		text = fmt.Sprintf("[zooid handoff] %s handed this to you in this thread (zooid_handoff). Work on it here; "+
+			"when you end your turn, your last message goes back to %s, so end with your answer.\n\n%s", h.From, h.From, h.Prompt)
+	}
+	d.sessions.enqueue(sessionKey{agent: h.To, room: h.Room, thread: h.Thread}, internalTurn(text, h.FromUser))
+}
+
+// mentionHandoffs hands off, for a session working on a handoff, to each other
+// agent its prose @mentions: it is not done until they are. Anyone else's
+// prose wakes nobody (§2), as before.
+func (d *Daemon) mentionHandoffs(p *poster, text string) []id.UserID {
+	if !d.tasks.IsHandoffCallee(p.room, p.thread, p.agent) {
+		return nil
+	}
+	var mentioned []id.UserID
+	for _, to := range d.routerOnce().AtMentioned(p.room, text) {
+		h, ok := d.tasks.MentionHandoff(p.room, p.thread, p.agent, to, text)
+		if !ok {
+			// Naming whoever handed off to it (or itself) is answering.
+			continue
+		}
+		mentioned = append(mentioned, h.ToUser)
+		d.startCallee(h)
+	}
+	return mentioned
+}
+
+// handoffTurnEnded returns a handoff once its callee is really done: this
+// turn ended, no other turn is queued for it, and no handoff of its own is
+// outstanding (an agent it handed to, or @mentioned, is waited for). last is
+// the turn's final prose, the return's message; turnErr why the turn failed.
+func (d *Daemon) handoffTurnEnded(s *session, last string, turnErr error) {
+	key := s.key
+	hs := d.tasks.CalleeOf(key.room, key.thread, key.agent)
+	if len(hs) == 0 || s.pending() || d.tasks.HandoffOutstanding(key.room, key.thread, key.agent) {
+		return
+	}
+	for _, h := range hs {
+		if err := d.tasks.CalleeDone(h.ID, last, turnErr); err != nil {
+			d.log.Error("returning a handoff", "id", h.ID, "from", h.From, "to", h.To, "err", err)
+		}
 	}
 }

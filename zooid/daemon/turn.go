@@ -55,6 +55,13 @@ func (st *agentSession) poster() *poster {
 func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 	rt := d.agents[s.key.agent]
 	post := &poster{d: d, as: rt.userID, room: s.key.room, thread: s.key.thread, trigger: req.trigger, turn: req.id, agent: rt.cfg.Name}
+	defer func() {
+		// As for tasks: a daemon shutting down returns nobody's handoff; the
+		// restart returns it interrupted, once.
+		if d.sessions.ctx.Err() == nil {
+			d.handoffTurnEnded(s, post.last, post.err)
+		}
+	}()
 	if tt, ok := d.taskTurnFor(s.key); ok {
 		post.task = tt
 		defer func() {
@@ -605,6 +612,8 @@ func (p *poster) prose(ctx context.Context, text string) {
 	var mentions []id.UserID
 	if p.task != nil {
 		mentions = p.d.handoffs(ctx, p.task, p, text)
+	} else {
+		mentions = p.d.mentionHandoffs(p, text)
 	}
 	p.last = text
 	p.send(ctx, text, mentions)

@@ -44,7 +44,7 @@ const interopLimit = 5
 // session (behaviour §4): the seven read/post tools plus delegation.
 var conversationTools = []string{
 	tools.GetRecentThreads, tools.GetThreadHistory, tools.GetHistory, tools.GetMembers,
-	tools.GetRoomInfo, tools.GetRooms, tools.SendMessage, tools.StartTaskThreads,
+	tools.GetRoomInfo, tools.GetRooms, tools.SendMessage, tools.StartTaskThreads, tools.Handoff,
 }
 
 // interopReport is the JSON line client.mjs prints.

@@ -83,7 +83,7 @@ func TestToolsListPerKindAndListChanged(t *testing.T) {
 		}
 	})
 	names := listNames(t, cl)
-	if len(names) != 8 || !slices.Contains(names, tools.StartTaskThreads) || slices.Contains(names, tools.CompleteTask) {
+	if len(names) != 9 || !slices.Contains(names, tools.StartTaskThreads) || slices.Contains(names, tools.CompleteTask) || !slices.Contains(names, tools.Handoff) {
 		t.Fatalf("conversation tools: %v", names)
 	}
 	// A tool not offered is refused exactly like a tool that does not exist.
@@ -100,7 +100,7 @@ func TestToolsListPerKindAndListChanged(t *testing.T) {
 		t.Fatal("no notifications/tools/list_changed after the role change")
 	}
 	names = listNames(t, cl)
-	if len(names) != 8 || slices.Contains(names, tools.StartTaskThreads) || !slices.Contains(names, tools.CompleteTask) {
+	if len(names) != 9 || slices.Contains(names, tools.StartTaskThreads) || !slices.Contains(names, tools.CompleteTask) || !slices.Contains(names, tools.Handoff) {
 		t.Fatalf("assignee tools: %v", names)
 	}
 	hidden = callErr(t, cl, tools.StartTaskThreads, map[string]any{"tasks": []any{map[string]any{"agent": "b", "prompt": "p"}}})
@@ -146,8 +146,8 @@ func TestPendingBindingServesOnlyOnceAssigned(t *testing.T) {
 	}
 	bid := srv.BindPending(tools.Caller{Agent: "agent-a", UserID: "@agent-a:test", Transport: "matrix"}, self(t))
 	cl := connect(t, srv, bid)
-	if names := listNames(t, cl); len(names) != 8 || !slices.Contains(names, tools.StartTaskThreads) {
-		t.Fatalf("pending session's tools: %v, want the conversation's 8", names)
+	if names := listNames(t, cl); len(names) != 9 || !slices.Contains(names, tools.StartTaskThreads) {
+		t.Fatalf("pending session's tools: %v, want the conversation's 9", names)
 	}
 	text, isErr := callTool(t, cl, tools.GetRoomInfo, map[string]any{})
 	if !isErr || text != "unavailable: this session has no thread yet; try again once it is prompted" {
@@ -237,7 +237,7 @@ func TestProtocolVersionsInTheField(t *testing.T) {
 			resp = b.roundTrip(t, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 			result, _ = resp["result"].(map[string]any)
 			list, _ := result["tools"].([]any)
-			if len(list) != 8 {
+			if len(list) != 9 {
 				t.Fatalf("tools/list under %s: %v", v, resp)
 			}
 			resp = b.roundTrip(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"zooid_get_history","arguments":{"limit":-1}}}`)

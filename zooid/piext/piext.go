@@ -1,5 +1,5 @@
 // Package piext generates and installs the Zooid extension for pi. pi has no MCP
-// client, so agents on the pi preset get the nine tools natively: a TypeScript
+// client, so agents on the pi preset get the ten tools natively: a TypeScript
 // extension, generated at run time from tools.Manifest (the definitions the MCP
 // server lists), that calls the same agent socket. It names its binding by the
 // pi session's id, which pi-acp reports as the ACP session id; the daemon maps

@@ -316,7 +316,7 @@ func TestParityWithMCP(t *testing.T) {
 				t.Fatalf("active tools %v, want %v (the MCP list for a %s session, after pi's own)", got.Active, wantActive, kind)
 			}
 			// The daemon gone before the next prompt: the session keeps the
-			// list it last read, never all nine.
+			// list it last read, never all ten.
 			if !reflect.DeepEqual(got.ActiveAfter, wantActive) {
 				t.Fatalf("with the daemon unreachable, active tools %v, want the last list read %v", got.ActiveAfter, wantActive)
 			}

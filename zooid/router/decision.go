@@ -45,6 +45,10 @@ const (
 	// WhyAgentPost: an agent's own post wakes nobody (a task root whose
 	// assignee is not bound to the room included).
 	WhyAgentPost = "agent_post"
+	// WhyHandoff: a zooid_handoff's notice (dev.zooid.handoff) wakes nobody:
+	// the daemon runs the callee itself, once, from its journal; the callee
+	// becomes the thread's addressee.
+	WhyHandoff = "handoff"
 	// WhyNotAddressed: no agent bound to the room was mentioned or addressed
 	// (a person's m.notice included).
 	WhyNotAddressed = "nobody_addressed"
@@ -139,6 +143,8 @@ func (r *Router) whyNobody(m Message) string {
 	switch {
 	case m.IsTaskResult:
 		return WhyTaskResult
+	case m.HandoffTo != "" && r.byUser[m.Sender] != nil:
+		return WhyHandoff
 	case r.byUser[m.Sender] != nil:
 		return WhyAgentPost
 	default:

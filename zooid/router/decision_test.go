@@ -58,6 +58,12 @@ func taskStart(assignee, attempt string) content {
 	}
 }
 
+func handoffTo(agent string) content {
+	return func(c map[string]any) {
+		c["dev.zooid.handoff"] = map[string]any{"version": 1, "id": "zh1", "from": "agent-a", "to": agent}
+	}
+}
+
 func taskResult(c map[string]any) {
 	c["dev.zooid.thread_result"] = map[string]any{"status": "complete"}
 }
@@ -138,6 +144,14 @@ func TestDecide(t *testing.T) {
 			{ev: msgEvent(roomMain, "$4", userB, "Task for agent-b ended", inThread("$3"), notice, taskResult),
 				want: Decision{Room: roomMain, Thread: "$3", Why: WhyTaskResult}, asked: []string{"task_thread $3"}},
 		}},
+		{name: "an agent's handoff notice wakes nobody and makes the callee the thread's addressee", steps: []step{
+			{ev: msgEvent(roomMain, "$1", alice, "@agent-a hi", mentioning(userA)),
+				want: Decision{Room: roomMain, Wakes: []Wake{wakeOf("agent-a", roomMain, "$1", "$1", alice, "hi", WhyMention)}}},
+			{ev: msgEvent(roomMain, "$2", userA, "@agent-b check it", inThread("$1"), mentioning(userB), notice, handoffTo("agent-b")),
+				want: Decision{Room: roomMain, Thread: "$1", Why: WhyHandoff}},
+			{ev: msgEvent(roomMain, "$3", alice, "and the other one?", inThread("$1")),
+				want: Decision{Room: roomMain, Thread: "$1", Wakes: []Wake{wakeOf("agent-b", roomMain, "$1", "$3", alice, "and the other one?", WhyAddressee)}}},
+		}},
 		{name: "/clear resets the thread and wakes nobody; the thread's memory survives it", steps: []step{
 			{ev: msgEvent(roomMain, "$1", alice, "@agent-b hi", mentioning(userB)),
 				want: Decision{Room: roomMain, Wakes: []Wake{wakeOf("agent-b", roomMain, "$1", "$1", alice, "hi", WhyMention)}}},
@@ -194,6 +208,17 @@ func TestDecide(t *testing.T) {
 				{ev: msgEvent(roomMain, "$4", alice, "and?", inThread("$1")),
 					want: Decision{Room: roomMain, Thread: "$1",
 						Wakes: []Wake{wakeOf("agent-b", roomMain, "$1", "$4", alice, "and?", WhyAddressee)}}},
+			}},
+		{name: "a recalled thread whose last post is a handoff goes to the callee",
+			facts: fakeFacts{history: map[id.EventID][]Message{"$1": {
+				{Room: roomMain, EventID: "$1", Sender: alice, Body: "@agent-a hi", Mentions: mentions(userA)},
+				{Room: roomMain, EventID: "$2", Sender: userA, Body: "@agent-b check it", MsgType: "m.notice", ThreadRoot: "$1", HandoffTo: "agent-b"},
+			}}},
+			steps: []step{
+				{ev: msgEvent(roomMain, "$3", alice, "so?", inThread("$1")),
+					want: Decision{Room: roomMain, Thread: "$1", Recall: true,
+						Wakes: []Wake{wakeOf("agent-b", roomMain, "$1", "$3", alice, "so?", WhyAddressee)}},
+					asked: []string{"task_thread $1", "history $1"}},
 			}},
 		{name: "a thread that cannot be read back: routed without memory, read again next time", steps: []step{
 			{ev: msgEvent(roomMain, "$3", alice, "so?", inThread("$1")),

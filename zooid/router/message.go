@@ -26,6 +26,10 @@ type Message struct {
 	TaskAttempt  string
 	// IsTaskResult marks content carrying dev.zooid.thread_result: it wakes nobody.
 	IsTaskResult bool
+	// HandoffTo is the callee named by a dev.zooid.handoff field ("" for
+	// none): an agent's handoff notice wakes nobody and makes the callee the
+	// thread's addressee.
+	HandoffTo string
 	// IsReset marks a dev.zooid.session_reset event (/clear): Decide ends the
 	// thread's sessions and wakes nobody.
 	IsReset bool
@@ -80,5 +84,8 @@ func MessageFromEvent(ev *event.Event) (Message, bool) {
 		m.TaskAttempt = start.AttemptID
 	}
 	m.IsTaskResult = zevent.HasThreadResult(ev)
+	if h, ok := zevent.HandoffOf(ev); ok {
+		m.HandoffTo = h.To
+	}
 	return m, true
 }

@@ -180,6 +180,10 @@ func (r *Router) observe(m Message) {
 		if m.ThreadRoot != "" {
 			th := r.thread(m.Room, m.ThreadRoot, true)
 			th.addressees = []string{sender.Name}
+			// As when routed live: a handoff makes the callee the addressee.
+			if callee := r.byName[m.HandoffTo]; callee != nil && callee.rooms[m.Room] {
+				th.addressees = []string{callee.Name}
+			}
 		} else if m.IsTaskRoot {
 			r.noteTaskRoot(m)
 		}
@@ -267,11 +271,16 @@ func (r *Router) routeAgentPost(m Message, sender *agentInfo) []Wake {
 		return r.wakeTaskRoot(m)
 	}
 	// Agent prose wakes nobody (in-thread handoffs are the daemon's, at the
-	// moment the prose is posted); it only makes its author the addressee.
+	// moment the prose is posted); it only makes its author the addressee,
+	// or, for a handoff's notice, the callee, who works on it now.
 	if m.ThreadRoot != "" {
 		th := r.thread(m.Room, m.ThreadRoot, true)
 		th.addressees = []string{sender.Name}
 		th.addSession(sender.Name)
+		if callee := r.byName[m.HandoffTo]; callee != nil && callee.rooms[m.Room] {
+			th.addressees = []string{callee.Name}
+			th.addSession(callee.Name)
+		}
 	}
 	return nil
 }

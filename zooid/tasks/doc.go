@@ -1,6 +1,7 @@
 // Package tasks runs task threads (behaviour §5): admission of delegated tasks, a
 // durable journal of the tasks in flight, judging each assignee turn, reporting results
-// to the delegating agent, and the bookkeeping of in-thread handoffs.
+// to the delegating agent, and the bookkeeping of in-thread handoffs (an assignee's
+// @mention, and zooid_handoff, whose returns it journals beside the tasks).
 //
 // The daemon owns processes and sessions; this package owns each task's state and the
 // Matrix events that describe it (the thread root, dev.zooid.thread_result in the task
@@ -26,4 +27,11 @@
 //     wake counts as delivered when the daemon calls its delivered callback (the turn
 //     left the caller's queue), so a restart before then wakes the caller again.
 //   - Messages carrying dev.zooid.thread_result never trigger anyone.
+//   - zooid_handoff (thread_handoff.go): Handoff is the tool; the callee is run by
+//     Options.StartCallee. At each turn end of a session, when CalleeOf names a
+//     running handoff of it, nothing more is queued for it and HandoffOutstanding
+//     is false for it, CalleeDone with its final prose; the caller is then woken
+//     through Options.Wake, delivered once its session takes the turn. A
+//     callee's prose @mentioning another agent: MentionHandoff. /clear:
+//     HandoffThreadCleared. At start: RecoverHandoffs before the intake opens.
 package tasks

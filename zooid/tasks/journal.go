@@ -24,7 +24,12 @@ type journal struct {
 	db *bolt.DB
 }
 
-var bucketTasks = []byte("tasks")
+var (
+	bucketTasks = []byte("tasks")
+	// bucketHandoffs holds zooid_handoff records (ThreadHandoff) beside the
+	// tasks: one file, one fsync'ed transaction per step, the same life.
+	bucketHandoffs = []byte("handoffs")
+)
 
 // journalFile is the bbolt file inside Options.StateDir.
 const journalFile = "tasks.db"
@@ -37,7 +42,7 @@ func openJournal(dir string) (*journal, error) {
 		return nil, fmt.Errorf("creating task state directory %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, journalFile)
-	db, err := boltdb.Open(path, "task journal", bucketTasks)
+	db, err := boltdb.Open(path, "task journal", bucketTasks, bucketHandoffs)
 	if err != nil {
 		return nil, err
 	}
@@ -83,6 +88,43 @@ func (j *journal) load() ([]*Task, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("loading task journal: %w", err)
+	}
+	return out, nil
+}
+
+// putHandoff writes one handoff record in one durable transaction.
+func (j *journal) putHandoff(h *ThreadHandoff) error {
+	v, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("encoding handoff %s: %w", h.ID, err)
+	}
+	return j.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketHandoffs).Put([]byte(h.ID), v); err != nil {
+			return fmt.Errorf("writing handoff %s: %w", h.ID, err)
+		}
+		return nil
+	})
+}
+
+// loadHandoffs reads every journaled handoff; like load, a record that does not
+// decode is an error.
+func (j *journal) loadHandoffs() ([]*ThreadHandoff, error) {
+	var out []*ThreadHandoff
+	err := j.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketHandoffs).ForEach(func(k, v []byte) error {
+			h := new(ThreadHandoff)
+			if err := json.Unmarshal(v, h); err != nil {
+				return fmt.Errorf("decoding handoff %q: %w", k, err)
+			}
+			if h.ID != string(k) {
+				return fmt.Errorf("handoff record %q holds id %q", k, h.ID)
+			}
+			out = append(out, h)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("loading handoffs from the task journal: %w", err)
 	}
 	return out, nil
 }

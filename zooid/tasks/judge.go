@@ -112,7 +112,12 @@ func (m *Manager) Complete(ctx context.Context, c tools.Caller, summary string) 
 		return tools.CompleteResult{Status: tools.CompleteRefused, Reason: ReasonNotAssignee}, nil
 	}
 	attempt := t.AttemptID
+	waiting := m.outstandingFromLocked(c.Room, c.Thread, c.Agent) != nil
 	m.mu.Unlock()
+	if waiting {
+		// A zooid_handoff of the assignee's: its return is owed first.
+		return tools.CompleteResult{Status: tools.CompleteRefused, Reason: ReasonHandoffOutstanding}, nil
+	}
 	var res tools.CompleteResult
 	_, err := m.update(attempt, func(t *Task) error {
 		switch {

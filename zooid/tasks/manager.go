@@ -41,6 +41,10 @@ type Options struct {
 	// then the wake stays owed in the journal, and a restart wakes again.
 	// Optional: without it nobody is woken.
 	Wake func(parent Parent, text string, delivered func())
+	// StartCallee runs a handoff's callee in its own session of the thread,
+	// prompted with the handoff (ThreadHandoff.Prompt), once its post is
+	// journaled. Optional: without it nobody runs.
+	StartCallee func(h ThreadHandoff)
 	// Logger receives the package's logs; nil discards them.
 	Logger *slog.Logger
 	// MaxOpenPerRoom caps reserved+open tasks per room; 0 means DefaultMaxOpenPerRoom.
@@ -80,8 +84,13 @@ type Manager struct {
 	// posting holds the attempts whose root post is in flight in this
 	// process (see post and TaskForRoot).
 	posting map[string]*inflight
-	closing bool // Close has begun: no new work
-	closed  bool // the journal is closed
+	// handoffs are the zooid_handoff records, by id; handoffWakeQueued the
+	// returns waiting in a caller's queue in this process.
+	handoffs          map[string]*ThreadHandoff
+	handoffWakeQueued map[string]bool
+	handoffsRecovered bool // RecoverHandoffs has run
+	closing           bool // Close has begun: no new work
+	closed            bool // the journal is closed
 	// done is closed when Close begins, so Watch returns; poke (one slot)
 	// tells Watch a task opened and its next deadline may have changed.
 	done chan struct{}
@@ -129,6 +138,11 @@ func Open(opts Options) (*Manager, error) {
 		_ = j.close()
 		return nil, err
 	}
+	hs, err := j.loadHandoffs()
+	if err != nil {
+		_ = j.close()
+		return nil, err
+	}
 	m := &Manager{
 		opts:       opts,
 		log:        log.With("component", "tasks"),
@@ -141,8 +155,13 @@ func Open(opts Options) (*Manager, error) {
 		callers:    map[Parent]*sync.Mutex{},
 		stale:      map[string]bool{},
 		posting:    map[string]*inflight{},
+		handoffs:   make(map[string]*ThreadHandoff, len(hs)),
 		done:       make(chan struct{}),
 		poke:       make(chan struct{}, 1),
+	}
+	m.handoffWakeQueued = map[string]bool{}
+	for _, h := range hs {
+		m.handoffs[h.ID] = h
 	}
 	for _, t := range ts {
 		m.tasks[t.AttemptID] = t
@@ -360,6 +379,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 	for _, t := range unposted {
 		m.finishPost(ctx, t)
 	}
+	m.recoverHandoffs(ctx)
 	return nil
 }
 

@@ -1,4 +1,4 @@
-// Package tools is the single definition of the nine Zooid MCP tools: their names,
+// Package tools is the single definition of the ten Zooid MCP tools: their names,
 // descriptions, input schemas, result records and gating. The MCP server and the pi
 // extension are both generated from it, so the two surfaces cannot drift.
 package tools
@@ -15,7 +15,8 @@ const (
 	TaskAssignee
 	// TaskThreadMember is any other session in a task thread — a handoff callee,
 	// or the assignee once its task has closed: it may neither delegate (task
-	// threads are one level deep) nor complete, so it is offered neither tool.
+	// threads are one level deep) nor complete, nor hand off with zooid_handoff
+	// (it hands on by @mentioning, which the task tracks), so it is offered none.
 	TaskThreadMember
 )
 

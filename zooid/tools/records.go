@@ -144,6 +144,35 @@ type CompleteResult struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// Statuses of zooid_handoff.
+const (
+	HandoffStarted = "started"
+	HandoffRefused = "refused"
+)
+
+// Refusal reasons of zooid_handoff besides ReasonUnknownAgent, ReasonNotInRoom
+// and ReasonSelf, which it shares with zooid_start_task_threads.
+const (
+	// ReasonAlreadyOpen: a handoff from the calling session is outstanding;
+	// its return is owed first, so the caller never waits on two at once.
+	ReasonAlreadyOpen = "already_open"
+)
+
+// HandoffRequest is the validated input of zooid_handoff.
+type HandoffRequest struct {
+	Agent  string `json:"agent"`
+	Prompt string `json:"prompt"`
+}
+
+// HandoffResult is the result of zooid_handoff. Delivery, on started, tells the
+// model to end its turn: the return comes back as a new turn.
+type HandoffResult struct {
+	Status   string     `json:"status"`
+	Reason   string     `json:"reason,omitempty"`
+	EventID  id.EventID `json:"event_id,omitempty"`
+	Delivery string     `json:"delivery,omitempty"`
+}
+
 // Rooms reads and posts as the caller's own Matrix user. The daemon implements it
 // (zooid/history). Inputs arrive validated: limit in [1,200], before possibly empty.
 type Rooms interface {
@@ -162,6 +191,8 @@ type Rooms interface {
 type Tasks interface {
 	Start(ctx context.Context, c Caller, req StartRequest) (StartResult, error)
 	Complete(ctx context.Context, c Caller, summary string) (CompleteResult, error)
+	// Handoff runs zooid_handoff: refusals are results, not errors.
+	Handoff(ctx context.Context, c Caller, req HandoffRequest) (HandoffResult, error)
 }
 
 // Error codes a model sees at the start of an error result.

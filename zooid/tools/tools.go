@@ -25,6 +25,7 @@ const (
 	SendMessage      = "zooid_send_message"
 	StartTaskThreads = "zooid_start_task_threads"
 	CompleteTask     = "zooid_complete_task"
+	Handoff          = "zooid_handoff"
 )
 
 // Paging limits of the three history tools.
@@ -43,6 +44,12 @@ const (
 	ConversationOnly Gating = "conversation"
 	// TaskAssigneeOnly tools are offered to assignee sessions of open task threads only.
 	TaskAssigneeOnly Gating = "task_assignee"
+	// HandoffCapable tools are offered to the sessions that own their turn's
+	// work: conversations and assignees of open tasks. A task thread's other
+	// sessions (a handoff callee, an assignee whose task closed) are not: their
+	// work belongs to the task, and a callee hands on by @mentioning, which the
+	// task's chain of handoffs tracks.
+	HandoffCapable Gating = "handoff"
 )
 
 // Offers reports whether a session of kind is offered a tool gated by g.
@@ -54,6 +61,8 @@ func (g Gating) Offers(kind SessionKind) bool {
 		return kind == Conversation
 	case TaskAssigneeOnly:
 		return kind == TaskAssignee
+	case HandoffCapable:
+		return kind == Conversation || kind == TaskAssignee
 	}
 	return false
 }
@@ -258,7 +267,7 @@ var all = []Tool{
 			Description: "Post a message as yourself (a Matrix notice, so it does not ping anyone's notifications) into a room you are a member of (see zooid_get_rooms): " +
 				"room is the target room's id or alias, thread_id a thread root in that room, omit thread_id for a new top-level message. " +
 				"Fire-and-forget: it returns the new event_id and nothing comes back. Your normal reply already goes to the current thread; use this for other threads or rooms. " +
-				"To hand work to another agent and get its result back, use zooid_start_task_threads instead. " +
+				"To hand work to another agent and get its result back, use zooid_handoff (in this thread) or zooid_start_task_threads (a thread of its own) instead. " +
 				"A text over 49152 bytes (48 KiB) is refused with too_large and not posted, never split: send long text in several calls.",
 			InputSchema: schema(`"room": {"type": "string", "description": "Target room id (!abc:server) or alias (#name:server, or #name on your own server); must be one of zooid_get_rooms."},
     "thread_id": {"type": "string", "description": "Event id of a thread root in the target room; omit for a top-level message."},
@@ -362,13 +371,46 @@ var all = []Tool{
 			return b.Tasks.Complete(ctx, c, in.Summary)
 		},
 	},
+	{
+		ToolSpec: ToolSpec{
+			Name:  Handoff,
+			Title: "Hand off in this thread",
+			Description: "Hand work to one other agent in THIS thread: the only way to involve another agent here. The daemon posts your prompt in this thread mentioning the agent, who works on it in its own session of the thread. " +
+				"status is started, or refused with a reason (already_open: a handoff of yours is still outstanding; self; unknown_agent; not_in_room). " +
+				"After started, end your turn now and do not poll: when the agent is really done (its turn ended and it is not still running tools or waiting on an agent it mentioned), you are woken once, in this session, with \"[handoff return] from <agent>\" and its final message.",
+			InputSchema: schema(`"agent": {"type": "string", "description": "The other agent's name (see agent_name in zooid_get_members)."},
+    "prompt": {"type": "string", "minLength": 1, "description": "What the agent should do; it reads this thread too."}`, "agent", "prompt"),
+			Gating: HandoffCapable,
+		},
+		Handle: func(ctx context.Context, b Backends, c Caller, args json.RawMessage) (any, error) {
+			var in HandoffRequest
+			if err := decode(args, &in); err != nil {
+				return nil, err
+			}
+			in.Agent = strings.TrimSpace(in.Agent)
+			if in.Agent == "" {
+				return nil, Errorf(CodeInvalidArgument, "agent is required: an agent_name from zooid_get_members")
+			}
+			if strings.TrimSpace(in.Prompt) == "" {
+				return nil, Errorf(CodeInvalidArgument, "prompt must not be empty")
+			}
+			if n := zevent.BodySize(in.Prompt); n > zevent.MaxBodyBytes-1024 {
+				return nil, Errorf(CodeTooLarge, "prompt is %d bytes, over the %d-byte limit of a handoff (one message with its header); nothing was posted", n, zevent.MaxBodyBytes-1024)
+			}
+			if b.Tasks == nil {
+				return nil, Errorf(CodeUnavailable, "handoffs are not available in this daemon")
+			}
+			return b.Tasks.Handoff(ctx, c, in)
+		},
+	},
 }
 
-// All returns the nine tools in their listing order.
+// All returns the ten tools in their listing order.
 func All() []Tool { return append([]Tool(nil), all...) }
 
 // Offered returns the tools a session of kind is offered: the seven read/post
-// tools always, plus delegation for conversations or completion for assignees.
+// tools always, plus delegation for conversations or completion for assignees,
+// and the handoff for both.
 func Offered(kind SessionKind) []Tool {
 	var out []Tool
 	for _, t := range all {

@@ -41,6 +41,12 @@ func (r *recRooms) Send(_ context.Context, _ Caller, room string, thread id.Even
 type recTasks struct {
 	req     StartRequest
 	summary string
+	handoff HandoffRequest
+}
+
+func (t *recTasks) Handoff(_ context.Context, _ Caller, req HandoffRequest) (HandoffResult, error) {
+	t.handoff = req
+	return HandoffResult{Status: HandoffStarted}, nil
 }
 
 func (t *recTasks) Start(_ context.Context, _ Caller, req StartRequest) (StartResult, error) {
@@ -68,14 +74,14 @@ func TestGating(t *testing.T) {
 		return m
 	}
 	conv, task := names(Offered(Conversation)), names(Offered(TaskAssignee))
-	if len(conv) != 8 || !conv[StartTaskThreads] || conv[CompleteTask] {
+	if len(conv) != 9 || !conv[StartTaskThreads] || conv[CompleteTask] || !conv[Handoff] {
 		t.Fatalf("conversation offered %v", conv)
 	}
-	if len(task) != 8 || task[StartTaskThreads] || !task[CompleteTask] {
+	if len(task) != 9 || task[StartTaskThreads] || !task[CompleteTask] || !task[Handoff] {
 		t.Fatalf("task assignee offered %v", task)
 	}
 	member := names(Offered(TaskThreadMember))
-	if len(member) != 7 || member[StartTaskThreads] || member[CompleteTask] {
+	if len(member) != 7 || member[StartTaskThreads] || member[CompleteTask] || member[Handoff] {
 		t.Fatalf("task thread member offered %v", member)
 	}
 	for _, n := range []string{GetRecentThreads, GetThreadHistory, GetHistory, GetMembers, GetRoomInfo, GetRooms, SendMessage} {
@@ -91,10 +97,45 @@ func TestGating(t *testing.T) {
 	if terr == nil || terr.Code != CodeUnknownTool {
 		t.Fatalf("complete_task from a conversation: %v", terr)
 	}
+	_, terr = call(t, Backends{Tasks: &recTasks{}}, TaskThreadMember, Handoff, `{"agent":"b","prompt":"p"}`)
+	if terr == nil || terr.Code != CodeUnknownTool {
+		t.Fatalf("handoff from a task thread member: %v", terr)
+	}
+}
+
+// TestHandoffValidation: zooid_handoff refuses a missing agent, an empty or
+// oversized prompt and unknown properties before the backend hears of it, and
+// hands the backend the trimmed agent name.
+func TestHandoffValidation(t *testing.T) {
+	rec := &recTasks{}
+	b := Backends{Tasks: rec}
+	for _, args := range []string{
+		`{"prompt":"p"}`,
+		`{"agent":"  ","prompt":"p"}`,
+		`{"agent":"b","prompt":"  "}`,
+		`{"agent":"b","prompt":"p","room":"!r:x"}`,
+	} {
+		if _, terr := call(t, b, Conversation, Handoff, args); terr == nil || terr.Code != CodeInvalidArgument {
+			t.Errorf("%s: got %v, want invalid_argument", args, terr)
+		}
+	}
+	big := `{"agent":"b","prompt":"` + strings.Repeat("x", 48*1024) + `"}`
+	if _, terr := call(t, b, Conversation, Handoff, big); terr == nil || terr.Code != CodeTooLarge {
+		t.Errorf("oversized prompt: got %v, want too_large", terr)
+	}
+	if rec.handoff != (HandoffRequest{}) {
+		t.Fatalf("the backend heard of a refused call: %+v", rec.handoff)
+	}
+	if _, terr := call(t, b, TaskAssignee, Handoff, `{"agent":" b ","prompt":"check it"}`); terr != nil {
+		t.Fatal(terr)
+	}
+	if rec.handoff != (HandoffRequest{Agent: "b", Prompt: "check it"}) {
+		t.Fatalf("backend got %+v", rec.handoff)
+	}
 }
 
 func TestSchemasRefuseUnknownAndNameNoCaller(t *testing.T) {
-	if len(Manifest()) != 9 {
+	if len(Manifest()) != 10 {
 		t.Fatalf("manifest has %d tools", len(Manifest()))
 	}
 	for _, s := range Manifest() {
@@ -110,6 +151,11 @@ func TestSchemasRefuseUnknownAndNameNoCaller(t *testing.T) {
 			t.Errorf("%s: schema must be an object refusing unknown properties", s.Name)
 		}
 		for p := range sch.Properties {
+			if s.Name == Handoff && p == "agent" {
+				// The contract's one exception: it names the callee, never
+				// the caller, who comes from the connection as everywhere.
+				continue
+			}
 			switch p {
 			case "session_id", "agent", "agent_name", "token", "room_id":
 				t.Errorf("%s takes %q: no tool says who is calling", s.Name, p)

@@ -221,6 +221,14 @@ const (
 	StepFailed   = "failed"   // its root could not be posted
 	StepClosed   = "closed"   // judged: Status and Reason
 	StepReported = "reported" // result, notice and wake all delivered
+
+	// zooid_handoff's steps, as task steps: Agent is the callee, Caller the
+	// agent that handed off, Thread the thread both work in, Attempt the
+	// handoff's id (its notice's txn id).
+	StepHandoffStarted  = "handoff_started"  // its notice is posted; the callee runs
+	StepHandoffRefused  = "handoff_refused"  // refused (Reason says why)
+	StepHandoffReturned = "handoff_returned" // the callee is done: Reason empty, or why it is no answer; Output its final message
+	StepHandoffWoken    = "handoff_woken"    // the caller's session took the return
 )
 
 // TaskStep is one step of a task thread's life.

@@ -38,6 +38,46 @@ type TaskRootContent struct {
 	ThreadStart   ThreadStart       `json:"dev.zooid.thread_start"`
 }
 
+// HandoffVersion is the version of the dev.zooid.handoff content Zooid writes.
+const HandoffVersion = 1
+
+// Handoff is the dev.zooid.handoff field of a zooid_handoff post: who handed
+// what to whom, and the journal's id of it.
+type Handoff struct {
+	Version int    `json:"version"`
+	ID      string `json:"id"`
+	From    string `json:"from"`
+	To      string `json:"to"`
+}
+
+// HandoffContent is the m.notice zooid_handoff posts in the caller's thread, as
+// the caller: the prompt mentioning the callee, marked dev.zooid.handoff. A
+// notice wakes nobody by routing; the daemon runs the callee itself, so a
+// client's retry or a homeserver's second push never runs it twice.
+type HandoffContent struct {
+	MsgType       event.MessageType `json:"msgtype"`
+	Body          string            `json:"body"`
+	Format        event.Format      `json:"format,omitempty"`
+	FormattedBody string            `json:"formatted_body,omitempty"`
+	Mentions      *event.Mentions   `json:"m.mentions"`
+	RelatesTo     *event.RelatesTo  `json:"m.relates_to,omitempty"`
+	Handoff       Handoff           `json:"dev.zooid.handoff"`
+}
+
+// HandoffOf returns the dev.zooid.handoff of ev, and whether ev carries one (the
+// field is a JSON object); a mistyped field inside it stays zero.
+func HandoffOf(ev *event.Event) (Handoff, bool) {
+	var c struct {
+		Handoff json.RawMessage `json:"dev.zooid.handoff"`
+	}
+	var h Handoff
+	if !decode(ev, &c) || len(c.Handoff) == 0 || c.Handoff[0] != '{' {
+		return h, false
+	}
+	_ = json.Unmarshal(c.Handoff, &h) // see above: a mistyped field stays zero
+	return h, true
+}
+
 // ThreadResult is a closed task's outcome: the content of dev.zooid.thread_result.
 type ThreadResult struct {
 	Agent    string     `json:"agent"`

@@ -13,6 +13,9 @@ const (
 	// KeyThreadResult is the content field of the notice carrying a task's result
 	// to the caller's thread, and the name of the result event type.
 	KeyThreadResult = "dev.zooid.thread_result"
+	// KeyHandoff is the content field of the notice zooid_handoff posts in the
+	// thread: routing knows by it that the daemon runs the callee itself.
+	KeyHandoff = "dev.zooid.handoff"
 )
 
 // Zooid's message event types.

@@ -45,6 +45,11 @@ func TestWireFormat(t *testing.T) {
 			MsgType: event.MsgNotice, Body: "Task for w", Mentions: &event.Mentions{},
 			ThreadResult: zevent.ThreadResult{Agent: "w", ThreadID: "$t", Status: "failed", Reason: "no_result"},
 		}, `{"msgtype":"m.notice","body":"Task for w","m.mentions":{},"dev.zooid.thread_result":{"agent":"w","thread_id":"$t","status":"failed","reason":"no_result"}}`},
+		{"handoff", zevent.HandoffContent{
+			MsgType: event.MsgNotice, Body: "@w:hs check it", Mentions: &event.Mentions{UserIDs: []id.UserID{"@w:hs"}},
+			RelatesTo: zevent.ThreadReply("$t", "$t"),
+			Handoff:   zevent.Handoff{Version: zevent.HandoffVersion, ID: "zh1", From: "c", To: "w"},
+		}, `{"msgtype":"m.notice","body":"@w:hs check it","m.mentions":{"user_ids":["@w:hs"]},"m.relates_to":{"rel_type":"m.thread","event_id":"$t","m.in_reply_to":{"event_id":"$t"},"is_falling_back":true},"dev.zooid.handoff":{"version":1,"id":"zh1","from":"c","to":"w"}}`},
 		{"session reset", zevent.SessionResetEventContent{RelatesTo: zevent.InThread("$t")},
 			`{"m.relates_to":{"rel_type":"m.thread","event_id":"$t"}}`},
 		{"error", zevent.ErrorEventContent{Agent: "w", Code: "agent_crashed", Error: "it died", ThreadID: "$t", RelatesTo: zevent.InThread("$t")},
