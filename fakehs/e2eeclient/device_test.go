@@ -55,12 +55,41 @@ func person(ctx context.Context, t *testing.T, hsURL, name string) *Device {
 	}
 	cli.DefaultHTTPRetries = 4
 	lp := name + "-" + randomHex(t, 4)
-	resp, err := cli.RegisterDummy(ctx, &mautrix.ReqRegister[any]{Username: lp, Password: "pw-" + lp})
+	resp, err := cli.RegisterDummy(ctx, &mautrix.ReqRegister[any]{Username: lp, Password: password(lp)})
 	if err != nil {
 		t.Fatalf("registering %s: %v", lp, err)
 	}
 	cli.SetCredentials(resp.UserID, resp.AccessToken)
 	cli.DeviceID = resp.DeviceID
+	return device(ctx, t, cli, name)
+}
+
+func password(localpart string) string { return "pw-" + localpart }
+
+// anotherDevice logs d's user in again, as a second Element session does,
+// and gives that login a device of its own.
+func anotherDevice(ctx context.Context, t *testing.T, hsURL string, d *Device, name string) *Device {
+	t.Helper()
+	cli, err := mautrix.NewClient(hsURL, "", "")
+	if err != nil {
+		t.Fatalf("a client for %s: %v", name, err)
+	}
+	cli.DefaultHTTPRetries = 4
+	lp := d.UserID().Localpart()
+	_, err = cli.Login(ctx, &mautrix.ReqLogin{
+		Type:             mautrix.AuthTypePassword,
+		Identifier:       mautrix.UserIdentifier{Type: mautrix.IdentifierTypeUser, User: lp},
+		Password:         password(lp),
+		StoreCredentials: true,
+	})
+	if err != nil {
+		t.Fatalf("logging %s in again: %v", lp, err)
+	}
+	return device(ctx, t, cli, name)
+}
+
+func device(ctx context.Context, t *testing.T, cli *mautrix.Client, name string) *Device {
+	t.Helper()
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel).With().Str("device", name).Logger()
 	d, err := New(ctx, cli, log)
 	if err != nil {
@@ -184,5 +213,47 @@ func TestALateRoomKey(t *testing.T) {
 	}
 	if got != text {
 		t.Fatalf("mia decrypted %q once the key came, want %q", got, text)
+	}
+}
+
+// TestANewDeviceOfAReturningMemberGetsTheKey: ori's device learnt mia's
+// devices in a room they shared; mia left it, logged in a second device,
+// and joins another of ori's rooms. The homeserver tells ori's device that
+// mia's devices changed (device_lists.changed: a newly shared room), so ori
+// shares the new room's key with mia's second device too, which decrypts.
+func TestANewDeviceOfAReturningMemberGetsTheKey(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	hs := homeserverURL(t)
+	ori, mia := person(ctx, t, hs, "ori"), person(ctx, t, hs, "mia")
+	first := encryptedRoom(ctx, t, ori, mia)
+	if _, err := ori.SendText(ctx, first, "hello mia"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mia.cli.LeaveRoom(ctx, first); err != nil {
+		t.Fatalf("mia leaving: %v", err)
+	}
+	if err := ori.AwaitMembership(ctx, first, mia.UserID(), event.MembershipLeave); err != nil {
+		t.Fatal(err)
+	}
+	phone := anotherDevice(ctx, t, hs, mia, "mia-phone")
+	second := encryptedRoom(ctx, t, ori, phone)
+	if err := ori.AwaitMembership(ctx, second, mia.UserID(), event.MembershipJoin); err != nil {
+		t.Fatal(err)
+	}
+
+	const text = "the new runbook is pinned"
+	evt, err := ori.SendText(ctx, second, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readCtx, cancelRead := context.WithTimeout(ctx, 15*time.Second)
+	defer cancelRead()
+	got, err := phone.ReadText(readCtx, second, evt)
+	if err != nil {
+		t.Fatalf("mia's second device: %v", err)
+	}
+	if got != text {
+		t.Fatalf("mia's second device decrypted %q, want %q", got, text)
 	}
 }
