@@ -38,8 +38,12 @@ func humanSteps(w *world) []stepDef {
 			fn:      w.stepSaysWith},
 		{area: "humans", pattern: `^([a-z0-9-]+) says in "(#[a-z0-9-]+)", encrypted: "([^"]*)"$`,
 			example: `ori says in "#ops", encrypted: "@agent-a can someone audit svc-a"`,
-			doc:     "Posts a top-level m.room.encrypted event (m.megolm.v1.aes-sha2) standing for the text: its ciphertext is random bytes no key opens, as a client whose keys the daemon lacks sends it; trace steps find it by the text.",
+			doc:     "Posts a top-level m.room.encrypted event (m.megolm.v1.aes-sha2). A human with an end-to-end encryption device really encrypts the text, sharing the room key with the room's devices first; one without sends random bytes no key opens, standing for the text. Trace steps find it by the text.",
 			fn:      w.stepSaysEncrypted},
+		{area: "humans", pattern: `^([a-z0-9-]+) reads in "(#[a-z0-9-]+)", decrypted: "([^"]*)"$`,
+			example: `mia reads in "#ops", decrypted: "@agent-a can someone audit svc-a"`,
+			doc:     "The human's end-to-end encryption device reads the encrypted message a human sent with that text and decrypts it to exactly that text (waiting, up to 30s, for a room key that comes late).",
+			fn:      w.stepReadsDecrypted},
 		{area: "humans", pattern: `^([a-z0-9-]+) turns on encryption in "(#[a-z0-9-]+)"$`,
 			example: `ori turns on encryption in "#ops"`,
 			doc:     "Sends the room's m.room.encryption state event (m.megolm.v1.aes-sha2), as Element's \"Encrypted\" switch does; the human must have the power to (the room's creator has).",
@@ -147,6 +151,14 @@ func (w *world) stepSaysEncrypted(ctx context.Context, who, roomName, text strin
 	if err != nil {
 		return err
 	}
+	if h.dev != nil {
+		evt, err := h.dev.SendText(ctx, r.id, text)
+		if err != nil {
+			return fmt.Errorf("%s posting an encrypted message in %s: %w", who, roomName, err)
+		}
+		w.encrypted = append(w.encrypted, &post{room: r, id: evt, sender: who, text: text, core: stripMentions(text), root: evt})
+		return nil
+	}
 	// Opaque: no session with this id was ever shared, so nobody can decrypt
 	// it; the fields are those a megolm event carries.
 	content := map[string]any{
@@ -161,6 +173,39 @@ func (w *world) stepSaysEncrypted(ctx context.Context, who, roomName, text strin
 		return fmt.Errorf("%s posting an encrypted message in %s: %w", who, roomName, err)
 	}
 	w.encrypted = append(w.encrypted, &post{room: r, id: resp.EventID, sender: who, text: text, core: stripMentions(text), root: resp.EventID})
+	return nil
+}
+
+// decryptTimeout bounds a read of an encrypted message: the room key comes
+// through the reader's /sync, which a late key makes wait.
+const decryptTimeout = 30 * time.Second
+
+func (w *world) stepReadsDecrypted(ctx context.Context, who, roomName, text string) error {
+	h, r, err := w.humanIn(ctx, who, roomName)
+	if err != nil {
+		return err
+	}
+	if h.dev == nil {
+		return fmt.Errorf("%s has no encryption device to read with; give it one first: %s has an end-to-end encryption device", who, who)
+	}
+	var p *post
+	for _, e := range w.encrypted {
+		if e.room == r && e.text == text {
+			p = e
+		}
+	}
+	if p == nil {
+		return fmt.Errorf("no encrypted message %q was sent in %s", text, roomName)
+	}
+	rctx, cancel := context.WithTimeout(ctx, decryptTimeout)
+	defer cancel()
+	got, err := h.dev.ReadText(rctx, r.id, p.id)
+	if err != nil {
+		return fmt.Errorf("%s reading %s's encrypted message %q in %s: %w", who, p.sender, text, roomName, err)
+	}
+	if got != text {
+		return fmt.Errorf("%s decrypted %s's message in %s to %q, want %q", who, p.sender, roomName, got, text)
+	}
 	return nil
 }
 

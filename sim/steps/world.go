@@ -133,6 +133,8 @@ type human struct {
 	name string
 	id   id.UserID
 	cli  *mautrix.Client
+	// dev is the human's encryption device; nil until a step gives it one.
+	dev humanDevice
 }
 
 // agentDecl is an agent as the scenario configured it.
