@@ -40,6 +40,16 @@ Feature: An encrypted room is told the daemon cannot read it, never ignored in s
     And the trace of "#ops" shows "and svc-b too" waking nobody (encrypted)
     And the trace of "#ops" records agent-a posting "This room is end-to-end encrypted" once
 
+  Scenario: a room key that comes after its message is read once it comes
+    Given "#ops" is end-to-end encrypted
+    And ori has an end-to-end encryption device
+    And mia has an end-to-end encryption device
+    When ori says in "#ops", encrypted, its room key held back: "@agent-a the standby takes over at six"
+    Then mia cannot decrypt "@agent-a the standby takes over at six" in "#ops" yet
+    When ori sends the room key it held back in "#ops"
+    Then mia reads in "#ops", decrypted: "@agent-a the standby takes over at six"
+    And the trace of "#ops" shows "the standby takes over at six" waking nobody (encrypted)
+
   Scenario: a second encrypted message gets no second notice
     Given "#ops" is end-to-end encrypted
     When ori says in "#ops", encrypted: "@agent-a can someone audit svc-a"

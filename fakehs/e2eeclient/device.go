@@ -178,6 +178,19 @@ func (d *Device) encryptionOf(ctx context.Context, room id.RoomID) error {
 	return nil
 }
 
+// caughtUp waits until the device's /sync has shown each of users joined to
+// room. The machine drops a room's outbound session on a membership change
+// it sees; one seen between sharing a session and encrypting with it would
+// leave the send with no session (or a key shared for nothing).
+func (d *Device) caughtUp(ctx context.Context, room id.RoomID, users []id.UserID) error {
+	for _, u := range users {
+		if err := d.AwaitMembership(ctx, room, u, event.MembershipJoin); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ShareRoomKey shares the room's current megolm session (a new one if there
 // is none) with every device of room's joined members it was not shared
 // with yet, as olm-encrypted m.room_key to-device messages; the devices'
@@ -185,6 +198,9 @@ func (d *Device) encryptionOf(ctx context.Context, room id.RoomID) error {
 func (d *Device) ShareRoomKey(ctx context.Context, room id.RoomID) error {
 	users, err := d.joinedMembers(ctx, room)
 	if err != nil {
+		return err
+	}
+	if err := d.caughtUp(ctx, room, users); err != nil {
 		return err
 	}
 	return d.share(ctx, room, users)
@@ -222,6 +238,13 @@ type HeldKey struct {
 // m.room_key Element would have sent first (the late key of a to-device
 // message slower than the room's event).
 func (d *Device) SendTextKeyLater(ctx context.Context, room id.RoomID, text string) (id.EventID, *HeldKey, error) {
+	users, err := d.joinedMembers(ctx, room)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := d.caughtUp(ctx, room, users); err != nil {
+		return "", nil, err
+	}
 	// Shared with the device's own user only, the session exists and may
 	// encrypt; its key is taken before the first message moves its ratchet.
 	if err := d.share(ctx, room, []id.UserID{d.cli.UserID}); err != nil {
@@ -292,6 +315,32 @@ func (d *Device) Decrypt(ctx context.Context, evt *event.Event) (*event.Event, e
 	return dec, nil
 }
 
+// ReadTextNow reads the encrypted event eventID of room and decrypts it with
+// the keys the device holds now: without its key the error wraps
+// crypto.ErrNoSessionFound and noKey is true.
+func (d *Device) ReadTextNow(ctx context.Context, room id.RoomID, eventID id.EventID) (text string, noKey bool, err error) {
+	evt, err := d.cli.GetEvent(ctx, room, eventID)
+	if err != nil {
+		return "", false, fmt.Errorf("%s reading %s in %s: %w", d.cli.UserID, eventID, room, err)
+	}
+	evt.RoomID = room
+	dec, err := d.Decrypt(ctx, evt)
+	if err != nil {
+		return "", errors.Is(err, crypto.ErrNoSessionFound), err
+	}
+	text, err = bodyOf(dec)
+	return text, false, err
+}
+
+// bodyOf is a decrypted message's body.
+func bodyOf(dec *event.Event) (string, error) {
+	msg := dec.Content.AsMessage()
+	if msg == nil || dec.Type != event.EventMessage {
+		return "", fmt.Errorf("%s decrypted to %s, not a message", dec.ID, dec.Type.Type)
+	}
+	return msg.Body, nil
+}
+
 // ReadText reads the encrypted event eventID of room and returns its
 // plaintext body. Without its key yet it waits, until ctx ends, for the key
 // to arrive through the device's /sync (the machine says when a session is
@@ -305,11 +354,7 @@ func (d *Device) ReadText(ctx context.Context, room id.RoomID, eventID id.EventI
 	for {
 		dec, err := d.Decrypt(ctx, evt)
 		if err == nil {
-			msg := dec.Content.AsMessage()
-			if msg == nil || dec.Type != event.EventMessage {
-				return "", fmt.Errorf("%s decrypted to %s, not a message", eventID, dec.Type.Type)
-			}
-			return msg.Body, nil
+			return bodyOf(dec)
 		}
 		if !errors.Is(err, crypto.ErrNoSessionFound) {
 			return "", err

@@ -30,5 +30,20 @@ func newHumanDevice(ctx context.Context, baseURL string, uid id.UserID, tok stri
 		return nil, fmt.Errorf("the homeserver names no device for %s's login: a device needs one", uid)
 	}
 	cli.DeviceID = who.DeviceID
-	return e2eeclient.New(ctx, cli, zerolog.Nop())
+	dev, err := e2eeclient.New(ctx, cli, zerolog.Nop())
+	if err != nil {
+		return nil, err
+	}
+	return mautrixDevice{dev}, nil
+}
+
+// mautrixDevice is an e2eeclient.Device as the steps use it.
+type mautrixDevice struct{ *e2eeclient.Device }
+
+func (m mautrixDevice) SendTextKeyLater(ctx context.Context, room id.RoomID, text string) (id.EventID, func(context.Context) error, error) {
+	evt, key, err := m.Device.SendTextKeyLater(ctx, room, text)
+	if err != nil {
+		return "", nil, err
+	}
+	return evt, func(ctx context.Context) error { return m.DeliverKey(ctx, key) }, nil
 }
