@@ -34,7 +34,10 @@ type Device struct {
 	// after the machine saw the same event (HandleMemberEvent drops the room's
 	// outbound session on a change); changed is closed and replaced on each.
 	members map[id.RoomID]map[id.UserID]event.Membership
-	changed chan struct{}
+	// encrypted are the m.room.encrypted events the /sync timeline showed,
+	// by id; changed is closed on each too.
+	encrypted map[id.EventID]*event.Event
+	changed   chan struct{}
 }
 
 // New gives cli's user a device: cli must carry the access token and the
@@ -66,9 +69,10 @@ func New(ctx context.Context, cli *mautrix.Client, log zerolog.Logger) (*Device,
 	}
 	d := &Device{
 		cli: cli, mach: mach, state: state,
-		done:    make(chan struct{}),
-		members: map[id.RoomID]map[id.UserID]event.Membership{},
-		changed: make(chan struct{}),
+		done:      make(chan struct{}),
+		members:   map[id.RoomID]map[id.UserID]event.Membership{},
+		encrypted: map[id.EventID]*event.Event{},
+		changed:   make(chan struct{}),
 	}
 	// Order matters: the state store first (the machine asks it whether a
 	// room is encrypted), then the machine, then what Await* waits on.
@@ -76,6 +80,7 @@ func New(ctx context.Context, cli *mautrix.Client, log zerolog.Logger) (*Device,
 	syncer.OnEvent(cli.StateStoreSyncHandler)
 	syncer.OnEventType(event.StateMember, mach.HandleMemberEvent)
 	syncer.OnEventType(event.StateMember, d.sawMember)
+	syncer.OnEventType(event.EventEncrypted, d.sawEncrypted)
 
 	loopCtx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
@@ -119,6 +124,40 @@ func (d *Device) sawMember(_ context.Context, evt *event.Event) {
 	d.members[evt.RoomID][id.UserID(*evt.StateKey)] = m.Membership
 	close(d.changed)
 	d.changed = make(chan struct{})
+}
+
+func (d *Device) sawEncrypted(_ context.Context, evt *event.Event) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.encrypted[evt.ID] = evt
+	close(d.changed)
+	d.changed = make(chan struct{})
+}
+
+// awaitEncrypted waits until the device's /sync has shown the encrypted
+// event eventID of room, as a client reads a room: from its sync, which also
+// waits out a server that shows an event a moment after its send.
+func (d *Device) awaitEncrypted(ctx context.Context, room id.RoomID, eventID id.EventID) (*event.Event, error) {
+	for {
+		d.mu.Lock()
+		evt, changed := d.encrypted[eventID], d.changed
+		d.mu.Unlock()
+		if evt != nil {
+			if evt.RoomID != room {
+				return nil, fmt.Errorf("%s is an event of %s, not %s", eventID, evt.RoomID, room)
+			}
+			// A copy: each decryption parses its own.
+			cp := *evt
+			return &cp, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s's device waiting for %s in %s in its /sync: %w", d.cli.UserID, eventID, room, context.Cause(ctx))
+		case <-d.done:
+			return nil, fmt.Errorf("%s's device waiting for %s in %s: the sync loop ended: %v", d.cli.UserID, eventID, room, d.err)
+		case <-changed:
+		}
+	}
 }
 
 // AwaitMembership waits until the device's /sync has shown user's
@@ -315,15 +354,14 @@ func (d *Device) Decrypt(ctx context.Context, evt *event.Event) (*event.Event, e
 	return dec, nil
 }
 
-// ReadTextNow reads the encrypted event eventID of room and decrypts it with
-// the keys the device holds now: without its key the error wraps
+// ReadTextNow waits until the device's /sync has shown the encrypted event
+// eventID of room, and decrypts it with the keys the device holds then: without its key the error wraps
 // crypto.ErrNoSessionFound and noKey is true.
 func (d *Device) ReadTextNow(ctx context.Context, room id.RoomID, eventID id.EventID) (text string, noKey bool, err error) {
-	evt, err := d.cli.GetEvent(ctx, room, eventID)
+	evt, err := d.awaitEncrypted(ctx, room, eventID)
 	if err != nil {
-		return "", false, fmt.Errorf("%s reading %s in %s: %w", d.cli.UserID, eventID, room, err)
+		return "", false, err
 	}
-	evt.RoomID = room
 	dec, err := d.Decrypt(ctx, evt)
 	if err != nil {
 		return "", errors.Is(err, crypto.ErrNoSessionFound), err
@@ -341,16 +379,15 @@ func bodyOf(dec *event.Event) (string, error) {
 	return msg.Body, nil
 }
 
-// ReadText reads the encrypted event eventID of room and returns its
-// plaintext body. Without its key yet it waits, until ctx ends, for the key
+// ReadText waits until the device's /sync has shown the encrypted event
+// eventID of room and returns its plaintext body. Without its key yet it waits, until ctx ends, for the key
 // to arrive through the device's /sync (the machine says when a session is
 // stored), then decrypts: a late key is read once it comes.
 func (d *Device) ReadText(ctx context.Context, room id.RoomID, eventID id.EventID) (string, error) {
-	evt, err := d.cli.GetEvent(ctx, room, eventID)
+	evt, err := d.awaitEncrypted(ctx, room, eventID)
 	if err != nil {
-		return "", fmt.Errorf("%s reading %s in %s: %w", d.cli.UserID, eventID, room, err)
+		return "", err
 	}
-	evt.RoomID = room
 	for {
 		dec, err := d.Decrypt(ctx, evt)
 		if err == nil {
