@@ -123,8 +123,11 @@
 //     carries to_device.events until a sync with a later since token, which
 //     drops them for good. Every /sync has device_one_time_keys_count and
 //     device_unused_fallback_key_types; an incremental one device_lists
-//     changed (users sharing a joined room whose device keys changed) and
-//     left (users who no longer share one). Keys and ciphertexts are opaque:
+//     changed (users sharing a joined room whose device keys changed, and
+//     users newly sharing one: a join since the token, theirs or the
+//     syncing user's, any member event with membership join, a display name
+//     change too, as Synapse counts; invites not modelled) and left (users who
+//     no longer share one). Keys and ciphertexts are opaque:
 //     nothing is verified, as on a real homeserver. Not modelled: cross-
 //     signing keys (query answers them empty), key backup, dehydrated
 //     devices, appservice devices (MSC4190) and to-device events or device

@@ -395,12 +395,20 @@ func (s *Server) syncE2EE(c *caller, req *syncRequest, resp map[string]any) bool
 }
 
 // deviceListChanges are the users whose device keys changed since the token
-// and who share a joined room with u (u included), and the users who no
-// longer share any joined room with u because of a leave since the token.
+// and who share a joined room with u (u included), with the users u newly
+// shares a room with (a join since the token, theirs or u's: as Synapse says,
+// a client that kept their device list while they shared no room heard of no
+// change and must query again), and the users who no longer share any joined
+// room with u because of a leave since the token.
 func (s *Server) deviceListChanges(u id.UserID, since int64) (changed, left []id.UserID) {
 	shared := s.sharesRoomWith(u)
 	for other, pos := range s.state.e2ee.keysChanged {
 		if pos > since && (other == u || shared[other]) {
+			changed = append(changed, other)
+		}
+	}
+	for other := range s.newlySharedWith(u, since) {
+		if !slices.Contains(changed, other) {
 			changed = append(changed, other)
 		}
 	}
@@ -443,5 +451,35 @@ func (s *Server) sharesRoomWith(u id.UserID) map[id.UserID]bool {
 			out[m] = true
 		}
 	}
+	return out
+}
+
+// newlySharedWith is every user who joined a room u is joined to since the
+// token, and every member of a room u joined since the token; u is left out.
+// As in Synapse, every m.room.member event with membership join since the
+// token counts, a display name change too (Synapse does not look at the
+// membership before it); invites and knocks, which Synapse counts too, are
+// not modelled.
+func (s *Server) newlySharedWith(u id.UserID, since int64) map[id.UserID]bool {
+	out := map[id.UserID]bool{}
+	for rid := range s.state.userRooms[u] {
+		rm := s.state.rooms[rid]
+		if rm.membership(u) != "join" {
+			continue
+		}
+		for k, e := range rm.state {
+			if k.Type != "m.room.member" || e.Stream <= since || e.Membership != "join" {
+				continue
+			}
+			if id.UserID(k.Key) == u {
+				for _, m := range rm.members("join") {
+					out[m] = true
+				}
+				continue
+			}
+			out[id.UserID(k.Key)] = true
+		}
+	}
+	delete(out, u)
 	return out
 }

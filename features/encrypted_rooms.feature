@@ -9,7 +9,10 @@ Feature: An encrypted room is told the daemon cannot read it, never ignored in s
   (an encrypted event, or the m.room.encryption event that turns it on), each agent bound to the
   room posts one notice there, top-level; the daemon records it in its state dir, so neither a
   second message nor a restart posts it again. The humans' encrypted messages here are opaque
-  ciphertext no key opens, as the daemon sees a room whose keys it lacks.
+  ciphertext no key opens, as the daemon sees a room whose keys it lacks, unless a human has an
+  end-to-end encryption device: mautrix's own crypto then really encrypts the message, shares
+  the room key with the room's devices, and another human's device decrypts it (the daemon's
+  agents have no device yet, so for them it stays unreadable).
 
   Background:
     Given the homeserver has users "ori" and "mia"
@@ -23,6 +26,29 @@ Feature: An encrypted room is told the daemon cannot read it, never ignored in s
     And agent-b posts "This room is end-to-end encrypted and this Zooid daemon cannot read it yet: agent-b sees no message sent here. To work with agent-b, use a room without encryption and ask the operator to bind agent-b to it." top-level in "#ops"
     And the trace of "#ops" shows "can someone audit svc-a" waking nobody (encrypted)
     And the trace of "#ops" records agent-a posting "This room is end-to-end encrypted" once
+
+  Scenario: humans with devices read each other's encrypted messages, and the agents are still told they cannot
+    Given "#ops" is end-to-end encrypted
+    And ori has an end-to-end encryption device
+    And mia has an end-to-end encryption device
+    When ori says in "#ops", encrypted: "@agent-a can someone audit svc-a"
+    Then mia reads in "#ops", decrypted: "@agent-a can someone audit svc-a"
+    And agent-a posts "This room is end-to-end encrypted and this Zooid daemon cannot read it yet: agent-a sees no message sent here. To work with agent-a, use a room without encryption and ask the operator to bind agent-a to it." top-level in "#ops"
+    And the trace of "#ops" shows "can someone audit svc-a" waking nobody (encrypted)
+    When mia says in "#ops", encrypted: "@agent-a and svc-b too"
+    Then ori reads in "#ops", decrypted: "@agent-a and svc-b too"
+    And the trace of "#ops" shows "and svc-b too" waking nobody (encrypted)
+    And the trace of "#ops" records agent-a posting "This room is end-to-end encrypted" once
+
+  Scenario: a room key that comes after its message is read once it comes
+    Given "#ops" is end-to-end encrypted
+    And ori has an end-to-end encryption device
+    And mia has an end-to-end encryption device
+    When ori says in "#ops", encrypted, its room key held back: "@agent-a the standby takes over at six"
+    Then mia cannot decrypt "@agent-a the standby takes over at six" in "#ops" yet
+    When ori sends the room key it held back in "#ops"
+    Then mia reads in "#ops", decrypted: "@agent-a the standby takes over at six"
+    And the trace of "#ops" shows "the standby takes over at six" waking nobody (encrypted)
 
   Scenario: a second encrypted message gets no second notice
     Given "#ops" is end-to-end encrypted

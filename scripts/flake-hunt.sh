@@ -25,7 +25,7 @@ cleanup() {
 trap cleanup EXIT
 
 # zooid sim execs zooid-sim found next to zooid: build the pair, as a user would.
-go build -o "$bin/" ./cmd/zooid ./cmd/zooid-sim
+go build -tags goolm -o "$bin/" ./cmd/zooid ./cmd/zooid-sim
 
 # One core kept busy for the whole hunt: scenarios meet the scheduling delays
 # of a loaded CI machine, which is where timing assumptions break.

@@ -5,4 +5,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
-go run ./cmd/zooid-sim sim "$@"
+go run -tags goolm ./cmd/zooid-sim sim "$@"

@@ -309,6 +309,63 @@ func (s *suite) testE2EE(t *testing.T) {
 		})
 	})
 
+	// A user who comes to share a room is in device_lists.changed, keys changed or not: a
+	// client that tracked their devices while they shared no room was told of no change
+	// since (mautrix's crypto keeps the old list through a left), and must query again
+	// before it shares a room key with them.
+	t.Run("DeviceListsChangedWhenARoomIsNewlyShared", func(t *testing.T) {
+		t.Parallel()
+		alice := s.registerUser(t, "devjoina")
+		bob := s.registerUser(t, "devjoinb")
+		for _, c := range []*Client{alice, bob} {
+			c.MustDo(t, "POST", CS("v3", "keys", "upload"), map[string]any{"device_keys": deviceKeysOf(c)})
+		}
+		room := s.createRoom(t, alice, map[string]any{"preset": "public_chat"})
+		n0 := syncOnce(t, alice, "").Get("next_batch").String()
+		bob.MustDo(t, "POST", CS("v3", "join", string(room)), map[string]any{})
+		var changed []string
+		eventually(t, 10*time.Second, "bob, newly in a room with alice, in alice's device_lists.changed", func() (bool, string) {
+			res := syncOnce(t, alice, n0)
+			changed = userList(res.Get("device_lists.changed"))
+			return slices.Contains(changed, string(bob.UserID)), fmt.Sprintf("changed %v in %s", changed, truncate(res.Raw, 500))
+		})
+		// Synapse does not look at the membership before a join: a display name bob changes
+		// names him again (a client queries once more, which costs nothing wrong).
+		var nName string
+		eventually(t, 10*time.Second, "alice's sync past bob's join", func() (bool, string) {
+			res := syncOnce(t, alice, n0)
+			nName = res.Get("next_batch").String()
+			return slices.Contains(userList(res.Get("device_lists.changed")), string(bob.UserID)), "bob's join not yet in alice's sync"
+		})
+		name := "Bob " + randomID(3)
+		bob.MustDo(t, "PUT", CS("v3", "rooms", string(room), "state", "m.room.member", string(bob.UserID)),
+			map[string]any{"membership": "join", "displayname": name})
+		eventually(t, 10*time.Second, "bob's new display name in alice's sync", func() (bool, string) {
+			res := syncOnce(t, alice, nName)
+			for _, e := range field(res.Get("rooms.join"), string(room)).Get("timeline.events").Array() {
+				if e.Get("type").String() == "m.room.member" && e.Get("content.displayname").String() == name {
+					if got := userList(res.Get("device_lists.changed")); !slices.Contains(got, string(bob.UserID)) {
+						t.Fatalf("the sync showing bob's display name change has device_lists.changed %v, want bob in it as Synapse puts him", got)
+					}
+					return true, ""
+				}
+			}
+			return false, truncate(res.Raw, 500)
+		})
+
+		// And the other way round: bob, who left and joins another of alice's rooms, is told
+		// of alice, whom he shares a room with again.
+		other := s.createRoom(t, alice, map[string]any{"preset": "public_chat"})
+		bob.MustDo(t, "POST", CS("v3", "rooms", string(room), "leave"), map[string]any{})
+		n1 := syncOnce(t, bob, "").Get("next_batch").String()
+		bob.MustDo(t, "POST", CS("v3", "join", string(other)), map[string]any{})
+		eventually(t, 10*time.Second, "alice, in a room with bob again, in bob's device_lists.changed", func() (bool, string) {
+			res := syncOnce(t, bob, n1)
+			changed = userList(res.Get("device_lists.changed"))
+			return slices.Contains(changed, string(alice.UserID)), fmt.Sprintf("changed %v in %s", changed, truncate(res.Raw, 500))
+		})
+	})
+
 	t.Run("EncryptedRoomEventsAreStoredAndServed", func(t *testing.T) {
 		t.Parallel()
 		alice := s.registerUser(t, "encra")

@@ -38,8 +38,24 @@ func humanSteps(w *world) []stepDef {
 			fn:      w.stepSaysWith},
 		{area: "humans", pattern: `^([a-z0-9-]+) says in "(#[a-z0-9-]+)", encrypted: "([^"]*)"$`,
 			example: `ori says in "#ops", encrypted: "@agent-a can someone audit svc-a"`,
-			doc:     "Posts a top-level m.room.encrypted event (m.megolm.v1.aes-sha2) standing for the text: its ciphertext is random bytes no key opens, as a client whose keys the daemon lacks sends it; trace steps find it by the text.",
+			doc:     "Posts a top-level m.room.encrypted event (m.megolm.v1.aes-sha2). A human with an end-to-end encryption device really encrypts the text, sharing the room key with the room's devices first; one without sends random bytes no key opens, standing for the text. Trace steps find it by the text.",
 			fn:      w.stepSaysEncrypted},
+		{area: "humans", pattern: `^([a-z0-9-]+) says in "(#[a-z0-9-]+)", encrypted, its room key held back: "([^"]*)"$`,
+			example: `ori says in "#ops", encrypted, its room key held back: "@agent-a the standby takes over at six"`,
+			doc:     "The human's end-to-end encryption device sends the text encrypted with a room key it shares with no one yet: the room's devices hold the message before its key, as when a to-device message is slower than the room's event.",
+			fn:      w.stepSaysEncryptedKeyHeld},
+		{area: "humans", pattern: `^([a-z0-9-]+) sends the room key it held back in "(#[a-z0-9-]+)"$`,
+			example: `ori sends the room key it held back in "#ops"`,
+			doc:     "Delivers the room keys the human's device held back in the room (olm-encrypted m.room_key to-device messages) to every device of the room's other members.",
+			fn:      w.stepSendsHeldKey},
+		{area: "humans", pattern: `^([a-z0-9-]+) cannot decrypt "([^"]*)" in "(#[a-z0-9-]+)" yet$`,
+			example: `mia cannot decrypt "@agent-a the standby takes over at six" in "#ops" yet`,
+			doc:     "The human's end-to-end encryption device holds the encrypted message with that text and no key for it (mautrix: no session with its id).",
+			fn:      w.stepCannotDecrypt},
+		{area: "humans", pattern: `^([a-z0-9-]+) reads in "(#[a-z0-9-]+)", decrypted: "([^"]*)"$`,
+			example: `mia reads in "#ops", decrypted: "@agent-a can someone audit svc-a"`,
+			doc:     "The human's end-to-end encryption device reads the encrypted message a human sent with that text and decrypts it to exactly that text (waiting, up to 30s, for a room key that comes late).",
+			fn:      w.stepReadsDecrypted},
 		{area: "humans", pattern: `^([a-z0-9-]+) turns on encryption in "(#[a-z0-9-]+)"$`,
 			example: `ori turns on encryption in "#ops"`,
 			doc:     "Sends the room's m.room.encryption state event (m.megolm.v1.aes-sha2), as Element's \"Encrypted\" switch does; the human must have the power to (the room's creator has).",
@@ -147,6 +163,14 @@ func (w *world) stepSaysEncrypted(ctx context.Context, who, roomName, text strin
 	if err != nil {
 		return err
 	}
+	if h.dev != nil {
+		evt, err := h.dev.SendText(ctx, r.id, text)
+		if err != nil {
+			return fmt.Errorf("%s posting an encrypted message in %s: %w", who, roomName, err)
+		}
+		w.encrypted = append(w.encrypted, &post{room: r, id: evt, sender: who, text: text, core: stripMentions(text), root: evt})
+		return nil
+	}
 	// Opaque: no session with this id was ever shared, so nobody can decrypt
 	// it; the fields are those a megolm event carries.
 	content := map[string]any{
@@ -161,6 +185,113 @@ func (w *world) stepSaysEncrypted(ctx context.Context, who, roomName, text strin
 		return fmt.Errorf("%s posting an encrypted message in %s: %w", who, roomName, err)
 	}
 	w.encrypted = append(w.encrypted, &post{room: r, id: resp.EventID, sender: who, text: text, core: stripMentions(text), root: resp.EventID})
+	return nil
+}
+
+// decryptTimeout bounds a read of an encrypted message: the room key comes
+// through the reader's /sync, which a late key makes wait.
+const decryptTimeout = 30 * time.Second
+
+// deviceIn is a human with an encryption device and the room a step has
+// them act in.
+func (w *world) deviceIn(ctx context.Context, who, roomName string) (*human, *room, error) {
+	h, r, err := w.humanIn(ctx, who, roomName)
+	if err != nil {
+		return nil, nil, err
+	}
+	if h.dev == nil {
+		return nil, nil, fmt.Errorf("%s has no encryption device; give it one first: %s has an end-to-end encryption device", who, who)
+	}
+	return h, r, nil
+}
+
+// encryptedPostExactly is the encrypted message a human sent in r with
+// exactly text (the newest, if several).
+func (w *world) encryptedPostExactly(r *room, roomName, text string) (*post, error) {
+	var p *post
+	for _, e := range w.encrypted {
+		if e.room == r && e.text == text {
+			p = e
+		}
+	}
+	if p == nil {
+		return nil, fmt.Errorf("no encrypted message %q was sent in %s", text, roomName)
+	}
+	return p, nil
+}
+
+func (w *world) stepSaysEncryptedKeyHeld(ctx context.Context, who, roomName, text string) error {
+	h, r, err := w.deviceIn(ctx, who, roomName)
+	if err != nil {
+		return err
+	}
+	evt, deliver, err := h.dev.SendTextKeyLater(ctx, r.id, text)
+	if err != nil {
+		return fmt.Errorf("%s posting an encrypted message in %s: %w", who, roomName, err)
+	}
+	if h.heldKeys == nil {
+		h.heldKeys = map[*room][]func(context.Context) error{}
+	}
+	h.heldKeys[r] = append(h.heldKeys[r], deliver)
+	w.encrypted = append(w.encrypted, &post{room: r, id: evt, sender: who, text: text, core: stripMentions(text), root: evt})
+	return nil
+}
+
+func (w *world) stepSendsHeldKey(ctx context.Context, who, roomName string) error {
+	h, r, err := w.deviceIn(ctx, who, roomName)
+	if err != nil {
+		return err
+	}
+	if len(h.heldKeys[r]) == 0 {
+		return fmt.Errorf("%s held back no room key in %s", who, roomName)
+	}
+	for len(h.heldKeys[r]) > 0 {
+		if err := h.heldKeys[r][0](ctx); err != nil {
+			return err
+		}
+		h.heldKeys[r] = h.heldKeys[r][1:]
+	}
+	return nil
+}
+
+func (w *world) stepCannotDecrypt(ctx context.Context, who, text, roomName string) error {
+	h, r, err := w.deviceIn(ctx, who, roomName)
+	if err != nil {
+		return err
+	}
+	p, err := w.encryptedPostExactly(r, roomName, text)
+	if err != nil {
+		return err
+	}
+	got, noKey, err := h.dev.ReadTextNow(ctx, r.id, p.id)
+	switch {
+	case noKey:
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s decrypting %s's message in %s failed, but not for want of its key: %w", who, p.sender, roomName, err)
+	default:
+		return fmt.Errorf("%s decrypted %s's message in %s to %q: it holds the key already", who, p.sender, roomName, got)
+	}
+}
+
+func (w *world) stepReadsDecrypted(ctx context.Context, who, roomName, text string) error {
+	h, r, err := w.deviceIn(ctx, who, roomName)
+	if err != nil {
+		return err
+	}
+	p, err := w.encryptedPostExactly(r, roomName, text)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, decryptTimeout)
+	defer cancel()
+	got, err := h.dev.ReadText(rctx, r.id, p.id)
+	if err != nil {
+		return fmt.Errorf("%s reading %s's encrypted message %q in %s: %w", who, p.sender, text, roomName, err)
+	}
+	if got != text {
+		return fmt.Errorf("%s decrypted %s's message in %s to %q, want %q", who, p.sender, roomName, got, text)
+	}
 	return nil
 }
 

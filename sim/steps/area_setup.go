@@ -103,6 +103,10 @@ func setupSteps(w *world) []stepDef {
 			example: `"#ops" is end-to-end encrypted`,
 			doc:     "Declares a room created with m.room.encryption (m.megolm.v1.aes-sha2) in its initial state, as Element creates private rooms, before the daemon starts.",
 			fn:      w.stepRoomEncrypted},
+		{area: "setup", pattern: `^([a-z0-9-]+) has an end-to-end encryption device$`,
+			example: `ori has an end-to-end encryption device`,
+			doc:     "Gives the human's login a device with mautrix's own crypto (fakehs/e2eeclient; a harness built with -tags goolm): its device and one-time keys uploaded, its /sync taking room keys; from then on the human's encrypted messages are really encrypted, its room key shared with the room's devices, and the human can read encrypted messages back.",
+			fn:      w.stepHumanDevice},
 		{area: "setup", pattern: `^the daemon is (killed|stopped) and started again$`,
 			example: `the daemon is killed and started again`,
 			doc:     "SIGKILLs (killed) or SIGTERMs (stopped) the daemon's process group, agents included, and starts a new daemon on the same state dir, waiting until it is ready.",
@@ -980,5 +984,22 @@ func (w *world) stepRunsReal(list, preset string) error {
 	// Real agents take seconds to start; the scripted agent's 10 s turn
 	// timeout would cut them off.
 	w.turnTimeout = max(w.turnTimeout, realWait)
+	return nil
+}
+
+func (w *world) stepHumanDevice(ctx context.Context, name string) error {
+	h, err := w.human(name)
+	if err != nil {
+		return err
+	}
+	if h.dev != nil {
+		return nil
+	}
+	dev, err := newHumanDevice(ctx, w.lease.hs.baseURL(), h.id, h.cli.AccessToken)
+	if err != nil {
+		return err
+	}
+	h.dev = dev
+	w.closers = append(w.closers, dev.Close)
 	return nil
 }

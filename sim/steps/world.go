@@ -133,6 +133,11 @@ type human struct {
 	name string
 	id   id.UserID
 	cli  *mautrix.Client
+	// dev is the human's encryption device; nil until a step gives it one.
+	dev humanDevice
+	// heldKeys are the room keys dev sent messages with and has not
+	// delivered yet, per room, oldest first.
+	heldKeys map[*room][]func(context.Context) error
 }
 
 // agentDecl is an agent as the scenario configured it.

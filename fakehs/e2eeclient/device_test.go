@@ -1,0 +1,249 @@
+//go:build goolm
+
+package e2eeclient
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/crypto"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/docker/synapse"
+	"github.com/zooid-dev/zooid/fakehs"
+)
+
+// homeserverURL is the homeserver ZOOID_TEST_HOMESERVER names: an in-process
+// fakehs by default, a Synapse container for "synapse", else a base URL.
+func homeserverURL(t *testing.T) string {
+	t.Helper()
+	switch hs := os.Getenv("ZOOID_TEST_HOMESERVER"); hs {
+	case "", "fake":
+		return fakehs.New(t).URL()
+	case "synapse":
+		return synapse.RunForTest(t).BaseURL()
+	default:
+		return hs
+	}
+}
+
+func randomHex(t *testing.T, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatalf("reading random bytes: %v", err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// person registers a fresh user (as Element does: the device id comes with
+// the registration) and gives it a device, closed when the test ends.
+func person(ctx context.Context, t *testing.T, hsURL, name string) *Device {
+	t.Helper()
+	cli, err := mautrix.NewClient(hsURL, "", "")
+	if err != nil {
+		t.Fatalf("a client for %s: %v", name, err)
+	}
+	cli.DefaultHTTPRetries = 4
+	lp := name + "-" + randomHex(t, 4)
+	resp, err := cli.RegisterDummy(ctx, &mautrix.ReqRegister[any]{Username: lp, Password: password(lp)})
+	if err != nil {
+		t.Fatalf("registering %s: %v", lp, err)
+	}
+	cli.SetCredentials(resp.UserID, resp.AccessToken)
+	cli.DeviceID = resp.DeviceID
+	return device(ctx, t, cli, name)
+}
+
+func password(localpart string) string { return "pw-" + localpart }
+
+// anotherDevice logs d's user in again, as a second Element session does,
+// and gives that login a device of its own.
+func anotherDevice(ctx context.Context, t *testing.T, hsURL string, d *Device, name string) *Device {
+	t.Helper()
+	cli, err := mautrix.NewClient(hsURL, "", "")
+	if err != nil {
+		t.Fatalf("a client for %s: %v", name, err)
+	}
+	cli.DefaultHTTPRetries = 4
+	lp := d.UserID().Localpart()
+	_, err = cli.Login(ctx, &mautrix.ReqLogin{
+		Type:             mautrix.AuthTypePassword,
+		Identifier:       mautrix.UserIdentifier{Type: mautrix.IdentifierTypeUser, User: lp},
+		Password:         password(lp),
+		StoreCredentials: true,
+	})
+	if err != nil {
+		t.Fatalf("logging %s in again: %v", lp, err)
+	}
+	return device(ctx, t, cli, name)
+}
+
+func device(ctx context.Context, t *testing.T, cli *mautrix.Client, name string) *Device {
+	t.Helper()
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel).With().Str("device", name).Logger()
+	d, err := New(ctx, cli, log)
+	if err != nil {
+		t.Fatalf("a device for %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if err := d.Close(); err != nil {
+			t.Errorf("closing %s's device: %v", name, err)
+		}
+	})
+	return d
+}
+
+// encryptedRoom is a private room ori creates with encryption on, as Element
+// creates one, with mia invited and joined.
+func encryptedRoom(ctx context.Context, t *testing.T, ori, mia *Device) id.RoomID {
+	t.Helper()
+	resp, err := ori.cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{
+		Preset: "private_chat",
+		InitialState: []*event.Event{{
+			Type:    event.StateEncryption,
+			Content: event.Content{Parsed: &event.EncryptionEventContent{Algorithm: id.AlgorithmMegolmV1}},
+		}},
+	})
+	if err != nil {
+		t.Fatalf("ori creating an encrypted room: %v", err)
+	}
+	if _, err := ori.cli.InviteUser(ctx, resp.RoomID, &mautrix.ReqInviteUser{UserID: mia.UserID()}); err != nil {
+		t.Fatalf("ori inviting mia: %v", err)
+	}
+	if _, err := mia.cli.JoinRoomByID(ctx, resp.RoomID); err != nil {
+		t.Fatalf("mia joining: %v", err)
+	}
+	return resp.RoomID
+}
+
+// TestMiaDecryptsWhatOriSent: ori's device encrypts a message with a megolm
+// session it shares with the room's devices (olm over /keys/claim and
+// sendToDevice), and mia's device, given the key by its /sync, decrypts it
+// to the exact text, seeing ori and ori's device as its sender.
+func TestMiaDecryptsWhatOriSent(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	hs := homeserverURL(t)
+	ori, mia := person(ctx, t, hs, "ori"), person(ctx, t, hs, "mia")
+	room := encryptedRoom(ctx, t, ori, mia)
+
+	const text = "the deploy key rotates at noon"
+	evt, err := ori.SendText(ctx, room, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := mia.cli.GetEvent(ctx, room, evt)
+	if err != nil {
+		t.Fatalf("mia reading %s: %v", evt, err)
+	}
+	if raw.Type != event.EventEncrypted {
+		t.Fatalf("the homeserver holds %s as %s, want %s", evt, raw.Type.Type, event.EventEncrypted.Type)
+	}
+	got, err := mia.ReadText(ctx, room, evt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != text {
+		t.Fatalf("mia decrypted %q, want %q", got, text)
+	}
+	raw.RoomID = room
+	dec, err := mia.Decrypt(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dec.Sender != ori.UserID() {
+		t.Fatalf("the decrypted event's sender is %s, want %s", dec.Sender, ori.UserID())
+	}
+	if enc := raw.Content.AsEncrypted(); enc.SenderKey != "" && enc.SenderKey != id.SenderKey(ori.IdentityKey()) {
+		t.Fatalf("the event's sender key is %s, want ori's device's %s", enc.SenderKey, ori.IdentityKey())
+	}
+}
+
+// TestALateRoomKey: mia joins, ori's message reaches mia's device before
+// its key (mia cannot decrypt it: no session), and mia's device decrypts it
+// once ori delivers the key, which comes through mia's /sync.
+func TestALateRoomKey(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	hs := homeserverURL(t)
+	ori, mia := person(ctx, t, hs, "ori"), person(ctx, t, hs, "mia")
+	room := encryptedRoom(ctx, t, ori, mia)
+
+	const text = "the standby takes over at six"
+	evt, key, err := ori.SendTextKeyLater(ctx, room, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, noKey, err := mia.ReadTextNow(ctx, room, evt); !noKey || !errors.Is(err, crypto.ErrNoSessionFound) {
+		t.Fatalf("before the key, mia's device decrypting %s: %v (no key: %t), want %v", evt, err, noKey, crypto.ErrNoSessionFound)
+	}
+
+	read := make(chan error, 1)
+	var got string
+	go func() {
+		var err error
+		got, err = mia.ReadText(ctx, room, evt)
+		read <- err
+	}()
+	if err := ori.DeliverKey(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
+	if got != text {
+		t.Fatalf("mia decrypted %q once the key came, want %q", got, text)
+	}
+}
+
+// TestANewDeviceOfAReturningMemberGetsTheKey: ori's device learnt mia's
+// devices in a room they shared; mia left it, logged in a second device,
+// and joins another of ori's rooms. The homeserver tells ori's device that
+// mia's devices changed (device_lists.changed: a newly shared room), so ori
+// shares the new room's key with mia's second device too, which decrypts.
+func TestANewDeviceOfAReturningMemberGetsTheKey(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	hs := homeserverURL(t)
+	ori, mia := person(ctx, t, hs, "ori"), person(ctx, t, hs, "mia")
+	first := encryptedRoom(ctx, t, ori, mia)
+	if _, err := ori.SendText(ctx, first, "hello mia"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mia.cli.LeaveRoom(ctx, first); err != nil {
+		t.Fatalf("mia leaving: %v", err)
+	}
+	if err := ori.AwaitMembership(ctx, first, mia.UserID(), event.MembershipLeave); err != nil {
+		t.Fatal(err)
+	}
+	phone := anotherDevice(ctx, t, hs, mia, "mia-phone")
+	second := encryptedRoom(ctx, t, ori, phone)
+	if err := ori.AwaitMembership(ctx, second, mia.UserID(), event.MembershipJoin); err != nil {
+		t.Fatal(err)
+	}
+
+	const text = "the new runbook is pinned"
+	evt, err := ori.SendText(ctx, second, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readCtx, cancelRead := context.WithTimeout(ctx, 15*time.Second)
+	defer cancelRead()
+	got, err := phone.ReadText(readCtx, second, evt)
+	if err != nil {
+		t.Fatalf("mia's second device: %v", err)
+	}
+	if got != text {
+		t.Fatalf("mia's second device decrypted %q, want %q", got, text)
+	}
+}
