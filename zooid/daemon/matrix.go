@@ -73,10 +73,11 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		State:     tr.RoomState(),
 	})
 	tm, err := tasks.Open(tasks.Options{
-		StateDir: filepath.Join(cfg.StateDir, "tasks"),
-		Send:     tr.Send,
-		Agents:   d.taskAgents,
-		Wake:     d.wakeCaller,
+		StateDir:    filepath.Join(cfg.StateDir, "tasks"),
+		Send:        tr.Send,
+		Agents:      d.taskAgents,
+		Workstation: cfg.Workstation,
+		Wake:        d.wakeCaller,
 		// A handoff's callee runs in its own session of the caller's thread.
 		StartCallee: d.startCallee,
 		Logger:      d.log, // the manager names itself (component=tasks)

@@ -116,7 +116,7 @@ func New(agents []Agent) *Router {
 		capacity: DefaultThreadMemory,
 	}
 	for _, a := range agents {
-		ai := &agentInfo{Agent: a, rooms: map[id.RoomID]bool{}, matcher: newMatcher(a.UserID, a.DisplayName)}
+		ai := &agentInfo{Agent: a, rooms: map[id.RoomID]bool{}, matcher: newMatcher(a.UserID, a.DisplayName, a.Name)}
 		for _, room := range a.Rooms {
 			ai.rooms[room] = true
 		}

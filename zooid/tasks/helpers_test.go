@@ -162,6 +162,8 @@ type env struct {
 
 	now     func() time.Time // the managers' clock; nil: time.Now
 	timeout time.Duration    // the managers' Options.Timeout; zero: the default
+
+	workstation string // the managers' Options.Workstation
 }
 
 var agents = map[string]struct {
@@ -205,6 +207,7 @@ func (e *env) options() Options {
 		PostTimeout: 5 * time.Second,
 		Now:         e.now,
 		Timeout:     e.timeout,
+		Workstation: e.workstation,
 	}
 }
 

@@ -35,6 +35,10 @@ type Options struct {
 	Send func(ctx context.Context, as id.UserID, room id.RoomID, evType event.Type, content any, txnID string) (id.EventID, error)
 	// Agents looks up a zooid.yaml agent by name: its user and bound rooms. Required.
 	Agents func(name string) (user id.UserID, rooms []id.RoomID, ok bool)
+	// Workstation is the daemon's workstation (zooid.yaml workstation:, "" when
+	// none): a task's agent may be named workstation.name, and only this
+	// workstation's names are this daemon's agents.
+	Workstation string
 	// Wake queues one turn on the caller's original session with text; the daemon
 	// queues it behind a running turn and skips it if that thread was /clear'ed.
 	// It calls delivered once the session takes the turn (or skips it): until
