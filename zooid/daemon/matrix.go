@@ -15,6 +15,7 @@ import (
 	"github.com/zooid-dev/zooid/zooid/mcpserver"
 	"github.com/zooid-dev/zooid/zooid/router"
 	"github.com/zooid-dev/zooid/zooid/tasks"
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // matrixTransport returns the Matrix transport of the config, if any.
@@ -65,6 +66,13 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		return err
 	}
 	rooms := history.New(history.Options{
+		// The router is built once the transport is up, before any tool
+		// call can come (agents start after intake opens).
+		OtherAgent: func(room id.RoomID, u id.UserID) (zevent.AgentContent, bool) {
+			return d.routerOnce().OtherAgent(room, u)
+		},
+		Workstation: cfg.Workstation,
+
 		Client:    tr.Client,
 		Agents:    d.agentName,
 		CursorKey: key,
@@ -153,6 +161,7 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		if err := d.tasks.RecoverHandoffs(ctx); err != nil {
 			d.log.Error("recovering handoffs", "err", err)
 		}
+		d.learnOtherAgents(ctx)
 		d.openIntake()
 		// Tasks a previous run left open are closed and reported now that the
 		// daemon can post and wake.

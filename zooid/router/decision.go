@@ -3,6 +3,8 @@ package router
 import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // Decision is everything the router decided about one inbound event, as a
@@ -42,8 +44,9 @@ const (
 	WhyReset = "session_reset"
 	// WhyTaskResult: content carrying dev.zooid.thread_result wakes nobody.
 	WhyTaskResult = "task_result"
-	// WhyAgentPost: an agent's own post wakes nobody (a task root whose
-	// assignee is not bound to the room included).
+	// WhyAgentPost: an agent's post wakes nobody (a task root whose
+	// assignee is not bound to the room included), and so does a post of
+	// another daemon's agent (Router.LearnAgents).
 	WhyAgentPost = "agent_post"
 	// WhyHandoff: a zooid_handoff's notice (dev.zooid.handoff) wakes nobody:
 	// the daemon runs the callee itself, once, from its journal; the callee
@@ -94,6 +97,16 @@ func (r *Router) Decide(ev *event.Event, f Facts) (Message, Decision) {
 				why = WhyEncrypted
 			}
 		}
+		if u, a, isAgent := zevent.AgentOf(ev); isAgent || (ev != nil && ev.Type.Type == zevent.StateAgent.Type && ev.StateKey != nil && id.UserID(*ev.StateKey) == ev.Sender) {
+			// Another daemon's agent joined the room's Zooid agents (or, with
+			// no name, left them).
+			if !isAgent {
+				u = ev.Sender
+			}
+			r.mu.Lock()
+			r.noteOtherLocked(room, u, a)
+			r.mu.Unlock()
+		}
 		return Message{}, Decision{Room: room, Why: why}
 	}
 	d := Decision{Room: m.Room, Thread: m.ThreadRoot}
@@ -138,6 +151,12 @@ func (r *Router) rememberTaskThread(room id.RoomID, root id.EventID, f Facts) {
 	r.observe(Message{Room: room, EventID: root, Sender: delegator, IsTaskRoot: true, TaskAssignee: assignee})
 }
 
+func (r *Router) isOther(m Message) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.isOtherLocked(m)
+}
+
 // whyNobody names the rule that kept a routed message m from every agent.
 func (r *Router) whyNobody(m Message) string {
 	switch {
@@ -146,6 +165,8 @@ func (r *Router) whyNobody(m Message) string {
 	case m.HandoffTo != "" && r.byUser[m.Sender] != nil:
 		return WhyHandoff
 	case r.byUser[m.Sender] != nil:
+		return WhyAgentPost
+	case r.isOther(m):
 		return WhyAgentPost
 	default:
 		return WhyNotAddressed

@@ -13,6 +13,8 @@ import (
 
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // Trigger says what wakes an agent outside threads it is already in.
@@ -77,7 +79,11 @@ type Router struct {
 	byUser map[id.UserID]*agentInfo
 	byName map[string]*agentInfo
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// others are the Zooid agents of other daemons, per room, as their
+	// dev.zooid.agent state events say (Decide, LearnAgents): their posts are
+	// agent prose, which wakes nobody here.
+	others   map[id.RoomID]map[id.UserID]zevent.AgentContent
 	threads  map[threadKey]*list.Element
 	lru      *list.List // of *thread, most recent first
 	capacity int
@@ -112,6 +118,7 @@ func New(agents []Agent) *Router {
 		byUser:   map[id.UserID]*agentInfo{},
 		byName:   map[string]*agentInfo{},
 		threads:  map[threadKey]*list.Element{},
+		others:   map[id.RoomID]map[id.UserID]zevent.AgentContent{},
 		lru:      list.New(),
 		capacity: DefaultThreadMemory,
 	}
@@ -143,6 +150,46 @@ func (r *Router) IsAgent(u id.UserID) (name string, ok bool) {
 	return "", false
 }
 
+// LearnAgents records the Zooid agents of other daemons in room (from the
+// room's dev.zooid.agent state, read at start); this daemon's own are left
+// out. Later changes arrive as events, through Decide.
+func (r *Router) LearnAgents(room id.RoomID, agents map[id.UserID]zevent.AgentContent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for u, a := range agents {
+		r.noteOtherLocked(room, u, a)
+	}
+}
+
+// OtherAgent reports whether u is a Zooid agent of another daemon in room,
+// and what its dev.zooid.agent says.
+func (r *Router) OtherAgent(room id.RoomID, u id.UserID) (zevent.AgentContent, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a, ok := r.others[room][u]
+	return a, ok
+}
+
+func (r *Router) noteOtherLocked(room id.RoomID, u id.UserID, a zevent.AgentContent) {
+	if r.byUser[u] != nil {
+		return
+	}
+	if a.Name == "" {
+		delete(r.others[room], u)
+		return
+	}
+	if r.others[room] == nil {
+		r.others[room] = map[id.UserID]zevent.AgentContent{}
+	}
+	r.others[room][u] = a
+}
+
+// isOtherLocked says m's sender is another daemon's agent in m's room.
+func (r *Router) isOtherLocked(m Message) bool {
+	_, ok := r.others[m.Room][m.Sender]
+	return ok
+}
+
 // route returns the agents m wakes, in configuration order, and updates thread memory.
 func (r *Router) route(m Message) []Wake {
 	if m.IsReset || m.IsTaskResult {
@@ -153,6 +200,10 @@ func (r *Router) route(m Message) []Wake {
 
 	if sender := r.byUser[m.Sender]; sender != nil {
 		return r.routeAgentPost(m, sender)
+	}
+	if r.isOtherLocked(m) {
+		r.otherAgentPost(m)
+		return nil
 	}
 	if m.MsgType == string(event.MsgNotice) {
 		// Automated clients don't answer notices (the Matrix convention), so
@@ -189,6 +240,10 @@ func (r *Router) observe(m Message) {
 		}
 		return
 	}
+	if r.isOtherLocked(m) {
+		r.otherAgentPost(m)
+		return
+	}
 	if m.MsgType == string(event.MsgNotice) {
 		return
 	}
@@ -219,7 +274,11 @@ func (r *Router) needsThreadMemory(m Message) bool {
 	}
 	r.mu.Lock()
 	_, known := r.threads[threadKey{m.Room, m.ThreadRoot}]
+	other := r.isOtherLocked(m)
 	r.mu.Unlock()
+	if other {
+		return false
+	}
 	// The thread lookup first: in a known thread (most replies) the mention
 	// scan is left to route alone.
 	return !known && len(r.mentioned(m)) == 0
@@ -283,6 +342,16 @@ func (r *Router) routeAgentPost(m Message, sender *agentInfo) []Wake {
 		}
 	}
 	return nil
+}
+
+// otherAgentPost is a post of another daemon's agent: prose, which wakes
+// nobody here (that daemon answers for its agents). In a thread it makes that
+// agent the last to post, so a person's bare reply there goes to it, and to
+// none of this daemon's agents.
+func (r *Router) otherAgentPost(m Message) {
+	if m.ThreadRoot != "" {
+		r.thread(m.Room, m.ThreadRoot, true).addressees = nil
+	}
 }
 
 func (r *Router) noteTaskRoot(m Message) *thread {
