@@ -227,6 +227,7 @@ func (d *Daemon) routerAgents(resolve func(agent id.UserID, room config.RoomRef)
 			DisplayName: rt.cfg.Matrix.DisplayName,
 			Rooms:       rt.rooms,
 			Trigger:     trigger,
+			Workstation: d.opts.Config.Workstation,
 		})
 	}
 	return ras

@@ -17,11 +17,11 @@ type matcher struct {
 	link    *regexp.Regexp // https://matrix.to/#/@user:server
 	full    *regexp.Regexp
 	local   *regexp.Regexp
-	short   *regexp.Regexp // "@name" of an agent whose localpart is workstation.name; else nil
-	display *regexp.Regexp // nil without a display name
+	short   []*regexp.Regexp // "@name" and "@workstation.name" where they are not the localpart
+	display *regexp.Regexp   // nil without a display name
 }
 
-func newMatcher(user id.UserID, displayName, name string) *matcher {
+func newMatcher(user id.UserID, displayName, name, workstation string) *matcher {
 	local, server, err := user.Parse()
 	if err != nil {
 		local, server = strings.TrimPrefix(string(user), "@"), ""
@@ -37,10 +37,13 @@ func newMatcher(user id.UserID, displayName, name string) *matcher {
 		full:  regexp.MustCompile(`(?i)` + regexp.QuoteMeta(strings.ToValidUTF8(string(user), "\uFFFD"))),
 		local: regexp.MustCompile(`(?i)@` + ql),
 	}
-	// An agent of a workstation is addressed as name too: each daemon reads
-	// a bare "@name" as its own agent's (config.SplitAddress).
-	if name != "" && name != local {
-		m.short = regexp.MustCompile(`(?i)@` + regexp.QuoteMeta(name))
+	// An agent of a workstation is addressed as name and as
+	// workstation.name, whatever its user id (config.SplitAddress); each
+	// daemon reads a bare "@name" as its own agent's.
+	for _, addr := range []string{name, workstation + "." + name} {
+		if name != "" && (addr != name || workstation != "") && addr != local && !strings.HasPrefix(addr, ".") {
+			m.short = append(m.short, regexp.MustCompile(`(?i)@`+regexp.QuoteMeta(addr)))
+		}
 	}
 	if dn := strings.TrimSpace(strings.ToValidUTF8(displayName, "\uFFFD")); dn != "" {
 		m.display = regexp.MustCompile(`(?i)@?` + regexp.QuoteMeta(dn))
@@ -76,7 +79,9 @@ func (m *matcher) spans(body string) []span {
 	add(m.link, always)
 	add(m.full, idBoundary)
 	add(m.local, idBoundary)
-	add(m.short, idBoundary)
+	for _, re := range m.short {
+		add(re, idBoundary)
+	}
 	add(m.display, displayBoundary)
 	// Sort by start; there are only ever a few spans.
 	for i := 1; i < len(out); i++ {

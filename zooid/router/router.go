@@ -35,6 +35,9 @@ type Agent struct {
 	DisplayName string
 	Rooms       []id.RoomID
 	Trigger     Trigger
+	// Workstation is its daemon's workstation ("" none): the agent is then
+	// addressed in text as @name and @workstation.name too.
+	Workstation string
 }
 
 // Wake is one agent to prompt with one message, in its session (Agent, Room, ThreadRoot).
@@ -123,7 +126,7 @@ func New(agents []Agent) *Router {
 		capacity: DefaultThreadMemory,
 	}
 	for _, a := range agents {
-		ai := &agentInfo{Agent: a, rooms: map[id.RoomID]bool{}, matcher: newMatcher(a.UserID, a.DisplayName, a.Name)}
+		ai := &agentInfo{Agent: a, rooms: map[id.RoomID]bool{}, matcher: newMatcher(a.UserID, a.DisplayName, a.Name, a.Workstation)}
 		for _, room := range a.Rooms {
 			ai.rooms[room] = true
 		}

@@ -1,0 +1,76 @@
+@several-daemons
+Feature: Several daemons in one room
+  In order to have agents from my laptop and from the CI box answer in the same room
+  As a team running Zooid on more than one machine
+  I want each daemon to answer for its own agents only, and every Zooid agent to be known as one
+
+  Each daemon is a workstation with its own appservice registration on the homeserver. Its
+  agents mark themselves as Zooid agents in their rooms (a dev.zooid.agent state event that
+  only the agent itself may set); the room's admin lets members send it.
+
+  Background:
+    Given the homeserver has users "ori" and "mia"
+    And the daemon under test is workstation "laptop"
+    And agent "architect" is bound to "#ops"
+    And a second daemon, workstation "ci", serves "builder" and "tester" in "#ops"
+    And "#ops" lets its members mark themselves as Zooid agents
+
+  Scenario: each daemon wakes only its own agents
+    When ori says in "#ops": "@builder what broke the build?"
+    Then builder is prompted with "what broke the build?"
+    And architect is not prompted with "what broke the build?"
+    When ori says in "#ops": "@architect is the plan still right?"
+    Then architect is prompted with "is the plan still right?"
+    And builder is not prompted with "is the plan still right?"
+
+  Scenario: another daemon's agent is an agent, not a person: its task root wakes nobody here
+    builder delegates to tester, both on the CI box: the task root is a top-level message in
+    the room, which a person's would be for an agent with trigger any. It is the CI daemon's.
+    Given agent "watcher" is bound to "#ops" with trigger any
+    When builder calls zooid_start_task_threads with {"tasks": [{"agent": "tester", "prompt": "run the suite on main"}]}
+    Then tester is prompted with "run the suite on main"
+    And watcher is not prompted with "run the suite on main"
+    And architect is not prompted with "run the suite on main"
+
+  Scenario: every Zooid agent in the room is an agent to zooid_get_members, with its workstation
+    When architect calls zooid_get_members
+    Then the result includes:
+      """json
+      {"members": [
+        {"id": "@architect", "is_agent": true, "agent_name": "architect", "workstation": "laptop"},
+        {"id": "@builder", "is_agent": true, "agent_name": "builder", "workstation": "ci"},
+        {"id": "@ori", "is_agent": false}
+      ]}
+      """
+    When builder calls zooid_get_members
+    Then the result includes {"members": [{"id": "@architect", "is_agent": true, "agent_name": "architect", "workstation": "laptop"}]}
+
+  Scenario: two agents of one name are told apart by their workstation
+    A bare name is each daemon's own agent; workstation.name picks one.
+    Given a second daemon, workstation "ci", serves "ci-architect" in "#ops"
+    And ci-architect is named "architect" in its daemon's zooid.yaml
+    When ori says in "#ops" without m.mentions: "@ci.architect please review the plan"
+    Then ci-architect is prompted with "please review the plan"
+    And architect is not prompted with "please review the plan"
+    When ori says in "#ops" without m.mentions: "@laptop.architect draft the plan"
+    Then architect is prompted with "draft the plan"
+    And ci-architect is not prompted with "draft the plan"
+
+  Scenario: the daemon under test, killed and started again, still knows the other's agents
+    It reads which members are Zooid agents from the room's state as it starts.
+    Given agent "watcher" is bound to "#ops" with trigger any
+    And the daemon runs as its own process
+    When the daemon is killed and started again
+    And builder calls zooid_start_task_threads with {"tasks": [{"agent": "tester", "prompt": "rerun the flaky job"}]}
+    Then tester is prompted with "rerun the flaky job"
+    And watcher is not prompted with "rerun the flaky job"
+    When ori says in "#ops": "@architect are you back?"
+    Then architect is prompted with "are you back?"
+
+  Scenario: the second daemon, stopped and started again, answers for its agents
+    When the second daemon is stopped and started again
+    And ori says in "#ops": "@builder are you back?"
+    Then builder is prompted with "are you back?"
+    And architect is not prompted with "are you back?"
+    When builder calls zooid_get_members
+    Then the result includes {"members": [{"id": "@architect", "is_agent": true, "agent_name": "architect", "workstation": "laptop"}]}
