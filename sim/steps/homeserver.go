@@ -419,6 +419,11 @@ func startSynapse(ctx context.Context, k int, paths []string, say func(string, .
 	if k < 1 {
 		k = 1
 	}
+	if hasTag(paths, SeveralDaemonsTag) {
+		// Such a scenario leases a second slot for its second daemon: with
+		// two per concurrent scenario none waits on another for its second.
+		k *= 2
+	}
 	run := randid.Hex(3)
 	// The registrations' namespaces name the server, so fix it up front.
 	opts := []synapse.Option{synapse.WithServerName("localhost")}
