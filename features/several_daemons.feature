@@ -57,9 +57,10 @@ Feature: Several daemons in one room
     And ci-architect is not prompted with "draft the plan"
 
   Scenario: the daemon under test, killed and started again, still knows the other's agents
-    It reads which members are Zooid agents from the room's state as it starts.
     Given agent "watcher" is bound to "#ops" with trigger any
     And the daemon runs as its own process
+    When ori says in "#ops": "@architect are you there?"
+    Then architect is prompted with "are you there?"
     When the daemon is killed and started again
     And builder calls zooid_start_task_threads with {"tasks": [{"agent": "tester", "prompt": "rerun the flaky job"}]}
     Then tester is prompted with "rerun the flaky job"
