@@ -81,16 +81,17 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		State:     tr.RoomState(),
 	})
 	tm, err := tasks.Open(tasks.Options{
-		StateDir:    filepath.Join(cfg.StateDir, "tasks"),
-		Send:        tr.Send,
-		Agents:      d.taskAgents,
-		Workstation: cfg.Workstation,
-		Wake:        d.wakeCaller,
+		StateDir: filepath.Join(cfg.StateDir, "tasks"),
+		Send:     tr.Send,
+		Agents:   d.taskAgents,
+		Wake:     d.wakeCaller,
 		// A handoff's callee runs in its own session of the caller's thread.
 		StartCallee: d.startCallee,
 		Logger:      d.log, // the manager names itself (component=tasks)
 		Trace:       d.trace,
 		Timeout:     cfg.TaskTimeout,
+
+		Workstation: cfg.Workstation,
 	})
 	if err != nil {
 		return fmt.Errorf("opening task journal: %w", err)
@@ -153,6 +154,7 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 	case <-tr.Ready():
 		d.adoptTaskRoots(ctx)
 		d.traceStarts()
+		d.learnOtherAgents(ctx)
 		// Before intake: a redelivered trigger of an unfinished turn must find
 		// its record already answered.
 		d.recoverTurns(ctx)
@@ -161,7 +163,6 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		if err := d.tasks.RecoverHandoffs(ctx); err != nil {
 			d.log.Error("recovering handoffs", "err", err)
 		}
-		d.learnOtherAgents(ctx)
 		d.openIntake()
 		// Tasks a previous run left open are closed and reported now that the
 		// daemon can post and wake.

@@ -723,13 +723,6 @@ func (h *Reader) infoOf(r roomstate.Room) tools.RoomInfo {
 	return info
 }
 
-func (h *Reader) otherAgent(room id.RoomID, u id.UserID) (zevent.AgentContent, bool) {
-	if h.opts.OtherAgent == nil {
-		return zevent.AgentContent{}, false
-	}
-	return h.opts.OtherAgent(room, u)
-}
-
 func (h *Reader) roomInfo(ctx context.Context, cli *mautrix.Client, room id.RoomID) tools.RoomInfo {
 	info := tools.RoomInfo{ID: room, Transport: h.opts.Transport}
 	var name event.RoomNameEventContent
