@@ -202,7 +202,7 @@ var all = []Tool{
 		ToolSpec: ToolSpec{
 			Name:        GetMembers,
 			Title:       "Room members",
-			Description: "Joined members of the current room: id, display name, and whether each is an agent (with its agent_name). Use it to find whom to @mention.",
+			Description: "Joined members of the current room: id, display name, and whether each is a Zooid agent, this daemon's or another's (with its agent_name, and its workstation when it has one: mention it as @workstation.name). Use it to find whom to @mention.",
 			InputSchema: schema(""),
 			Gating:      Always,
 			ReadOnly:    true,
