@@ -75,3 +75,30 @@ Feature: Several daemons in one room
     And architect is not prompted with "are you back?"
     When builder calls zooid_get_members
     Then the result includes {"members": [{"id": "@architect", "is_agent": true, "agent_name": "architect", "workstation": "laptop"}]}
+
+  Scenario: an agent delegates to another daemon's agent through the room, and hears back once
+    The task root is an ordinary message in the room: the CI daemon adopts it, runs it and posts
+    the result in the task thread; the laptop's daemon tells architect.
+    Given builder will reply "the suite is green on main"
+    When architect calls zooid_start_task_threads with {"tasks": [{"agent": "ci.builder", "prompt": "run the suite on main"}]}
+    Then the result includes {"results": [{"agent": "ci.builder", "status": "started"}]}
+    And builder is prompted with "run the suite on main"
+    And architect is prompted with "the suite is green on main"
+    And architect is prompted once with "the suite is green on main"
+
+  Scenario: the other daemon, stopped mid-task, reports the task interrupted, once
+    Given builder will hang
+    When architect calls zooid_start_task_threads with {"tasks": [{"agent": "ci.builder", "prompt": "bisect the failure"}]}
+    Then builder is prompted with "bisect the failure"
+    When the second daemon is stopped and started again
+    Then architect is prompted with "interrupted_by_restart"
+    And architect is prompted once with "interrupted_by_restart"
+
+  Scenario: the caller's daemon, killed mid-task, still hears the result, once
+    Given the daemon runs as its own process
+    And builder will reply "bisected: commit abc broke it" after 3 seconds
+    When architect calls zooid_start_task_threads with {"tasks": [{"agent": "ci.builder", "prompt": "bisect the failure"}]}
+    Then builder is prompted with "bisect the failure"
+    When the daemon is killed and started again
+    Then architect is prompted with "bisected: commit abc broke it"
+    And architect is prompted once with "bisected: commit abc broke it"

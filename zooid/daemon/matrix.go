@@ -92,6 +92,10 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		Timeout:     cfg.TaskTimeout,
 
 		Workstation: cfg.Workstation,
+		// Read when an agent calls the tool, after the router is built.
+		OtherAgent: func(room id.RoomID, addr string) (id.UserID, string, bool) {
+			return d.routerOnce().OtherAgentAt(room, addr)
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("opening task journal: %w", err)

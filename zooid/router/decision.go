@@ -71,8 +71,9 @@ type Facts interface {
 	// start): a bare reply there must still go to the assignee alone.
 	TaskThread(room id.RoomID, root id.EventID) (assignee string, delegator id.UserID, ok bool)
 	// TaskRoot says whether m, which carries dev.zooid.thread_start, is the
-	// root of a task the daemon journaled, and names that task's assignee;
-	// the field alone, from anyone, is just content. It may wait for the
+	// root of a task the daemon journaled (or adopted, from another daemon's
+	// agent), and names that task's assignee; the field alone, from anyone
+	// else, is just content. It may wait for the
 	// root's own post to be journaled, and binds the root to its task.
 	TaskRoot(m Message) (assignee string, ok bool)
 	// ThreadHistory reads m's thread back: its root and the replies before m,
@@ -126,6 +127,9 @@ func (r *Router) Decide(ev *event.Event, f Facts) (Message, Decision) {
 	}
 	if m.IsTaskRoot {
 		if assignee, ok := f.TaskRoot(m); ok {
+			// The journal's name: a root from another daemon addresses its
+			// assignee as workstation.name.
+			m.TaskAssignee = assignee
 			d.TaskRoot = assignee
 		} else {
 			m.IsTaskRoot, m.TaskAssignee, m.TaskAttempt = false, "", ""

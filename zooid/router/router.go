@@ -9,6 +9,7 @@ package router
 import (
 	"container/list"
 	"slices"
+	"strings"
 	"sync"
 
 	"maunium.net/go/mautrix/event"
@@ -173,6 +174,35 @@ func (r *Router) OtherAgent(room id.RoomID, u id.UserID) (zevent.AgentContent, b
 	return a, ok
 }
 
+// OtherAgentAt resolves an address, name or workstation.name, to another
+// daemon's agent in room: its user and canonical address (workstation.name,
+// or its name when its daemon names no workstation). A bare name that two
+// daemons' agents share there resolves to neither.
+func (r *Router) OtherAgentAt(room id.RoomID, addr string) (id.UserID, string, bool) {
+	// As config.SplitAddress reads it (the router imports no config).
+	ws, name, dotted := strings.Cut(addr, ".")
+	if !dotted {
+		ws, name = "", addr
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var found id.UserID
+	var canonical string
+	for u, a := range r.others[room] {
+		if a.Name != name || ws != "" && a.Workstation != ws {
+			continue
+		}
+		if found != "" {
+			return "", "", false
+		}
+		found, canonical = u, a.Name
+		if a.Workstation != "" {
+			canonical = a.Workstation + "." + a.Name
+		}
+	}
+	return found, canonical, found != ""
+}
+
 func (r *Router) noteOtherLocked(room id.RoomID, u id.UserID, a zevent.AgentContent) {
 	if r.byUser[u] != nil {
 		return
@@ -205,6 +235,11 @@ func (r *Router) route(m Message) []Wake {
 		return r.routeAgentPost(m, sender)
 	}
 	if r.isOtherLocked(m) {
+		if m.ThreadRoot == "" && m.IsTaskRoot {
+			// A task another daemon's agent delegated to one of ours, adopted
+			// (Facts.TaskRoot): only the assignee wakes, as for our own.
+			return r.wakeTaskRoot(m)
+		}
 		r.otherAgentPost(m)
 		return nil
 	}

@@ -76,6 +76,14 @@ func (m *Manager) admit(c tools.Caller, specs []tools.TaskSpec, notify string, r
 			name = n
 		}
 		user, rooms, known := m.opts.Agents(name)
+		remote := false
+		if !known && m.opts.OtherAgent != nil {
+			// Another daemon's agent in this room: the task goes through the
+			// room, run by its daemon (Remote).
+			if u, canonical, ok := m.opts.OtherAgent(c.Room, s.Agent); ok {
+				user, rooms, known, remote, name = u, []id.RoomID{c.Room}, true, true, canonical
+			}
+		}
 		switch {
 		case depth:
 			results[i].Status, results[i].Reason = tools.TaskRefused, tools.ReasonDepthLimit
@@ -104,6 +112,7 @@ func (m *Manager) admit(c tools.Caller, specs []tools.TaskSpec, notify string, r
 				},
 				State:   StateReserved,
 				Created: now,
+				Remote:  remote,
 			}
 			admitted[i] = t
 			reserve = append(reserve, t)

@@ -164,6 +164,8 @@ type env struct {
 	timeout time.Duration    // the managers' Options.Timeout; zero: the default
 
 	workstation string // the managers' Options.Workstation
+	// other answers the managers' Options.OtherAgent; nil: none.
+	other func(room id.RoomID, addr string) (id.UserID, string, bool)
 }
 
 var agents = map[string]struct {
@@ -208,6 +210,7 @@ func (e *env) options() Options {
 		Now:         e.now,
 		Timeout:     e.timeout,
 		Workstation: e.workstation,
+		OtherAgent:  e.other,
 	}
 }
 
