@@ -102,3 +102,32 @@ Feature: Several daemons in one room
     When the daemon is killed and started again
     Then architect is prompted with "bisected: commit abc broke it"
     And architect is prompted once with "bisected: commit abc broke it"
+
+  Scenario: an agent of the other daemon delegates to one of this daemon's, and hears back once
+    Given architect will reply "the plan holds"
+    When builder calls zooid_start_task_threads with {"tasks": [{"agent": "laptop.architect", "prompt": "check the plan against the failure"}]}
+    Then architect is prompted with "check the plan against the failure"
+    And builder is prompted with "the plan holds"
+    And builder is prompted once with "the plan holds"
+
+  Scenario: the caller's daemon killed after posting the task root, before journaling it
+    Given the daemon runs as its own process
+    And builder will reply "bisected to commit abc"
+    And the daemon will be killed at its fault point "task.root_posted"
+    When ori says in "#ops": "@architect please find the culprit"
+    And architect calls zooid_start_task_threads with {"tasks": [{"agent": "ci.builder", "prompt": "bisect the failure"}]}, and the daemon dies before answering
+    Then the daemon dies at "task.root_posted" and is started again
+    And builder is prompted once with "bisect the failure"
+    And architect is prompted with "bisected to commit abc"
+    And architect is prompted once with "bisected to commit abc"
+    And the task "bisect the failure" has exactly one root in "#ops"
+
+  Scenario: the assignee's daemon killed after posting the result, before journaling it
+    Given the daemon runs as its own process
+    And architect will reply "the plan holds"
+    And the daemon will be killed at its fault point "task.result_posted"
+    When builder calls zooid_start_task_threads with {"tasks": [{"agent": "laptop.architect", "prompt": "check the plan"}]}
+    Then the daemon dies at "task.result_posted" and is started again
+    And builder is prompted with "the plan holds"
+    And builder is prompted once with "the plan holds"
+    And architect is prompted once with "check the plan"

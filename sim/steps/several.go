@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -84,6 +85,12 @@ func (a *agentDecl) configName() string {
 // zooid.yaml's default user id is), else its name.
 func (w *world) agentUser(name string) id.UserID {
 	a := w.agents[name]
+	if a == nil && strings.Contains(name, ".") {
+		// An address, workstation.name, as a tool call names an agent.
+		if n, ok := w.agentAt(name); ok {
+			return w.agentUser(n)
+		}
+	}
 	switch {
 	case a == nil:
 		return w.names().agent(name)
@@ -96,6 +103,21 @@ func (w *world) agentUser(name string) id.UserID {
 	default:
 		return w.names().agent(a.configName())
 	}
+}
+
+// agentAt is the step name of the agent an address (workstation.name) names.
+func (w *world) agentAt(addr string) (string, bool) {
+	for _, n := range w.agentSeq {
+		a := w.agents[n]
+		ws := w.workstation
+		if a.peer && w.peer != nil {
+			ws = w.peer.workstation
+		}
+		if ws != "" && ws+"."+a.configName() == addr {
+			return n, true
+		}
+	}
+	return "", false
 }
 
 func (w *world) stepWorkstation(ws string) error {
