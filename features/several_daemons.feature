@@ -131,3 +131,10 @@ Feature: Several daemons in one room
     And builder is prompted with "the plan holds"
     And builder is prompted once with "the plan holds"
     And architect is prompted once with "check the plan"
+
+  Scenario: a task of the other daemon for its own agent is not taken by an agent of that name here
+    Given agent "lab-tester" is bound to "#ops"
+    And lab-tester is named "tester" in its daemon's zooid.yaml
+    When builder calls zooid_start_task_threads with {"tasks": [{"agent": "tester", "prompt": "run the flaky job"}]}
+    Then tester is prompted with "run the flaky job"
+    And lab-tester is not prompted with "run the flaky job"

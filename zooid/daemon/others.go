@@ -62,6 +62,12 @@ func (d *Daemon) adoptTaskRoot(m router.Message, ev *event.Event) (tasks.Task, b
 	if !ok || !slices.Contains(rooms, m.Room) {
 		return tasks.Task{}, false
 	}
+	// A root names its assignee by the address its daemon knows it by: a
+	// bare name there may be that daemon's own agent of the same name. The
+	// root's mention (always sent, tasks' rootOf) says which user it is.
+	if m.Mentions == nil || !slices.Contains(m.Mentions.UserIDs, user) {
+		return tasks.Task{}, false
+	}
 	start, ok := zevent.ThreadStartOf(ev)
 	if !ok || start.AttemptID != m.TaskAttempt {
 		return tasks.Task{}, false
