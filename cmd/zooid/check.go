@@ -22,6 +22,11 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	path := fs.String("config", "zooid.yaml", "path to zooid.yaml")
 	reg := fs.String("registration", "", "the appservice registration the homeserver holds, to compare with the config (default: "+preflight.DefaultRegistration+" beside zooid.yaml, if there is one)")
 	strict := fs.Bool("strict", false, "exit 1 when there are warnings too")
+	var others []string
+	fs.Func("other-registration", "another appservice's registration on the same homeserver (another daemon's, a bridge's; repeatable): refused when its namespaces overlap this daemon's", func(v string) error {
+		others = append(others, v)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -35,6 +40,10 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	opts := preflight.Options{Registration: *reg}
+	if err := preflight.Overlaps(cfg, preflight.RegistrationFile(cfg, opts), others); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cfg.File, err)
+		return 1
+	}
 	findings := preflight.Check(cfg, opts)
 	for _, f := range findings {
 		fmt.Fprintf(stderr, "%s: warning: %s\n", cfg.File, f)

@@ -24,6 +24,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	traceDir := fs.String("trace", "", "write the flight recorder's trace to this directory (overrides zooid.yaml's trace.dir)")
 	reg := fs.String("registration", "", "the appservice registration the homeserver holds, to compare with the config at start (default: "+preflight.DefaultRegistration+" beside zooid.yaml, if there is one)")
+	var others []string
+	fs.Func("other-registration", "another appservice's registration on the same homeserver (repeatable): the daemon refuses to start when its namespaces overlap this daemon's, as zooid check does", func(v string) error {
+		others = append(others, v)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -40,6 +45,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	cfg, err := config.Load(*path)
 	if err != nil {
 		fmt.Fprintf(stderr, "zooid run: %v\n", err)
+		return 1
+	}
+	if err := preflight.Overlaps(cfg, preflight.RegistrationFile(cfg, preflight.Options{Registration: *reg}), others); err != nil {
+		fmt.Fprintf(stderr, "zooid run: %s: %v\n", cfg.File, err)
 		return 1
 	}
 	// What zooid check warns of, logged once here: the daemon starts anyway, and the

@@ -157,7 +157,7 @@ func (w *world) stepErrorPosted(ctx context.Context, agent, code string) error {
 		return err
 	}
 	r, root := w.thread.room, w.thread.root
-	uid := w.names().agent(agent)
+	uid := w.agentUser(agent)
 	var mine []errorEvent
 	look := func() (bool, string, error) {
 		all, err := w.readErrors(ctx, r)
@@ -518,7 +518,7 @@ func (w *world) stepOneRoot(ctx context.Context, s, roomName string) error {
 	if err != nil {
 		return err
 	}
-	caller, assignee := w.names().agent(t.caller), w.names().agent(t.agent)
+	caller, assignee := w.agentUser(t.caller), w.agentUser(t.agent)
 	var roots []id.EventID
 	// A homeserver may show a new event a moment after it was sent: wait for
 	// the root; a second one would already be there by then (a repeated post
@@ -620,7 +620,7 @@ func (w *world) stepStartedTask(ctx context.Context, caller, assignee, prompt st
 	if err := w.start(ctx); err != nil {
 		return err
 	}
-	uid := w.names().agent(caller)
+	uid := w.agentUser(caller)
 	var t *taskRef
 	err = w.eventually(ctx, fmt.Sprintf("a task root from %s for %s with %q", caller, assignee, prompt), func() (bool, string, error) {
 		var seen []string

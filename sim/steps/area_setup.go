@@ -410,7 +410,7 @@ func (w *world) stepAskedAtMost(ctx context.Context, method, pattern string, mos
 	if asAgent {
 		as = []id.UserID{} // no agents: nothing counts
 		for name := range w.agents {
-			as = append(as, w.names().agent(name))
+			as = append(as, w.agentUser(name))
 		}
 		who = " as an agent"
 	}
@@ -464,7 +464,7 @@ func (w *world) stepRemoves(ctx context.Context, who, agent, roomName string) er
 	if err != nil {
 		return err
 	}
-	if _, err := h.cli.KickUser(ctx, r.id, &mautrix.ReqKickUser{UserID: w.names().agent(agent), Reason: "test"}); err != nil {
+	if _, err := h.cli.KickUser(ctx, r.id, &mautrix.ReqKickUser{UserID: w.agentUser(agent), Reason: "test"}); err != nil {
 		return fmt.Errorf("%s removing %s from %s: %w", who, agent, roomName, err)
 	}
 	return nil
@@ -478,7 +478,7 @@ func (w *world) stepServerServes(ctx context.Context, roomName, agent string) er
 	if err != nil {
 		return err
 	}
-	cli, err := mautrix.NewClient(w.lease.hs.baseURL(), w.names().agent(agent), w.lease.reg.AppToken)
+	cli, err := mautrix.NewClient(w.lease.hs.baseURL(), w.agentUser(agent), w.lease.reg.AppToken)
 	if err != nil {
 		return err
 	}
@@ -526,7 +526,7 @@ func (w *world) stepStrayMember(ctx context.Context, agent, roomName string) err
 	if err != nil {
 		return err
 	}
-	cli, err := w.clientFor(ctx, w.names().agent(agent))
+	cli, err := w.clientFor(ctx, w.agentUser(agent))
 	if err != nil {
 		return err
 	}
@@ -847,7 +847,7 @@ func (w *world) stepStopUntil(ctx context.Context, n int, method, path, agent st
 	if _, err := w.agent(agent); err != nil {
 		return err
 	}
-	return srv.StopUntil(fakehs.Fault{Method: method, PathPattern: path, User: w.names().agent(agent)}, n)
+	return srv.StopUntil(fakehs.Fault{Method: method, PathPattern: path, User: w.agentUser(agent)}, n)
 }
 
 func (w *world) stepServesAgain(ctx context.Context) error {
@@ -884,7 +884,7 @@ func (w *world) stepTurnedAway(ctx context.Context, n int, method, path, agent, 
 	if _, err := w.agent(agent); err != nil {
 		return err
 	}
-	uid := w.names().agent(agent)
+	uid := w.agentUser(agent)
 	m := fakehs.Fault{Method: method, PathPattern: path, User: uid}
 	all := srv.TurnedAwayRequests()
 	var got []fakehs.TurnedAway

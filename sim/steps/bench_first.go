@@ -69,7 +69,7 @@ func firstAnswers(ctx context.Context, w *world, prewarm bool, threads int) ([]t
 	if err != nil {
 		return nil, err
 	}
-	uid := w.names().agent(agent)
+	uid := w.agentUser(agent)
 	var out []time.Duration
 	for i := range threads {
 		if prewarm {

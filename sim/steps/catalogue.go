@@ -36,6 +36,7 @@ var areas = []struct{ key, title, intro string }{
 	{"tools", "Calling tools", "A call is driven through the real chain: a human mention in the agent's current thread wakes it, its turn calls the tool through the bridge."},
 	{"results", "Tool results", "Checks on the most recent call (or paging walk) of any agent."},
 	{"sandbox", "What agents can reach", "The scripted agent tries each target from its own process and reports what the kernel answered; local agents run in a Landlock sandbox unless the scenario says otherwise, and checks hold the kernel to the Landlock ABI it has."},
+	{"daemons", "Several daemons", "A second daemon (a workstation) with its own appservice registration on the same homeserver, its agents in the scenario's rooms beside the daemon under test's; features with one carry `@several-daemons`."},
 	{"trace", "The daemon's trace", "Read back from the trace directory (zooid/trace) of the scenario's daemon; each check waits until the record it names is written."},
 }
 
@@ -52,6 +53,7 @@ func definitions(w *world) []stepDef {
 	all = append(all, resultSteps(w)...)
 	all = append(all, sandboxSteps(w)...)
 	all = append(all, traceSteps(w)...)
+	all = append(all, severalSteps(w)...)
 	return all
 }
 

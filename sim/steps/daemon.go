@@ -38,8 +38,12 @@ func (w *world) config(exe string) *config.Config {
 	if w.traceDir != "" {
 		cfg.Trace = &config.Trace{Dir: w.traceDir}
 	}
+	cfg.Workstation = w.workstation
 	for _, an := range w.agentSeq {
 		a := w.agents[an]
+		if a.peer {
+			continue // the second daemon's (several.go)
+		}
 		if a.http {
 			cfg.Agents = append(cfg.Agents, w.httpAgentConfig(cfg, exe, a))
 			continue
@@ -59,14 +63,14 @@ func (w *world) config(exe string) *config.Config {
 			acpCfg = a.real.acp()
 		}
 		cfg.Agents = append(cfg.Agents, config.Agent{
-			Name:               a.name,
+			Name:               a.configName(),
 			ACP:                acpCfg,
 			Dir:                filepath.Join(w.dir, "agents", a.name),
 			MaxProcesses:       a.maxProcs,
 			SessionsPerProcess: a.perProc,
 			Prewarm:            a.prewarm,
 			Matrix: &config.AgentMatrix{
-				Transport: "matrix", UserID: n.agent(a.name), DisplayName: a.name,
+				Transport: "matrix", UserID: w.agentUser(a.name), DisplayName: a.name,
 				Rooms: rooms, Trigger: a.trigger,
 			},
 			Sandbox: w.sandboxOf(a),

@@ -30,7 +30,7 @@ func (w *world) programFault(ctx context.Context, count, method, path, who strin
 	}
 	if who != "" {
 		if _, ok := w.agents[who]; ok {
-			f.User = w.names().agent(who)
+			f.User = w.agentUser(who)
 		} else if h, ok := w.humans[who]; ok {
 			f.User = h.id
 		} else {

@@ -90,6 +90,10 @@ type lease struct {
 	// room the scenario put them in except keep, the copy's seeded room.
 	sharedAgents bool
 	keep         id.RoomID
+	// peer is a second registration on the same fakehs, for a second daemon
+	// (several.go); nil unless the run has features tagged SeveralDaemonsTag.
+	// A shared server's second daemon leases a slot of its own instead.
+	peer *lease
 }
 
 // backend hands out leases; one backend serves a whole run.
@@ -117,9 +121,9 @@ type wearing interface {
 func newBackend(ctx context.Context, which string, slots int, paths []string, say func(string, ...any)) (backend, error) {
 	switch which {
 	case "", "fake":
-		return fakeBackend{}, nil
+		return fakeBackend{peers: hasTag(paths, SeveralDaemonsTag)}, nil
 	case "fake-degraded":
-		return fakeBackend{profile: fakehs.Degraded, degraded: true}, nil
+		return fakeBackend{profile: fakehs.Degraded, degraded: true, peers: hasTag(paths, SeveralDaemonsTag)}, nil
 	case "synapse":
 		return startSynapse(ctx, slots, paths, say)
 	default:
@@ -151,6 +155,9 @@ func registration(n names, listen string) *appservice.Registration {
 type fakeBackend struct {
 	profile  fakehs.Profile
 	degraded bool
+	// peers registers a second appservice on each fakehs (lease.peer), for
+	// scenarios with a second daemon.
+	peers bool
 }
 
 func (fakeBackend) kind() string                { return "fake" }
@@ -159,30 +166,63 @@ func (b fakeBackend) lease(context.Context) (*lease, error) {
 	n := names{serverName: "localhost", agentPrefix: "zs-"}
 	// The push port is bound before fakehs is told of it and stays bound
 	// until the lease ends: the daemon is handed a listener on it.
+	main, err := newFakeSlot(n)
+	if err != nil {
+		return nil, err
+	}
+	opts := []fakehs.Option{fakehs.WithServerName(n.serverName), fakehs.WithAppservice(main.reg), fakehs.WithProfile(b.profile)}
+	var peer *lease
+	if b.peers {
+		// Its own namespace (@zt-…), as a second workstation's daemon has.
+		if peer, err = newFakeSlot(names{serverName: n.serverName, agentPrefix: "zt-"}); err != nil {
+			main.release()
+			return nil, err
+		}
+		opts = append(opts, fakehs.WithAppservice(peer.reg))
+	}
+	srv, err := fakehs.Start(opts...)
+	if err != nil {
+		main.release()
+		if peer != nil {
+			peer.release()
+		}
+		return nil, fmt.Errorf("starting fakehs: %w", err)
+	}
+	main.hs = fakeHS{srv}
+	main.peer = peer
+	slot := main.release
+	main.release = func() {
+		slot()
+		if peer != nil {
+			peer.release()
+		}
+		_ = srv.Close()
+	}
+	if peer != nil {
+		peer.hs = main.hs
+	}
+	return main, nil
+}
+
+// newFakeSlot is one registration of a fakehs lease: its push socket, held,
+// with a drain swallowing pushes of history sent before its daemon starts.
+func newFakeSlot(n names) (*lease, error) {
 	sock, err := pushdrain.Bind("127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	reg := registration(n, sock.Addr)
-	// Pushes of history sent before the daemon starts are swallowed.
 	hold, err := startDrain(sock, reg.ServerToken)
 	if err != nil {
 		_ = sock.Close()
 		return nil, err
 	}
-	srv, err := fakehs.Start(fakehs.WithServerName(n.serverName), fakehs.WithAppservice(reg), fakehs.WithProfile(b.profile))
-	if err != nil {
-		_ = hold.stop()
-		_ = sock.Close()
-		return nil, fmt.Errorf("starting fakehs: %w", err)
-	}
 	return &lease{
-		hs: fakeHS{srv}, names: n, reg: reg, listen: sock.Addr, push: sock, hold: hold,
+		names: n, reg: reg, listen: sock.Addr, push: sock, hold: hold,
 		// Imported history is not pushed, so there is nothing to wait for.
 		handOver: func(context.Context, id.EventID) error { return hold.stop() },
 		release: func() {
 			_ = hold.stop()
-			_ = srv.Close()
 			_ = sock.Close()
 		},
 	}, nil
@@ -378,6 +418,11 @@ const SnapshotsEnv = "ZOOID_TEST_SNAPSHOTS"
 func startSynapse(ctx context.Context, k int, paths []string, say func(string, ...any)) (*sharedBackend, error) {
 	if k < 1 {
 		k = 1
+	}
+	if hasTag(paths, SeveralDaemonsTag) {
+		// Such a scenario leases a second slot for its second daemon: with
+		// two per concurrent scenario none waits on another for its second.
+		k *= 2
 	}
 	run := randid.Hex(3)
 	// The registrations' namespaces name the server, so fix it up front.

@@ -117,6 +117,9 @@ func (w *world) expandMentions(text string) (string, []string, error) {
 			continue
 		}
 		name := strings.TrimRight(f[1:], ",.:;!?")
+		if strings.Contains(name, ".") {
+			continue // an address, workstation.name, written as people type it
+		}
 		uid, err := w.userID(name)
 		if err != nil {
 			return "", nil, fmt.Errorf("mention %s: %w", f, err)

@@ -56,7 +56,7 @@ func (w *world) threadPid(agent, rootText string) (int, error) {
 // threadNotices are the agent's m.notice bodies per thread root, read now.
 func (w *world) threadNotices(ctx context.Context, agent string, roots []*post) (map[id.EventID][]string, error) {
 	out := map[id.EventID][]string{}
-	uid := w.names().agent(agent)
+	uid := w.agentUser(agent)
 	rooms := map[*room]bool{}
 	for _, p := range roots {
 		if rooms[p.room] {

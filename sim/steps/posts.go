@@ -111,7 +111,7 @@ func (w *world) readThread(ctx context.Context, r *room, root id.EventID, pages 
 
 // fromAgent filters messages of agent, rendering the rest for failure messages.
 func (w *world) fromAgent(msgs []seenMsg, agent string) (mine []seenMsg, seen string) {
-	uid := w.names().agent(agent)
+	uid := w.agentUser(agent)
 	var b strings.Builder
 	for _, m := range msgs {
 		if m.sender == uid {

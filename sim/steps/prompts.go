@@ -98,7 +98,7 @@ func (w *world) settleBarriers(ctx context.Context) error {
 			// The barrier's thread, not the room's newest page: a scenario
 			// may bury the answer under hundreds of other events.
 			reader := w.humans[w.humanSeq[0]]
-			uid := w.names().agent(b.agent)
+			uid := w.agentUser(b.agent)
 			n, from := 0, ""
 			for range 20 {
 				resp, err := reader.cli.GetRelations(ctx, b.post.room.id, b.post.id, &mautrix.ReqGetRelations{From: from, Limit: 100})

@@ -71,7 +71,7 @@ func (w *world) reportRun(ctx context.Context, s *godog.Scenario, scenarioErr er
 	who := map[id.UserID]string{}
 	agent := map[id.UserID]bool{}
 	for _, name := range w.agentSeq {
-		u := w.names().agent(name)
+		u := w.agentUser(name)
 		who[u], agent[u] = name, true
 	}
 	for _, name := range w.humanSeq {

@@ -60,7 +60,7 @@ func (w *world) postTxnID(ctx context.Context, agent, text string) (string, erro
 	if evID == "" {
 		return "", fmt.Errorf("%s has not posted %q in the thread: %s", agent, text, seen)
 	}
-	cli, err := w.clientFor(ctx, w.names().agent(agent))
+	cli, err := w.clientFor(ctx, w.agentUser(agent))
 	if err != nil {
 		return "", err
 	}

@@ -459,14 +459,14 @@ func (w *world) record(ctx context.Context, roomName, agent string, withTrace bo
 		names[h.id] = n
 	}
 	for n, a := range w.agents {
-		uid := w.names().agent(n)
+		uid := w.agentUser(n)
 		names[uid] = n
 		if slices.Contains(a.rooms, roomName) {
 			agents[uid] = recording.Agent{Rooms: []string{roomName}, Trigger: a.trigger}
 		}
 	}
 	opts := recording.RecordOptions{
-		Homeserver: w.lease.hs.baseURL(), Token: w.lease.reg.AppToken, AsUser: w.names().agent(agent),
+		Homeserver: w.lease.hs.baseURL(), Token: w.lease.reg.AppToken, AsUser: w.agentUser(agent),
 		Room: string(r.id), Limit: 1000, Names: names, Agents: agents,
 	}
 	if withTrace {

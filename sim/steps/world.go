@@ -44,6 +44,7 @@ type world struct {
 	recordings
 	httpAgents
 	reachProbes
+	several
 }
 
 // cast is who and where: the homeserver lease and its users, the agents with
@@ -159,6 +160,11 @@ type agentDecl struct {
 	spareSession acp.SessionId // the session the spare opened
 	// closeSessions: the scripted agent advertises session/close.
 	closeSessions bool
+	// peer: the agent is the second daemon's (several.go), not the daemon
+	// under test's. cfgName is its zooid.yaml name when that differs from
+	// the step name (two daemons' agents of one name); "" means the same.
+	peer    bool
+	cfgName string
 }
 
 // room is a room as steps name it, and what the harness put in it.
@@ -309,7 +315,7 @@ func (w *world) leaveAgentRooms() error {
 	defer cancel()
 	var errs []error
 	for _, an := range w.agentSeq {
-		cli, err := w.clientFor(ctx, w.names().agent(an))
+		cli, err := w.clientFor(ctx, w.agentUser(an))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -442,7 +448,7 @@ func (w *world) userID(name string) (id.UserID, error) {
 		return h.id, nil
 	}
 	if _, ok := w.agents[name]; ok {
-		return w.names().agent(name), nil
+		return w.agentUser(name), nil
 	}
 	return "", fmt.Errorf("%q is neither a human nor an agent of this scenario", name)
 }
@@ -455,7 +461,7 @@ func (w *world) nameOf(uid id.UserID) string {
 		}
 	}
 	for n := range w.agents {
-		if w.names().agent(n) == uid {
+		if w.agentUser(n) == uid {
 			return n
 		}
 	}
@@ -494,10 +500,8 @@ func (w *world) start(ctx context.Context) error {
 	if err := w.claimSeeded(ctx); err != nil {
 		return err
 	}
-	for _, rn := range w.roomSeq {
-		if err := w.createRoom(ctx, w.rooms[rn]); err != nil {
-			return err
-		}
+	if err := w.createRooms(ctx); err != nil {
+		return err
 	}
 	t := time.Now()
 	if err := w.handOverPushes(ctx); err != nil {
@@ -506,6 +510,9 @@ func (w *world) start(ctx context.Context) error {
 	w.timing.add(phaseHandover, t)
 	t = time.Now()
 	if err := w.startDaemon(ctx); err != nil {
+		return err
+	}
+	if err := w.startPeerDaemon(ctx); err != nil {
 		return err
 	}
 	w.timing.add(phaseDaemon, t)

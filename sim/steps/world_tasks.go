@@ -222,10 +222,8 @@ func (w *world) startAsProcess(ctx context.Context) error {
 	if len(w.humanSeq) == 0 {
 		return errors.New("the scenario has no human users; start with: the homeserver has users \"ori\" and \"mia\"")
 	}
-	for _, rn := range w.roomSeq {
-		if err := w.createRoom(ctx, w.rooms[rn]); err != nil {
-			return err
-		}
+	if err := w.createRooms(ctx); err != nil {
+		return err
 	}
 	if err := w.handOverPushes(ctx); err != nil {
 		return err
@@ -252,6 +250,9 @@ func (w *world) startAsProcess(ctx context.Context) error {
 	w.tw().proc = p
 	w.closers = append(w.closers, func() error { return p.Stop(syscall.SIGTERM) })
 	if err := w.spawnDaemon(ctx); err != nil {
+		return err
+	}
+	if err := w.startPeerDaemon(ctx); err != nil {
 		return err
 	}
 	w.started = true

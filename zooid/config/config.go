@@ -49,6 +49,11 @@ type Config struct {
 	// Rooms holds the settings of the rooms under rooms:, by room; Room gives any
 	// room's settings with the defaults.
 	Rooms map[RoomRef]Room
+	// Workstation names this daemon among several with agents in the same
+	// rooms (workstation:, NamePattern; empty when not set): its agents are
+	// addressed as name or workstation.name, and their default user ids are
+	// @workstation.name.
+	Workstation string
 	// StateDir holds durable state; default ".zooid" next to the file.
 	StateDir string
 	// TurnTimeout bounds one agent turn (turn_timeout: 30m); zero means the

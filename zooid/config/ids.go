@@ -25,6 +25,26 @@ var nameRE = regexp.MustCompile(NamePattern)
 // ValidName reports whether s is a valid agent or transport name.
 func ValidName(s string) bool { return nameRE.MatchString(s) }
 
+// DefaultUserID is the user id an agent gets when zooid.yaml names none, in
+// the short form the transport's server_name completes: "@name", or
+// "@workstation.name" for a daemon with a workstation ('.' is a valid
+// localpart character and not one of a name's, so the two never collide).
+func DefaultUserID(workstation, name string) string {
+	if workstation == "" {
+		return "@" + name
+	}
+	return "@" + workstation + "." + name
+}
+
+// SplitAddress reads how an agent is addressed, "name" or
+// "workstation.name", into its parts (workstation "" for a bare name).
+func SplitAddress(addr string) (workstation, name string) {
+	if ws, n, ok := strings.Cut(addr, "."); ok {
+		return ws, n
+	}
+	return "", addr
+}
+
 // errNoServer is a short-form id with no server_name to complete it.
 var errNoServer = errors.New("has no server part and the transport has no server_name")
 

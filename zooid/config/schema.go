@@ -34,8 +34,9 @@ func (p *parser) parse(data []byte) *Config {
 		return nil
 	}
 	root := doc.Content[0]
-	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout", "trace", "user", "runtime", "container", "max_processes", "prewarm", "queue_notice_after", "tool_timeout", "post_timeout", "task_timeout", "rooms", "sandbox")
+	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout", "trace", "user", "runtime", "container", "max_processes", "prewarm", "queue_notice_after", "tool_timeout", "post_timeout", "task_timeout", "rooms", "sandbox", "workstation")
 	cfg := &Config{File: p.file}
+	cfg.Workstation = p.workstation(top["workstation"])
 
 	if f, ok := top["transports"]; ok {
 		for _, e := range p.entries(f.val, "transports") {
@@ -96,6 +97,19 @@ func (p *parser) parse(data []byte) *Config {
 		}
 	}
 	return cfg
+}
+
+// workstation reads the optional top-level workstation name.
+func (p *parser) workstation(f field) string {
+	v, ok := p.str(f, "workstation")
+	if !ok {
+		return ""
+	}
+	if !ValidName(v) {
+		p.errorf(f.val, "workstation", "must match %s, got %q", NamePattern, v)
+		return ""
+	}
+	return v
 }
 
 // duration reads an optional top-level duration of at least a second.
@@ -462,19 +476,28 @@ func (p *parser) agentMatrix(mf field, path, name string, cfg *Config, userIDs m
 	// Without a transport the server part is unknown; that error is enough.
 	lenient := t == nil
 
-	if raw, n := p.required(f, mf.key, path, "user_id"); n != nil {
+	// user_id is optional: one daemon's agent defaults to @name, a
+	// workstation's to @workstation.name, so several daemons' agents of the
+	// same name don't collide on one homeserver.
+	raw, at := DefaultUserID(cfg.Workstation, name), mf.key
+	if _, present := f["user_id"]; present {
+		raw, at = p.required(f, mf.key, path, "user_id")
+	}
+	if at != nil {
 		uid, err := normaliseUserID(raw, server)
 		switch {
 		case err != nil && lenient && errors.Is(err, errNoServer):
+		case err != nil && f["user_id"].val == nil:
+			p.errorf(at, path+".user_id", "the default user id %v; set server_name on the transport, or user_id here", err)
 		case err != nil:
-			p.errorf(n, path+".user_id", "%v", err)
+			p.errorf(at, path+".user_id", "%v", err)
 		default:
 			if other, dup := userIDs[uid]; dup {
-				p.errorf(n, path+".user_id", "%s is already used by agent %s", uid, other)
+				p.errorf(at, path+".user_id", "%s is already used by agent %s", uid, other)
 			}
 			userIDs[uid] = name
 			if t != nil && uid.Localpart() == t.Matrix.SenderLocalpart {
-				p.errorf(n, path+".user_id", "%s is the appservice sender of transport %s", uid, t.Name)
+				p.errorf(at, path+".user_id", "%s is the appservice sender of transport %s", uid, t.Name)
 			}
 			m.UserID = uid
 		}

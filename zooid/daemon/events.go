@@ -21,11 +21,14 @@ func (d *Daemon) handleEvent(ctx context.Context, ev *event.Event) {
 	case <-ctx.Done():
 		return
 	}
-	facts := &routingFacts{d: d, ctx: ctx}
+	facts := &routingFacts{d: d, ctx: ctx, ev: ev}
 	msg, dec := d.routerOnce().Decide(ev, facts)
 	d.trace.Record(d.traceEvent(ev, msg, dec))
 	d.carryOut(dec, facts.task)
 	d.encryptedRoom(ctx, ev)
+	if dec.Why == router.WhyNotMessage {
+		d.remoteResult(ctx, ev)
+	}
 }
 
 // carryOut does what the router decided about one event. task is the
@@ -71,6 +74,9 @@ func (d *Daemon) routerOnce() *router.Router {
 type routingFacts struct {
 	d   *Daemon
 	ctx context.Context
+	// ev is the event decided on: a root from another daemon carries its
+	// delegator in dev.zooid.thread_start, which no routing fact holds.
+	ev *event.Event
 	// task is the journaled task whose root the event is, once TaskRoot found
 	// it; kept here for the assignee's header, whose delegator is no routing fact.
 	task *tasks.Task
@@ -83,6 +89,9 @@ func (f *routingFacts) TaskThread(room id.RoomID, root id.EventID) (string, id.U
 
 func (f *routingFacts) TaskRoot(m router.Message) (string, bool) {
 	t, ok := f.d.taskForRoot(m)
+	if !ok {
+		t, ok = f.d.adoptTaskRoot(m, f.ev)
+	}
 	if !ok {
 		return "", false
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/zooid-dev/zooid/zooid/mcpserver"
 	"github.com/zooid-dev/zooid/zooid/router"
 	"github.com/zooid-dev/zooid/zooid/tasks"
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // matrixTransport returns the Matrix transport of the config, if any.
@@ -65,6 +66,13 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		return err
 	}
 	rooms := history.New(history.Options{
+		// The router is built once the transport is up, before any tool
+		// call can come (agents start after intake opens).
+		OtherAgent: func(room id.RoomID, u id.UserID) (zevent.AgentContent, bool) {
+			return d.routerOnce().OtherAgent(room, u)
+		},
+		Workstation: cfg.Workstation,
+
 		Client:    tr.Client,
 		Agents:    d.agentName,
 		CursorKey: key,
@@ -82,6 +90,12 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		Logger:      d.log, // the manager names itself (component=tasks)
 		Trace:       d.trace,
 		Timeout:     cfg.TaskTimeout,
+
+		Workstation: cfg.Workstation,
+		// Read when an agent calls the tool, after the router is built.
+		OtherAgent: func(room id.RoomID, addr string) (id.UserID, string, bool) {
+			return d.routerOnce().OtherAgentAt(room, addr)
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("opening task journal: %w", err)
@@ -144,6 +158,7 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 	case <-tr.Ready():
 		d.adoptTaskRoots(ctx)
 		d.traceStarts()
+		d.learnOtherAgents(ctx)
 		// Before intake: a redelivered trigger of an unfinished turn must find
 		// its record already answered.
 		d.recoverTurns(ctx)
@@ -217,6 +232,7 @@ func (d *Daemon) routerAgents(resolve func(agent id.UserID, room config.RoomRef)
 			DisplayName: rt.cfg.Matrix.DisplayName,
 			Rooms:       rt.rooms,
 			Trigger:     trigger,
+			Workstation: d.opts.Config.Workstation,
 		})
 	}
 	return ras

@@ -36,6 +36,13 @@ type Options struct {
 	Client func(user id.UserID) *mautrix.Client
 	// Agents says whether a user is one of the daemon's configured agents, and its name.
 	Agents func(user id.UserID) (name string, ok bool)
+	// Workstation is the daemon's workstation ("" when none), which
+	// zooid_get_members gives with its own agents.
+	Workstation string
+	// OtherAgent says whether a user is a Zooid agent of another daemon in
+	// room, as its dev.zooid.agent state says (the router keeps those); nil
+	// knows none.
+	OtherAgent func(room id.RoomID, user id.UserID) (zevent.AgentContent, bool)
 	// CursorKey is the HMAC key of cursors; random per Reader when nil.
 	CursorKey []byte
 	// Transport is the transport name reported in room records; default "matrix".
@@ -641,7 +648,9 @@ func (h *Reader) Members(ctx context.Context, c tools.Caller) ([]tools.Member, e
 			mem.Name = uid.Localpart()
 		}
 		if name, ok := h.opts.Agents(uid); ok {
-			mem.IsAgent, mem.AgentName = true, name
+			mem.IsAgent, mem.AgentName, mem.Workstation = true, name, h.opts.Workstation
+		} else if a, ok := h.otherAgent(c.Room, uid); ok {
+			mem.IsAgent, mem.AgentName, mem.Workstation = true, a.Name, a.Workstation
 		}
 		out = append(out, mem)
 	}

@@ -80,6 +80,7 @@ func (t *Transport) setup(ctx context.Context) error {
 			t.members[u][roomID] = true
 		}
 		t.roomsMu.Unlock()
+		t.publishAgents(ctx, r, roomID, in)
 		served++
 		t.log.Info("room ready", "room", r, "room_id", roomID, "agents", len(in))
 	}

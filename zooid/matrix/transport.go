@@ -64,6 +64,9 @@ type Options struct {
 	// StateDir holds the bbolt file with since tokens, seen event ids and the inbox.
 	StateDir string
 	Agents   []Agent
+	// Workstation is the daemon's workstation (zooid.yaml workstation:), which
+	// each agent's dev.zooid.agent state event names; "" when none.
+	Workstation string
 	// Rooms are the settings of rooms under zooid.yaml's rooms: (how the daemon creates
 	// a room, whom it invites); a room not in it is private and invites nobody.
 	Rooms  map[config.RoomRef]config.Room
@@ -103,6 +106,7 @@ func OptionsFromConfig(cfg *config.Config, mt *config.MatrixTransport) Options {
 		Listen:          mt.Listen,
 		StateDir:        filepath.Join(cfg.StateDir, "matrix"),
 		Rooms:           cfg.Rooms,
+		Workstation:     cfg.Workstation,
 
 		PostTimeout: cfg.PostTimeout,
 	}

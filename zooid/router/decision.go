@@ -3,6 +3,8 @@ package router
 import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // Decision is everything the router decided about one inbound event, as a
@@ -42,8 +44,9 @@ const (
 	WhyReset = "session_reset"
 	// WhyTaskResult: content carrying dev.zooid.thread_result wakes nobody.
 	WhyTaskResult = "task_result"
-	// WhyAgentPost: an agent's own post wakes nobody (a task root whose
-	// assignee is not bound to the room included).
+	// WhyAgentPost: an agent's post wakes nobody (a task root whose
+	// assignee is not bound to the room included), and so does a post of
+	// another daemon's agent (Router.LearnAgents).
 	WhyAgentPost = "agent_post"
 	// WhyHandoff: a zooid_handoff's notice (dev.zooid.handoff) wakes nobody:
 	// the daemon runs the callee itself, once, from its journal; the callee
@@ -68,8 +71,9 @@ type Facts interface {
 	// start): a bare reply there must still go to the assignee alone.
 	TaskThread(room id.RoomID, root id.EventID) (assignee string, delegator id.UserID, ok bool)
 	// TaskRoot says whether m, which carries dev.zooid.thread_start, is the
-	// root of a task the daemon journaled, and names that task's assignee;
-	// the field alone, from anyone, is just content. It may wait for the
+	// root of a task the daemon journaled (or adopted, from another daemon's
+	// agent), and names that task's assignee; the field alone, from anyone
+	// else, is just content. It may wait for the
 	// root's own post to be journaled, and binds the root to its task.
 	TaskRoot(m Message) (assignee string, ok bool)
 	// ThreadHistory reads m's thread back: its root and the replies before m,
@@ -94,6 +98,16 @@ func (r *Router) Decide(ev *event.Event, f Facts) (Message, Decision) {
 				why = WhyEncrypted
 			}
 		}
+		if u, a, isAgent := zevent.AgentOf(ev); isAgent || (ev != nil && ev.Type.Type == zevent.StateAgent.Type && ev.StateKey != nil && id.UserID(*ev.StateKey) == ev.Sender) {
+			// Another daemon's agent joined the room's Zooid agents (or, with
+			// no name, left them).
+			if !isAgent {
+				u = ev.Sender
+			}
+			r.mu.Lock()
+			r.noteOtherLocked(room, u, a)
+			r.mu.Unlock()
+		}
 		return Message{}, Decision{Room: room, Why: why}
 	}
 	d := Decision{Room: m.Room, Thread: m.ThreadRoot}
@@ -113,6 +127,9 @@ func (r *Router) Decide(ev *event.Event, f Facts) (Message, Decision) {
 	}
 	if m.IsTaskRoot {
 		if assignee, ok := f.TaskRoot(m); ok {
+			// The journal's name: a root from another daemon addresses its
+			// assignee as workstation.name.
+			m.TaskAssignee = assignee
 			d.TaskRoot = assignee
 		} else {
 			m.IsTaskRoot, m.TaskAssignee, m.TaskAttempt = false, "", ""
@@ -138,6 +155,12 @@ func (r *Router) rememberTaskThread(room id.RoomID, root id.EventID, f Facts) {
 	r.observe(Message{Room: room, EventID: root, Sender: delegator, IsTaskRoot: true, TaskAssignee: assignee})
 }
 
+func (r *Router) isOther(m Message) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.isOtherLocked(m)
+}
+
 // whyNobody names the rule that kept a routed message m from every agent.
 func (r *Router) whyNobody(m Message) string {
 	switch {
@@ -146,6 +169,8 @@ func (r *Router) whyNobody(m Message) string {
 	case m.HandoffTo != "" && r.byUser[m.Sender] != nil:
 		return WhyHandoff
 	case r.byUser[m.Sender] != nil:
+		return WhyAgentPost
+	case r.isOther(m):
 		return WhyAgentPost
 	default:
 		return WhyNotAddressed

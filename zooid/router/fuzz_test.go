@@ -19,8 +19,8 @@ func FuzzMentions(f *testing.F) {
 		f.Add(s, "Agent A")
 	}
 	f.Fuzz(func(t *testing.T, body, display string) {
-		m := newMatcher(id.UserID("@agent-a:hs"), display)
-		newMatcher(id.UserID("@"+display+":hs"), "")
+		m := newMatcher(id.UserID("@agent-a:hs"), display, "agent-a", "")
+		newMatcher(id.UserID("@"+display+":hs"), "", "", "")
 		sp := m.spans(body)
 		prev := 0
 		for _, s := range sp {

@@ -17,10 +17,11 @@ type matcher struct {
 	link    *regexp.Regexp // https://matrix.to/#/@user:server
 	full    *regexp.Regexp
 	local   *regexp.Regexp
-	display *regexp.Regexp // nil without a display name
+	short   []*regexp.Regexp // "@name" and "@workstation.name" where they are not the localpart
+	display *regexp.Regexp   // nil without a display name
 }
 
-func newMatcher(user id.UserID, displayName string) *matcher {
+func newMatcher(user id.UserID, displayName, name, workstation string) *matcher {
 	local, server, err := user.Parse()
 	if err != nil {
 		local, server = strings.TrimPrefix(string(user), "@"), ""
@@ -35,6 +36,14 @@ func newMatcher(user id.UserID, displayName string) *matcher {
 		link:  regexp.MustCompile(`(?i)https?://matrix\.to/#/` + target),
 		full:  regexp.MustCompile(`(?i)` + regexp.QuoteMeta(strings.ToValidUTF8(string(user), "\uFFFD"))),
 		local: regexp.MustCompile(`(?i)@` + ql),
+	}
+	// An agent of a workstation is addressed as name and as
+	// workstation.name, whatever its user id (config.SplitAddress); each
+	// daemon reads a bare "@name" as its own agent's.
+	for _, addr := range []string{name, workstation + "." + name} {
+		if name != "" && (addr != name || workstation != "") && addr != local && !strings.HasPrefix(addr, ".") {
+			m.short = append(m.short, regexp.MustCompile(`(?i)@`+regexp.QuoteMeta(addr)))
+		}
 	}
 	if dn := strings.TrimSpace(strings.ToValidUTF8(displayName, "\uFFFD")); dn != "" {
 		m.display = regexp.MustCompile(`(?i)@?` + regexp.QuoteMeta(dn))
@@ -70,7 +79,10 @@ func (m *matcher) spans(body string) []span {
 	add(m.link, always)
 	add(m.full, idBoundary)
 	add(m.local, idBoundary)
-	add(m.display, wordBoundary)
+	for _, re := range m.short {
+		add(re, idBoundary)
+	}
+	add(m.display, displayBoundary)
 	// Sort by start; there are only ever a few spans.
 	for i := 1; i < len(out); i++ {
 		for j := i; j > 0 && out[j].start < out[j-1].start; j-- {
@@ -163,6 +175,18 @@ func idBoundary(body string, s, e int) bool {
 	}
 	r2, _ := utf8.DecodeRuneInString(body[e+size:])
 	return !isIDChar(r2)
+}
+
+// displayBoundary is wordBoundary, also refusing a name that ends an address
+// "workstation.name" ("@laptop.architect" names laptop's architect, not every
+// agent whose display name is "architect").
+func displayBoundary(body string, s, e int) bool {
+	if r, ok := before(body, s); ok && r == '.' {
+		if r2, ok := before(body, s-1); ok && isWord(r2) {
+			return false
+		}
+	}
+	return wordBoundary(body, s, e)
 }
 
 // wordBoundary accepts a display-name match with no word characters glued to either side.

@@ -3,7 +3,7 @@ package router
 import "testing"
 
 func TestMatcherMentionedAndStrip(t *testing.T) {
-	m := newMatcher("@agent-a:example.org", "Agent A")
+	m := newMatcher("@agent-a:example.org", "Agent A", "agent-a", "")
 	cases := []struct {
 		body      string
 		mentioned bool
@@ -45,7 +45,7 @@ func TestMatcherMentionedAndStrip(t *testing.T) {
 }
 
 func TestMatcherWithoutDisplayName(t *testing.T) {
-	m := newMatcher("@bot:example.org", "")
+	m := newMatcher("@bot:example.org", "", "bot", "")
 	if m.mentionedIn("hello bot") {
 		t.Error("bare localpart without @ must not count as a mention")
 	}
@@ -54,5 +54,48 @@ func TestMatcherWithoutDisplayName(t *testing.T) {
 	}
 	if got := m.strip("@bot: hi"); got != "hi" {
 		t.Errorf("strip = %q, want %q", got, "hi")
+	}
+}
+
+// An agent of a workstation (user @laptop.architect) is addressed as
+// "@laptop.architect" and as a bare "@architect"; another workstation's
+// "@ci.architect" is not it, by its name nor by its display name.
+func TestMatcherWorkstationAddresses(t *testing.T) {
+	m := newMatcher("@laptop.architect:example.org", "architect", "architect", "laptop")
+	for body, want := range map[string]bool{
+		"@laptop.architect please review":                     true,
+		"@architect please review":                            true,
+		"architect, please review":                            true,
+		"@ci.architect please review":                         false,
+		"ci.architect please review":                          false,
+		"@laptop.architect-two please":                        false,
+		"[ci](https://matrix.to/#/@ci.architect:example.org)": false,
+	} {
+		if got := m.mentionedIn(body); got != want {
+			t.Errorf("mentionedIn(%q) = %v, want %v", body, got, want)
+		}
+	}
+	if got := m.strip("@architect: please review"); got != "please review" {
+		t.Errorf("strip = %q, want %q", got, "please review")
+	}
+}
+
+// The addresses hold whatever the agent's user id is (a user_id written out
+// in zooid.yaml); without a workstation only the user id and display name
+// address an agent, as before.
+func TestMatcherAddressesBesideTheUserID(t *testing.T) {
+	m := newMatcher("@zs-ci.arch:example.org", "arch", "arch", "ci")
+	for body, want := range map[string]bool{
+		"@ci.arch please": true,
+		"@arch please":    true,
+		"@laptop.arch no": false,
+	} {
+		if got := m.mentionedIn(body); got != want {
+			t.Errorf("mentionedIn(%q) = %v, want %v", body, got, want)
+		}
+	}
+	plain := newMatcher("@bot7:example.org", "", "bot", "")
+	if plain.mentionedIn("@bot please") {
+		t.Error("without a workstation, @name that is not the localpart is no mention")
 	}
 }

@@ -9,10 +9,13 @@ package router
 import (
 	"container/list"
 	"slices"
+	"strings"
 	"sync"
 
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // Trigger says what wakes an agent outside threads it is already in.
@@ -33,6 +36,9 @@ type Agent struct {
 	DisplayName string
 	Rooms       []id.RoomID
 	Trigger     Trigger
+	// Workstation is its daemon's workstation ("" none): the agent is then
+	// addressed in text as @name and @workstation.name too.
+	Workstation string
 }
 
 // Wake is one agent to prompt with one message, in its session (Agent, Room, ThreadRoot).
@@ -77,7 +83,11 @@ type Router struct {
 	byUser map[id.UserID]*agentInfo
 	byName map[string]*agentInfo
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// others are the Zooid agents of other daemons, per room, as their
+	// dev.zooid.agent state events say (Decide, LearnAgents): their posts are
+	// agent prose, which wakes nobody here.
+	others   map[id.RoomID]map[id.UserID]zevent.AgentContent
 	threads  map[threadKey]*list.Element
 	lru      *list.List // of *thread, most recent first
 	capacity int
@@ -112,11 +122,12 @@ func New(agents []Agent) *Router {
 		byUser:   map[id.UserID]*agentInfo{},
 		byName:   map[string]*agentInfo{},
 		threads:  map[threadKey]*list.Element{},
+		others:   map[id.RoomID]map[id.UserID]zevent.AgentContent{},
 		lru:      list.New(),
 		capacity: DefaultThreadMemory,
 	}
 	for _, a := range agents {
-		ai := &agentInfo{Agent: a, rooms: map[id.RoomID]bool{}, matcher: newMatcher(a.UserID, a.DisplayName)}
+		ai := &agentInfo{Agent: a, rooms: map[id.RoomID]bool{}, matcher: newMatcher(a.UserID, a.DisplayName, a.Name, a.Workstation)}
 		for _, room := range a.Rooms {
 			ai.rooms[room] = true
 		}
@@ -143,6 +154,75 @@ func (r *Router) IsAgent(u id.UserID) (name string, ok bool) {
 	return "", false
 }
 
+// LearnAgents records the Zooid agents of other daemons in room (from the
+// room's dev.zooid.agent state, read at start); this daemon's own are left
+// out. Later changes arrive as events, through Decide.
+func (r *Router) LearnAgents(room id.RoomID, agents map[id.UserID]zevent.AgentContent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for u, a := range agents {
+		r.noteOtherLocked(room, u, a)
+	}
+}
+
+// OtherAgent reports whether u is a Zooid agent of another daemon in room,
+// and what its dev.zooid.agent says.
+func (r *Router) OtherAgent(room id.RoomID, u id.UserID) (zevent.AgentContent, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a, ok := r.others[room][u]
+	return a, ok
+}
+
+// OtherAgentAt resolves an address, name or workstation.name, to another
+// daemon's agent in room: its user and canonical address (workstation.name,
+// or its name when its daemon names no workstation). A bare name that two
+// daemons' agents share there resolves to neither.
+func (r *Router) OtherAgentAt(room id.RoomID, addr string) (id.UserID, string, bool) {
+	// As config.SplitAddress reads it (the router imports no config).
+	ws, name, dotted := strings.Cut(addr, ".")
+	if !dotted {
+		ws, name = "", addr
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var found id.UserID
+	var canonical string
+	for u, a := range r.others[room] {
+		if a.Name != name || ws != "" && a.Workstation != ws {
+			continue
+		}
+		if found != "" {
+			return "", "", false
+		}
+		found, canonical = u, a.Name
+		if a.Workstation != "" {
+			canonical = a.Workstation + "." + a.Name
+		}
+	}
+	return found, canonical, found != ""
+}
+
+func (r *Router) noteOtherLocked(room id.RoomID, u id.UserID, a zevent.AgentContent) {
+	if r.byUser[u] != nil {
+		return
+	}
+	if a.Name == "" {
+		delete(r.others[room], u)
+		return
+	}
+	if r.others[room] == nil {
+		r.others[room] = map[id.UserID]zevent.AgentContent{}
+	}
+	r.others[room][u] = a
+}
+
+// isOtherLocked says m's sender is another daemon's agent in m's room.
+func (r *Router) isOtherLocked(m Message) bool {
+	_, ok := r.others[m.Room][m.Sender]
+	return ok
+}
+
 // route returns the agents m wakes, in configuration order, and updates thread memory.
 func (r *Router) route(m Message) []Wake {
 	if m.IsReset || m.IsTaskResult {
@@ -153,6 +233,15 @@ func (r *Router) route(m Message) []Wake {
 
 	if sender := r.byUser[m.Sender]; sender != nil {
 		return r.routeAgentPost(m, sender)
+	}
+	if r.isOtherLocked(m) {
+		if m.ThreadRoot == "" && m.IsTaskRoot {
+			// A task another daemon's agent delegated to one of ours, adopted
+			// (Facts.TaskRoot): only the assignee wakes, as for our own.
+			return r.wakeTaskRoot(m)
+		}
+		r.otherAgentPost(m)
+		return nil
 	}
 	if m.MsgType == string(event.MsgNotice) {
 		// Automated clients don't answer notices (the Matrix convention), so
@@ -189,6 +278,10 @@ func (r *Router) observe(m Message) {
 		}
 		return
 	}
+	if r.isOtherLocked(m) {
+		r.otherAgentPost(m)
+		return
+	}
 	if m.MsgType == string(event.MsgNotice) {
 		return
 	}
@@ -219,7 +312,11 @@ func (r *Router) needsThreadMemory(m Message) bool {
 	}
 	r.mu.Lock()
 	_, known := r.threads[threadKey{m.Room, m.ThreadRoot}]
+	other := r.isOtherLocked(m)
 	r.mu.Unlock()
+	if other {
+		return false
+	}
 	// The thread lookup first: in a known thread (most replies) the mention
 	// scan is left to route alone.
 	return !known && len(r.mentioned(m)) == 0
@@ -283,6 +380,16 @@ func (r *Router) routeAgentPost(m Message, sender *agentInfo) []Wake {
 		}
 	}
 	return nil
+}
+
+// otherAgentPost is a post of another daemon's agent: prose, which wakes
+// nobody here (that daemon answers for its agents). In a thread it makes that
+// agent the last to post, so a person's bare reply there goes to it, and to
+// none of this daemon's agents.
+func (r *Router) otherAgentPost(m Message) {
+	if m.ThreadRoot != "" {
+		r.thread(m.Room, m.ThreadRoot, true).addressees = nil
+	}
 }
 
 func (r *Router) noteTaskRoot(m Message) *thread {

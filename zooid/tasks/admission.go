@@ -12,6 +12,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/internal/faultpoint"
+	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/tools"
 	"github.com/zooid-dev/zooid/zooid/zevent"
 )
@@ -68,7 +69,21 @@ func (m *Manager) admit(c tools.Caller, specs []tools.TaskSpec, notify string, r
 	now := m.opts.Now().UTC()
 	for i, s := range specs {
 		results[i].Agent = s.Agent
-		user, rooms, known := m.opts.Agents(s.Agent)
+		// "workstation.name" is this daemon's agent only for its own
+		// workstation; another's is no agent of this daemon (unknown_agent).
+		name := s.Agent
+		if ws, n := config.SplitAddress(s.Agent); ws != "" && ws == m.opts.Workstation {
+			name = n
+		}
+		user, rooms, known := m.opts.Agents(name)
+		remote := false
+		if !known && m.opts.OtherAgent != nil {
+			// Another daemon's agent in this room: the task goes through the
+			// room, run by its daemon (Remote).
+			if u, canonical, ok := m.opts.OtherAgent(c.Room, s.Agent); ok {
+				user, rooms, known, remote, name = u, []id.RoomID{c.Room}, true, true, canonical
+			}
+		}
 		switch {
 		case depth:
 			results[i].Status, results[i].Reason = tools.TaskRefused, tools.ReasonDepthLimit
@@ -76,14 +91,14 @@ func (m *Manager) admit(c tools.Caller, specs []tools.TaskSpec, notify string, r
 			results[i].Status, results[i].Reason = tools.TaskRefused, tools.ReasonUnknownAgent
 		case !slices.Contains(rooms, c.Room):
 			results[i].Status, results[i].Reason = tools.TaskRefused, tools.ReasonNotInRoom
-		case s.Agent == c.Agent:
+		case name == c.Agent:
 			results[i].Status, results[i].Reason = tools.TaskRefused, tools.ReasonSelf
 		case open >= m.opts.MaxOpenPerRoom:
 			results[i].Status, results[i].Reason = tools.TaskRefused, tools.ReasonAtCapacity
 		default:
 			t := &Task{
 				AttemptID: newAttemptID(),
-				Agent:     s.Agent,
+				Agent:     name,
 				AgentUser: user,
 				Room:      c.Room,
 				Prompt:    s.Prompt,
@@ -97,6 +112,7 @@ func (m *Manager) admit(c tools.Caller, specs []tools.TaskSpec, notify string, r
 				},
 				State:   StateReserved,
 				Created: now,
+				Remote:  remote,
 			}
 			admitted[i] = t
 			reserve = append(reserve, t)

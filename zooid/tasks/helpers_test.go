@@ -162,6 +162,10 @@ type env struct {
 
 	now     func() time.Time // the managers' clock; nil: time.Now
 	timeout time.Duration    // the managers' Options.Timeout; zero: the default
+
+	workstation string // the managers' Options.Workstation
+	// other answers the managers' Options.OtherAgent; nil: none.
+	other func(room id.RoomID, addr string) (id.UserID, string, bool)
 }
 
 var agents = map[string]struct {
@@ -205,6 +209,8 @@ func (e *env) options() Options {
 		PostTimeout: 5 * time.Second,
 		Now:         e.now,
 		Timeout:     e.timeout,
+		Workstation: e.workstation,
+		OtherAgent:  e.other,
 	}
 }
 

@@ -35,6 +35,15 @@ type Options struct {
 	Send func(ctx context.Context, as id.UserID, room id.RoomID, evType event.Type, content any, txnID string) (id.EventID, error)
 	// Agents looks up a zooid.yaml agent by name: its user and bound rooms. Required.
 	Agents func(name string) (user id.UserID, rooms []id.RoomID, ok bool)
+	// OtherAgent resolves an address (name or workstation.name) to the user
+	// of another daemon's agent in room, with its canonical address
+	// (workstation.name, or its name when its daemon names no workstation);
+	// nil knows none. A task for one is Remote.
+	OtherAgent func(room id.RoomID, addr string) (user id.UserID, canonical string, ok bool)
+	// Workstation is the daemon's workstation (zooid.yaml workstation:, "" when
+	// none): a task's agent may be named workstation.name, and only this
+	// workstation's names are this daemon's agents.
+	Workstation string
 	// Wake queues one turn on the caller's original session with text; the daemon
 	// queues it behind a running turn and skips it if that thread was /clear'ed.
 	// It calls delivered once the session takes the turn (or skips it): until
@@ -341,6 +350,10 @@ func (m *Manager) Recover(ctx context.Context) error {
 		}
 		r := &Result{Status: StatusCancelled, Reason: ReasonInterruptedByRestart, Output: t.Summary}
 		switch {
+		case t.Remote && t.State == StateOpen && !m.overdue(t, now):
+			// Another daemon runs it: nothing here was interrupted, and its
+			// result still comes as an event in the thread.
+			continue
 		case m.overdue(t, now):
 			r = timedOutResult(t)
 			timedOut++
@@ -416,6 +429,11 @@ func (m *Manager) closeLocked(t *Task, r *Result, now time.Time) {
 	t.Result = r
 	t.Handoffs = nil
 	t.Closed = now
+	if t.Remote {
+		// Its result event is the assignee's daemon's to post (or, closed
+		// here by a timeout, nobody's): this daemon can't post as that user.
+		t.Report.ResultPosted = true
+	}
 	m.opts.Trace.Record(traceStep(*t, trace.StepClosed, ""))
 }
 

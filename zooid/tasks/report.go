@@ -127,7 +127,12 @@ func (m *Manager) deliver(ctx context.Context, attempt string) {
 		}
 	}
 	if snap.Notify == tools.NotifyCaller && !snap.Report.NoticePosted {
-		if _, err := m.send(ctx, snap.AgentUser, snap.Parent.Room, event.EventMessage, noticeOf(snap), attempt+"-notice"); err != nil {
+		from := snap.AgentUser
+		if snap.Remote {
+			// The assignee is another daemon's user: the caller posts it.
+			from = snap.Parent.UserID
+		}
+		if _, err := m.send(ctx, from, snap.Parent.Room, event.EventMessage, noticeOf(snap), attempt+"-notice"); err != nil {
 			log.Error("posting task result notice", "err", err)
 			pending = true
 		} else if err := m.mark(attempt, func(rp *Report) { rp.NoticePosted = true }); err != nil {

@@ -140,6 +140,15 @@ type Task struct {
 	Created time.Time `json:"created"`
 	// Closed is when the task was judged.
 	Closed time.Time `json:"closed,omitzero"`
+	// Remote marks a task for another daemon's agent (Agent is its address,
+	// workstation.name): that daemon adopts the root, runs the task and posts
+	// its dev.zooid.thread_result in the thread, which closes it here
+	// (RemoteResult); this daemon reports it to the caller.
+	Remote bool `json:"remote,omitempty"`
+	// Adopted marks a task another daemon's agent delegated to this daemon's
+	// (Adopt): it runs here and is reported only in its thread, where the
+	// caller's daemon reads the result.
+	Adopted bool `json:"adopted,omitempty"`
 }
 
 // IsOpen reports whether the task still awaits a result (reserved or open): the

@@ -54,6 +54,10 @@ type Member struct {
 	Name      string    `json:"name"`
 	IsAgent   bool      `json:"is_agent"`
 	AgentName string    `json:"agent_name,omitempty"`
+	// Workstation is the daemon an agent runs on, when that daemon names one
+	// (zooid.yaml workstation:): the agent is addressed as workstation.name.
+	// Set for every Zooid agent in the room, this daemon's or another's.
+	Workstation string `json:"workstation,omitempty"`
 }
 
 // MembersResult is the result of zooid_get_members.

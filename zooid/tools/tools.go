@@ -202,7 +202,7 @@ var all = []Tool{
 		ToolSpec: ToolSpec{
 			Name:        GetMembers,
 			Title:       "Room members",
-			Description: "Joined members of the current room: id, display name, and whether each is an agent (with its agent_name). Use it to find whom to @mention.",
+			Description: "Joined members of the current room: id, display name, and whether each is a Zooid agent, this daemon's or another's (with its agent_name, and its workstation when it has one: mention it as @workstation.name). Use it to find whom to @mention.",
 			InputSchema: schema(""),
 			Gating:      Always,
 			ReadOnly:    true,
@@ -311,7 +311,7 @@ var all = []Tool{
 				"results is index-aligned with tasks: started (with thread_id) or refused/failed with a reason. " +
 				"With notify \"caller\" (default) each task's result comes back to you as a new turn: end your turn now and do not poll. With notify \"none\" nothing comes back; the thread is the result.",
 			InputSchema: schema(`"tasks": {"type": "array", "minItems": 1, "description": "Tasks to start, in order.", "items": {"type": "object", "properties": {
-        "agent": {"type": "string", "description": "The assignee's agent name (see agent_name in zooid_get_members)."},
+        "agent": {"type": "string", "description": "The assignee's agent name (see agent_name in zooid_get_members); workstation.name for an agent of another workstation, whose daemon runs the task."},
         "prompt": {"type": "string", "minLength": 1, "description": "What the assignee should do; self-contained."}},
       "required": ["agent", "prompt"], "additionalProperties": false}},
     "notify": {"type": "string", "enum": ["caller", "none"], "default": "caller", "description": "caller: each result wakes you as a new turn; none: nothing comes back."}`, "tasks"),

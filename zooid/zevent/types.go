@@ -34,4 +34,5 @@ func init() {
 	event.TypeMap[EventThreadResult] = reflect.TypeFor[ThreadResultEventContent]()
 	event.TypeMap[EventSessionReset] = reflect.TypeFor[SessionResetEventContent]()
 	event.TypeMap[EventError] = reflect.TypeFor[ErrorEventContent]()
+	event.TypeMap[StateAgent] = reflect.TypeFor[AgentContent]()
 }

@@ -164,3 +164,33 @@ func TestThreadStartOf(t *testing.T) {
 		t.Error("plain notice: HasThreadResult = true")
 	}
 }
+
+// dev.zooid.agent marks a user as a Zooid agent only when that user set it
+// (state_key = sender) and it names an agent.
+func TestAgentOf(t *testing.T) {
+	state := func(sender, key, content string) *event.Event {
+		var ev event.Event
+		js := `{"type":"dev.zooid.agent","state_key":"` + key + `","event_id":"$s","room_id":"!r:hs","sender":"` + sender + `","content":` + content + `}`
+		if err := json.Unmarshal([]byte(js), &ev); err != nil {
+			t.Fatalf("event %s: %v", js, err)
+		}
+		return &ev
+	}
+	if zevent.StateAgent.Type != "dev.zooid.agent" || zevent.StateAgent.Class != event.StateEventType {
+		t.Errorf("StateAgent = %+v, want state event dev.zooid.agent", zevent.StateAgent)
+	}
+	u, c, ok := zevent.AgentOf(state("@ci.architect:hs", "@ci.architect:hs", `{"name":"architect","workstation":"ci"}`))
+	if !ok || u != "@ci.architect:hs" || c != (zevent.AgentContent{Name: "architect", Workstation: "ci"}) {
+		t.Errorf("AgentOf(own) = %s, %+v, %v; want @ci.architect:hs, architect on ci", u, c, ok)
+	}
+	if _, _, ok := zevent.AgentOf(state("@mallory:hs", "@ci.architect:hs", `{"name":"architect"}`)); ok {
+		t.Error("AgentOf accepted a state event set by another user")
+	}
+	if _, _, ok := zevent.AgentOf(state("@ci.architect:hs", "@ci.architect:hs", `{}`)); ok {
+		t.Error("AgentOf accepted a withdrawn agent (no name)")
+	}
+	got, err := json.Marshal(zevent.AgentContent{Name: "architect", Workstation: "ci"})
+	if err != nil || string(got) != `{"name":"architect","workstation":"ci"}` {
+		t.Errorf("wire format %s, %v", got, err)
+	}
+}

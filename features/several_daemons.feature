@@ -1,0 +1,140 @@
+@several-daemons
+Feature: Several daemons in one room
+  In order to have agents from my laptop and from the CI box answer in the same room
+  As a team running Zooid on more than one machine
+  I want each daemon to answer for its own agents only, and every Zooid agent to be known as one
+
+  Each daemon is a workstation with its own appservice registration on the homeserver. Its
+  agents mark themselves as Zooid agents in their rooms (a dev.zooid.agent state event that
+  only the agent itself may set); the room's admin lets members send it.
+
+  Background:
+    Given the homeserver has users "ori" and "mia"
+    And the daemon under test is workstation "laptop"
+    And agent "architect" is bound to "#ops"
+    And a second daemon, workstation "ci", serves "builder" and "tester" in "#ops"
+    And "#ops" lets its members mark themselves as Zooid agents
+
+  Scenario: each daemon wakes only its own agents
+    When ori says in "#ops": "@builder what broke the build?"
+    Then builder is prompted with "what broke the build?"
+    And architect is not prompted with "what broke the build?"
+    When ori says in "#ops": "@architect is the plan still right?"
+    Then architect is prompted with "is the plan still right?"
+    And builder is not prompted with "is the plan still right?"
+
+  Scenario: another daemon's agent is an agent, not a person: its task root wakes nobody here
+    builder delegates to tester, both on the CI box: the task root is a top-level message in
+    the room, which a person's would be for an agent with trigger any. It is the CI daemon's.
+    Given agent "watcher" is bound to "#ops" with trigger any
+    When builder calls zooid_start_task_threads with {"tasks": [{"agent": "tester", "prompt": "run the suite on main"}]}
+    Then tester is prompted with "run the suite on main"
+    And watcher is not prompted with "run the suite on main"
+    And architect is not prompted with "run the suite on main"
+
+  Scenario: every Zooid agent in the room is an agent to zooid_get_members, with its workstation
+    When architect calls zooid_get_members
+    Then the result includes:
+      """json
+      {"members": [
+        {"id": "@architect", "is_agent": true, "agent_name": "architect", "workstation": "laptop"},
+        {"id": "@builder", "is_agent": true, "agent_name": "builder", "workstation": "ci"},
+        {"id": "@ori", "is_agent": false}
+      ]}
+      """
+    When builder calls zooid_get_members
+    Then the result includes {"members": [{"id": "@architect", "is_agent": true, "agent_name": "architect", "workstation": "laptop"}]}
+
+  Scenario: two agents of one name are told apart by their workstation
+    A bare name is each daemon's own agent; workstation.name picks one.
+    Given a second daemon, workstation "ci", serves "ci-architect" in "#ops"
+    And ci-architect is named "architect" in its daemon's zooid.yaml
+    When ori says in "#ops" without m.mentions: "@ci.architect please review the plan"
+    Then ci-architect is prompted with "please review the plan"
+    And architect is not prompted with "please review the plan"
+    When ori says in "#ops" without m.mentions: "@laptop.architect draft the plan"
+    Then architect is prompted with "draft the plan"
+    And ci-architect is not prompted with "draft the plan"
+
+  Scenario: the daemon under test, killed and started again, still knows the other's agents
+    Given agent "watcher" is bound to "#ops" with trigger any
+    And the daemon runs as its own process
+    When ori says in "#ops": "@architect are you there?"
+    Then architect is prompted with "are you there?"
+    When the daemon is killed and started again
+    And builder calls zooid_start_task_threads with {"tasks": [{"agent": "tester", "prompt": "rerun the flaky job"}]}
+    Then tester is prompted with "rerun the flaky job"
+    And watcher is not prompted with "rerun the flaky job"
+    When ori says in "#ops": "@architect are you back?"
+    Then architect is prompted with "are you back?"
+
+  Scenario: the second daemon, stopped and started again, answers for its agents
+    When the second daemon is stopped and started again
+    And ori says in "#ops": "@builder are you back?"
+    Then builder is prompted with "are you back?"
+    And architect is not prompted with "are you back?"
+    When builder calls zooid_get_members
+    Then the result includes {"members": [{"id": "@architect", "is_agent": true, "agent_name": "architect", "workstation": "laptop"}]}
+
+  Scenario: an agent delegates to another daemon's agent through the room, and hears back once
+    The task root is an ordinary message in the room: the CI daemon adopts it, runs it and posts
+    the result in the task thread; the laptop's daemon tells architect.
+    Given builder will reply "the suite is green on main"
+    When architect calls zooid_start_task_threads with {"tasks": [{"agent": "ci.builder", "prompt": "run the suite on main"}]}
+    Then the result includes {"results": [{"agent": "ci.builder", "status": "started"}]}
+    And builder is prompted with "run the suite on main"
+    And architect is prompted with "the suite is green on main"
+    And architect is prompted once with "the suite is green on main"
+
+  Scenario: the other daemon, stopped mid-task, reports the task interrupted, once
+    Given builder will hang
+    When architect calls zooid_start_task_threads with {"tasks": [{"agent": "ci.builder", "prompt": "bisect the failure"}]}
+    Then builder is prompted with "bisect the failure"
+    When the second daemon is stopped and started again
+    Then architect is prompted with "interrupted_by_restart"
+    And architect is prompted once with "interrupted_by_restart"
+
+  Scenario: the caller's daemon, killed mid-task, still hears the result, once
+    Given the daemon runs as its own process
+    And builder will reply "bisected: commit abc broke it" after 3 seconds
+    When architect calls zooid_start_task_threads with {"tasks": [{"agent": "ci.builder", "prompt": "bisect the failure"}]}
+    Then builder is prompted with "bisect the failure"
+    When the daemon is killed and started again
+    Then architect is prompted with "bisected: commit abc broke it"
+    And architect is prompted once with "bisected: commit abc broke it"
+
+  Scenario: an agent of the other daemon delegates to one of this daemon's, and hears back once
+    Given architect will reply "the plan holds"
+    When builder calls zooid_start_task_threads with {"tasks": [{"agent": "laptop.architect", "prompt": "check the plan against the failure"}]}
+    Then architect is prompted with "check the plan against the failure"
+    And builder is prompted with "the plan holds"
+    And builder is prompted once with "the plan holds"
+
+  Scenario: the caller's daemon killed after posting the task root, before journaling it
+    Given the daemon runs as its own process
+    And builder will reply "bisected to commit abc"
+    And the daemon will be killed at its fault point "task.root_posted"
+    When ori says in "#ops": "@architect please find the culprit"
+    And architect calls zooid_start_task_threads with {"tasks": [{"agent": "ci.builder", "prompt": "bisect the failure"}]}, and the daemon dies before answering
+    Then the daemon dies at "task.root_posted" and is started again
+    And builder is prompted once with "bisect the failure"
+    And architect is prompted with "bisected to commit abc"
+    And architect is prompted once with "bisected to commit abc"
+    And the task "bisect the failure" has exactly one root in "#ops"
+
+  Scenario: the assignee's daemon killed after posting the result, before journaling it
+    Given the daemon runs as its own process
+    And architect will reply "the plan holds"
+    And the daemon will be killed at its fault point "task.result_posted"
+    When builder calls zooid_start_task_threads with {"tasks": [{"agent": "laptop.architect", "prompt": "check the plan"}]}
+    Then the daemon dies at "task.result_posted" and is started again
+    And builder is prompted with "the plan holds"
+    And builder is prompted once with "the plan holds"
+    And architect is prompted once with "check the plan"
+
+  Scenario: a task of the other daemon for its own agent is not taken by an agent of that name here
+    Given agent "lab-tester" is bound to "#ops"
+    And lab-tester is named "tester" in its daemon's zooid.yaml
+    When builder calls zooid_start_task_threads with {"tasks": [{"agent": "tester", "prompt": "run the flaky job"}]}
+    Then tester is prompted with "run the flaky job"
+    And lab-tester is not prompted with "run the flaky job"
