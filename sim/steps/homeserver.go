@@ -126,11 +126,13 @@ func newBackend(ctx context.Context, which string, slots int, paths []string, sa
 		return fakeBackend{profile: fakehs.Degraded, degraded: true, peers: hasTag(paths, SeveralDaemonsTag)}, nil
 	case "synapse":
 		return startSynapse(ctx, slots, paths, say)
+	case Federation:
+		return startFederation(ctx, slots)
 	default:
 		if strings.HasPrefix(which, "http://") || strings.HasPrefix(which, "https://") {
 			return startURL(ctx, which, os.Getenv)
 		}
-		return nil, fmt.Errorf("unknown homeserver %q (want fake, fake-degraded, synapse or a URL)", which)
+		return nil, fmt.Errorf("unknown homeserver %q (want fake, fake-degraded, synapse, synapse-federation or a URL)", which)
 	}
 }
 

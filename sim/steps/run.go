@@ -39,7 +39,7 @@ type Options struct {
 	Context context.Context
 	// Paths are feature files or directories; empty means the module's features/.
 	Paths []string
-	// Homeserver is "fake", "fake-degraded", "synapse" or a URL; empty reads $ZOOID_TEST_HOMESERVER, then "fake".
+	// Homeserver is "fake", "fake-degraded", "synapse", "synapse-federation" or a URL; empty reads $ZOOID_TEST_HOMESERVER, then "fake".
 	Homeserver string
 	// Tags is a godog tag expression, e.g. "@mcp && ~@slow".
 	Tags string
@@ -193,6 +193,11 @@ func Run(opts Options) int {
 	}
 	if b.kind() != "fake" {
 		opts.Tags = andTags(opts.Tags, "~"+FakeOnlyTag)
+	}
+	if b.kind() == Federation {
+		opts.Tags = andTags(opts.Tags, FederationTag)
+	} else {
+		opts.Tags = andTags(opts.Tags, "~"+FederationTag)
 	}
 	// A dependency is asked for only by runs holding scenarios that need it:
 	// a maintainer's generated feature, run outside the repository, has none.

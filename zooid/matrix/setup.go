@@ -167,7 +167,7 @@ func (t *Transport) joinRoom(ctx context.Context, room config.RoomRef, users []i
 		if slices.Contains(in, u) {
 			continue
 		}
-		err := t.join(ctx, roomID, u, in)
+		err := t.join(ctx, roomID, via(room, roomID), u, in)
 		if err != nil && !roomRefused(err) {
 			return "", nil, fmt.Errorf("joining %s (%s) as %s: %w", room, roomID, u, err)
 		}
@@ -223,18 +223,42 @@ func (t *Transport) roomSettings(room config.RoomRef) config.Room {
 	return r
 }
 
-// join joins u to roomID; refused (an invite-only room), it asks a member already in the
-// room to invite u and joins again.
-func (t *Transport) join(ctx context.Context, roomID id.RoomID, u id.UserID, in []id.UserID) error {
-	_, err := t.Client(u).JoinRoom(ctx, string(roomID), nil)
+// join joins u to roomID, through the servers in via when the room lives on another
+// homeserver; refused (an invite-only room), it asks a member already in the room to
+// invite u and joins again.
+func (t *Transport) join(ctx context.Context, roomID id.RoomID, via []string, u id.UserID, in []id.UserID) error {
+	req := &mautrix.ReqJoinRoom{Via: via}
+	_, err := t.Client(u).JoinRoom(ctx, string(roomID), req)
 	if err == nil || !errors.Is(err, mautrix.MForbidden) || len(in) == 0 {
 		return err
 	}
 	if _, ierr := t.Client(in[0]).InviteUser(ctx, roomID, &mautrix.ReqInviteUser{UserID: u}); ierr != nil {
 		return fmt.Errorf("%w (and %s could not invite it: %w)", err, in[0], ierr)
 	}
-	_, err = t.Client(u).JoinRoom(ctx, string(roomID), nil)
+	_, err = t.Client(u).JoinRoom(ctx, string(roomID), req)
 	return err
+}
+
+// via names the servers to join roomID through: the server of its alias, where the
+// room was made or at least is known, and the one in its id (rooms before version 12
+// carry it). A homeserver that is not in a room yet cannot join it by id alone
+// ("no servers that are in the room have been provided"): that is every room of a
+// daemon whose homeserver federates with the room's (features/federation.feature).
+func via(room config.RoomRef, roomID id.RoomID) []string {
+	var out []string
+	add := func(s string) {
+		if s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	if alias, ok := room.Alias(); ok {
+		_, server, _ := strings.Cut(string(alias), ":")
+		add(server)
+	}
+	if _, server, ok := strings.Cut(string(roomID), ":"); ok {
+		add(server)
+	}
+	return out
 }
 
 // firstOf keeps the first non-nil error.
