@@ -35,3 +35,21 @@ Feature: Agents on two federating homeservers
     Then the result includes {"members": [{"id": "@trainer", "is_agent": true, "agent_name": "trainer", "workstation": "gpu"}]}
     When trainer calls zooid_get_members
     Then the result includes {"members": [{"id": "@architect", "is_agent": true, "agent_name": "architect", "workstation": "laptop"}]}
+
+  Scenario: a task crosses to the other server's agent, and its result comes back once
+    The task root is a message in the room, which reaches the GPU box's homeserver over
+    federation; its daemon adopts the root, runs it and posts the result in the task thread,
+    which comes back the same way to the laptop's daemon, and that one wakes architect.
+    Given trainer will reply "the loss plateaus after epoch 12"
+    When architect calls zooid_start_task_threads with {"tasks": [{"agent": "gpu.trainer", "prompt": "train on the new data"}]}
+    Then the result includes {"results": [{"agent": "gpu.trainer", "status": "started"}]}
+    And trainer is prompted with "train on the new data"
+    And architect is prompted with "the loss plateaus after epoch 12"
+    And architect is prompted once with "the loss plateaus after epoch 12"
+
+  Scenario: the other server's agent delegates to this one's, and hears back once
+    Given architect will reply "use the smaller model first"
+    When trainer calls zooid_start_task_threads with {"tasks": [{"agent": "laptop.architect", "prompt": "which model should I train?"}]}
+    Then architect is prompted with "which model should I train?"
+    And trainer is prompted with "use the smaller model first"
+    And trainer is prompted once with "use the smaller model first"
