@@ -132,21 +132,8 @@ func (w *world) stepSendsProse(ctx context.Context, agent, roomName, n string) e
 }
 
 func (w *world) stepStartCutShort(ctx context.Context, agent, js string) error {
-	if err := w.start(ctx); err != nil {
-		return err
-	}
-	if w.tw().proc == nil {
-		return errors.New("only a daemon process can die mid-call: declare \"the daemon runs as its own process\" first")
-	}
-	args, err := w.toolArgs(agent, js)
+	args, err := w.cutShortArgs(ctx, agent, js)
 	if err != nil {
-		return err
-	}
-	f := w.focus[agent]
-	if f == nil {
-		return fmt.Errorf("%s is answering no mention yet: have someone mention it first", agent)
-	}
-	if err := w.waitPrompted(ctx, agent, f.core); err != nil {
 		return err
 	}
 	specs, _ := args["tasks"].([]any)
@@ -157,9 +144,8 @@ func (w *world) stepStartCutShort(ctx context.Context, agent, js string) error {
 	if notify == "" {
 		notify = "caller"
 	}
-	w.ctl.Queue(agent, fakeagent.Turn{fakeagent.CallTool("zooid_start_task_threads", args), fakeagent.Stop("end_turn")})
-	w.stepSeq++
-	if _, err := w.say(ctx, f.sender, f.room.name, fmt.Sprintf("@%s go on (%d)", agent, w.stepSeq), f.root, true); err != nil {
+	f := w.focus[agent]
+	if err := w.callInNextTurn(ctx, agent, "zooid_start_task_threads", args); err != nil {
 		return err
 	}
 	tw := w.tw()
@@ -174,25 +160,43 @@ func (w *world) stepStartCutShort(ctx context.Context, agent, js string) error {
 }
 
 func (w *world) stepHandoffCutShort(ctx context.Context, agent, js string) error {
-	if err := w.start(ctx); err != nil {
-		return err
-	}
-	if w.tw().proc == nil {
-		return errors.New("only a daemon process can die mid-call: declare \"the daemon runs as its own process\" first")
-	}
-	args, err := w.toolArgs(agent, js)
+	args, err := w.cutShortArgs(ctx, agent, js)
 	if err != nil {
 		return err
 	}
+	return w.callInNextTurn(ctx, agent, "zooid_handoff", args)
+}
+
+// cutShortArgs is what a call the daemon dies in needs first: a daemon
+// process to kill, the call's arguments, and the agent's thread, whose
+// prompt has reached the agent.
+func (w *world) cutShortArgs(ctx context.Context, agent, js string) (map[string]any, error) {
+	if err := w.start(ctx); err != nil {
+		return nil, err
+	}
+	if w.tw().proc == nil {
+		return nil, errors.New("only a daemon process can die mid-call: declare \"the daemon runs as its own process\" first")
+	}
+	args, err := w.toolArgs(agent, js)
+	if err != nil {
+		return nil, err
+	}
 	f := w.focus[agent]
 	if f == nil {
-		return fmt.Errorf("%s is answering no mention yet: have someone mention it first", agent)
+		return nil, fmt.Errorf("%s is answering no mention yet: have someone mention it first", agent)
 	}
 	if err := w.waitPrompted(ctx, agent, f.core); err != nil {
-		return err
+		return nil, err
 	}
-	w.ctl.Queue(agent, fakeagent.Turn{fakeagent.CallTool("zooid_handoff", args), fakeagent.Stop("end_turn")})
+	return args, nil
+}
+
+// callInNextTurn scripts the agent's next turn to make the call and end,
+// and mentions it in its thread to start that turn.
+func (w *world) callInNextTurn(ctx context.Context, agent, tool string, args map[string]any) error {
+	f := w.focus[agent]
+	w.ctl.Queue(agent, fakeagent.Turn{fakeagent.CallTool(tool, args), fakeagent.Stop("end_turn")})
 	w.stepSeq++
-	_, err = w.say(ctx, f.sender, f.room.name, fmt.Sprintf("@%s go on (%d)", agent, w.stepSeq), f.root, true)
+	_, err := w.say(ctx, f.sender, f.room.name, fmt.Sprintf("@%s go on (%d)", agent, w.stepSeq), f.root, true)
 	return err
 }
