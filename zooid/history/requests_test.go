@@ -101,7 +101,10 @@ func TestPageRequestsBounded(t *testing.T) {
 // and after a restart it rescans from the room's newest event down to the
 // cursor, so the same measure exceeds the bound as the pages go deeper.
 func TestPageRequestsBoundCatchesAScan(t *testing.T) {
-	r := newRoom(t, fakehs.Degraded, busyroom.PagedEvents(10_000))
+	// A room of 2,000 events is deep enough: the rescan outgrows the bound
+	// within a few pages, and seeding 10,000 under the race detector took
+	// most of the test's 30 s.
+	r := newRoom(t, fakehs.Degraded, busyroom.PagedEvents(2_000))
 	most := mostRequestsPerPage(t, r, historyTools["zooid_get_recent_threads"], 40, false, true, pageRequestBound)
 	if most <= pageRequestBound {
 		t.Errorf("rescanning recent threads cost up to %d requests per page over 40 pages; want more than %d", most, pageRequestBound)
