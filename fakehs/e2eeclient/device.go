@@ -43,7 +43,10 @@ type Device struct {
 // New gives cli's user a device: cli must carry the access token and the
 // device id its registration or login returned. New uploads the device's
 // identity keys and one-time keys and starts its /sync loop (owned by the
-// Device, stopped by Close). log receives mautrix's crypto log.
+// Device, stopped by Close). log receives mautrix's crypto log. cli becomes
+// the device's: act as the user (join, leave, create rooms) through another
+// client, since mautrix writes what such calls change into cli's state store
+// in place while the loop reads it.
 func New(ctx context.Context, cli *mautrix.Client, log zerolog.Logger) (*Device, error) {
 	if cli.DeviceID == "" {
 		return nil, fmt.Errorf("a device for %s needs the device id its login returned", cli.UserID)
