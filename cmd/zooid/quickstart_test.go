@@ -136,6 +136,11 @@ func TestQuickstartOnSynapse(t *testing.T) {
 	})
 	step("run+join", begin)
 	room, _ := joined["room_id"].(string)
+	// ori can join once invited, before the daemon has finished the room's
+	// set-up (its agent marks itself in the room's state) and logged it ready.
+	poll(t, 60*time.Second, 50*time.Millisecond, "zooid run to log \"matrix transport ready\"", func() bool {
+		return strings.Contains(logs.String(), "matrix transport ready")
+	})
 	for _, want := range []string{"appservice registration checked", "created room", "visibility=private", "invited", "room ready", "matrix transport ready"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("zooid run's log lacks %q, which the guide says it logs:\n%s", want, logs)
