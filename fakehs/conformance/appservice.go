@@ -222,6 +222,10 @@ func (s *suite) testAppService(t *testing.T) {
 			if tx.HasEphemeral != as.Devices {
 				t.Fatalf("transaction %s: \"ephemeral\" present = %t, but the registration's receive_ephemeral = %t", tx.ID, tx.HasEphemeral, as.Devices)
 			}
+			// With it, MSC2409's to-device list is in every transaction, [] when empty.
+			if td := tx.Body.Get(gjsonKey(txnToDevice)); td.Exists() != as.Devices || (td.Exists() && !td.IsArray()) {
+				t.Fatalf("transaction %s: %s = %s, but the registration's receive_ephemeral = %t", tx.ID, txnToDevice, td.Raw, as.Devices)
+			}
 		}
 	})
 

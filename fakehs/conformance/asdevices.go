@@ -35,6 +35,7 @@ import (
 const (
 	txnToDevice       = "de.sorunome.msc2409.to_device"
 	txnOTKCounts      = "org.matrix.msc3202.device_one_time_keys_count"
+	txnOTKCountsOld   = "org.matrix.msc3202.device_one_time_key_counts"
 	txnFallbackTypes  = "org.matrix.msc3202.device_unused_fallback_key_types"
 	txnDeviceLists    = "org.matrix.msc3202.device_lists"
 	conformanceToDevT = "org.example.conformance.todevice"
@@ -139,6 +140,12 @@ func (s *suite) testAppserviceDevices(t *testing.T) {
 	}
 	MatchJSON(t, "pushed to-device message", msgs[0], KeyEqual("to_user_id", string(agent.AsUserID)), KeyEqual("to_device_id", string(dev)),
 		KeyEqual("sender", string(human.UserID)), KeyEqual("type", conformanceToDevT), KeyEqual("content.label", l[0]))
+	var fields []string
+	for k := range msgs[0].Map() {
+		fields = append(fields, k)
+	}
+	slices.Sort(fields)
+	MustEqualStrings(t, "fields of a pushed to-device message", fields, []string{"content", "sender", "to_device_id", "to_user_id", "type"})
 
 	// MSC3202: after a claim, the next transaction that concerns the user carries the device's
 	// one-time key count, one fewer, and its unused fallback key type. A to-device message for
@@ -162,6 +169,10 @@ func (s *suite) testAppserviceDevices(t *testing.T) {
 	devKey := gjsonKey(string(agent.AsUserID)) + "." + gjsonKey(string(dev))
 	MatchJSON(t, "one-time key count of the device in the transaction after the claim", carrier,
 		KeyEqual(gjsonKey(txnOTKCounts)+"."+devKey+".signed_curve25519", 1))
+	// Synapse sends the counts under the MSC's older spelling too, the same object.
+	if old, cur := carrier.Get(gjsonKey(txnOTKCountsOld)), carrier.Get(gjsonKey(txnOTKCounts)); old.Raw != cur.Raw {
+		t.Fatalf("%s = %s, want the same as %s = %s", txnOTKCountsOld, truncate(old.Raw, 500), txnOTKCounts, truncate(cur.Raw, 500))
+	}
 	if fb := carrier.Get(gjsonKey(txnFallbackTypes) + "." + devKey); !sameJSON(fb, []string{"signed_curve25519"}) {
 		t.Fatalf("unused fallback key types of the device = %s, want [\"signed_curve25519\"]; transaction: %s", fb.Raw, truncate(carrier.Raw, 1500))
 	}
