@@ -27,12 +27,18 @@ type asState struct {
 	repush   []pushedTxn
 	repushed int
 	heldBack int // looks at the queues while stopped (restart_test.go)
+	// toDevice and devChanged wait, like queue, for the next transaction:
+	// to-device messages for its users' devices (MSC2409) and users whose
+	// device lists changed (MSC3202), asdevices.go.
+	toDevice   []map[string]any
+	devChanged []id.UserID
 }
 
 // pushedTxn is one transaction as it was delivered.
 type pushedTxn struct {
 	id     string
 	events []*evt
+	extras txnExtras
 }
 
 type nsRegex struct {

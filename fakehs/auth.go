@@ -114,7 +114,11 @@ func (s *Server) appserviceCaller(r *http.Request, as *asState, token string) (*
 	if _, ok := s.state.users[uid]; !ok {
 		return nil, errForbidden("Application service has not registered this user (%s)", uid)
 	}
-	return &caller{User: uid, Token: token, AS: as}, nil
+	dev, err := s.masqueradedDevice(r, uid)
+	if err != nil {
+		return nil, err
+	}
+	return &caller{User: uid, Device: dev, Token: token, AS: as}, nil
 }
 
 // peekUser names the requester for fault matching without failing the request.

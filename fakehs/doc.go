@@ -80,8 +80,10 @@
 //     hs_token and answers {"duration_ms"}, or 502 M_BAD_STATUS with the
 //     appservice's status and body, 502 M_CONNECTION_FAILED, 504
 //     M_CONNECTION_TIMEOUT, 400 M_URL_NOT_SET.
-//   - Transactions carry no "ephemeral" key (Synapse sends it only to
-//     appservices that opted in, which fakehs does not support).
+//   - Transactions carry "ephemeral" only for a registration with
+//     receive_ephemeral (always [], as fakehs has no typing, receipts or
+//     presence to push), and then "de.sorunome.msc2409.to_device" too; see
+//     appservice devices below.
 //   - Transaction ids are scoped per device for users and per appservice
 //     (whichever user it acts as); the key is the request path, so the same
 //     txn id in another room or with another event type is a new event.
@@ -130,8 +132,32 @@
 //     no longer share one). Keys and ciphertexts are opaque:
 //     nothing is verified, as on a real homeserver. Not modelled: cross-
 //     signing keys (query answers them empty), key backup, dehydrated
-//     devices, appservice devices (MSC4190) and to-device events or device
-//     lists in appservice transactions (MSC2409/MSC3202).
+//     devices.
+//   - Appservice devices (asdevices.go; conformance AppserviceDevices), as
+//     the test Synapse serves them with its experimental appservice features
+//     on: an appservice acting as one of its users (?user_id=) creates a
+//     device with PUT /devices/{deviceId} (201, 200 when it exists; MSC4190)
+//     and deletes it with DELETE, no user-interactive auth, its keys, tokens
+//     and waiting to-device messages with it; ?org.matrix.msc3202.device_id=
+//     (or device_id=) makes the request that device's (400
+//     ORG.MATRIX.MSC4326.M_UNKNOWN_DEVICE for one that does not exist), so it
+//     uploads keys as it; /keys/query shows a device's display name in
+//     unsigned.device_display_name; GET /devices lists a user's devices. A
+//     registration with receive_ephemeral gets to-device messages for its
+//     users' devices in "de.sorunome.msc2409.to_device" (each with
+//     to_user_id and to_device_id; they stay in the device's /sync too); one
+//     with org.matrix.msc3202 gets, in every transaction,
+//     "org.matrix.msc3202.device_one_time_keys_count" (and Synapse's older
+//     "…device_one_time_key_counts") and
+//     "org.matrix.msc3202.device_unused_fallback_key_types" for every device
+//     of its sender, of its users joined to the rooms of the transaction's
+//     events and of its to-device recipients ({} and [] for a device
+//     without), and "org.matrix.msc3202.device_lists" {"changed", "left"}
+//     with its users and users sharing a joined room with them whose devices
+//     or device keys changed ("left" always empty, as Synapse 1.160 sends
+//     it). A transaction goes out when any of these has something. Users may
+//     only rename their devices (PUT); DELETE as a user, which Synapse puts
+//     behind user-interactive auth, is refused (401 M_FORBIDDEN).
 //
 // WithProfile(Degraded) (or any Profile) makes the server do less than
 // Synapse, for testing clients against such servers: no /threads, no

@@ -56,6 +56,9 @@ type e2eeState struct {
 	// keysChanged is the stream position of each user's latest device key
 	// change, for device_lists.changed in /sync.
 	keysChanged map[id.UserID]int64
+	// devices are those an appservice created for its users (MSC4190,
+	// asdevices.go), with their display names.
+	devices map[deviceRef]*deviceInfo
 }
 
 func newE2EEState() e2eeState {
@@ -63,6 +66,7 @@ func newE2EEState() e2eeState {
 		keys:        map[deviceRef]*deviceKeys{},
 		toDevice:    map[deviceRef][]*toDeviceMsg{},
 		keysChanged: map[id.UserID]int64{},
+		devices:     map[deviceRef]*deviceInfo{},
 	}
 }
 
@@ -104,8 +108,8 @@ func (st *store) unusedFallbackKeyTypes(d deviceRef) []string {
 	return out
 }
 
-// devicesOf lists a user's devices: those with an access token, and those
-// that uploaded keys, sorted.
+// devicesOf lists a user's devices: those with an access token, those an
+// appservice created, and those that uploaded keys, sorted.
 func (st *store) devicesOf(u id.UserID) []id.DeviceID {
 	var out []id.DeviceID
 	for _, sess := range st.sessions {
@@ -114,6 +118,11 @@ func (st *store) devicesOf(u id.UserID) []id.DeviceID {
 		}
 	}
 	for d := range st.e2ee.keys {
+		if d.User == u && !slices.Contains(out, d.Device) {
+			out = append(out, d.Device)
+		}
+	}
+	for d := range st.e2ee.devices {
 		if d.User == u && !slices.Contains(out, d.Device) {
 			out = append(out, d.Device)
 		}
@@ -160,8 +169,7 @@ func (s *Server) handleKeysUpload(r *http.Request, c *caller) (any, error) {
 		}
 		if k.identity == nil || !jsonEqual(k.identity, req.DeviceKeys) {
 			k.identity = req.DeviceKeys
-			s.state.e2ee.keysChanged[c.User] = s.state.nextStream()
-			s.state.notify()
+			s.noteDeviceListChange(c.User)
 		}
 	}
 	ids := make([]string, 0, len(req.OneTimeKeys))
@@ -206,7 +214,11 @@ func (s *Server) handleKeysQuery(r *http.Request, c *caller) (any, error) {
 			if k == nil || k.identity == nil {
 				continue
 			}
-			devs[d] = withUnsigned(k.identity)
+			var name string
+			if info := s.state.e2ee.devices[deviceRef{u, d}]; info != nil {
+				name = info.DisplayName
+			}
+			devs[d] = withUnsigned(k.identity, name)
 		}
 		out[u] = devs
 	}
@@ -216,15 +228,18 @@ func (s *Server) handleKeysQuery(r *http.Request, c *caller) (any, error) {
 	}, nil
 }
 
-// withUnsigned adds the empty unsigned object Synapse adds to each device's
-// keys (where a device display name would go).
-func withUnsigned(keys json.RawMessage) json.RawMessage {
+// withUnsigned adds the unsigned object Synapse adds to each device's keys:
+// the device's display name when it has one, else empty.
+func withUnsigned(keys json.RawMessage, displayName string) json.RawMessage {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(keys, &obj) != nil {
 		return keys
 	}
 	if _, ok := obj["unsigned"]; !ok {
 		obj["unsigned"] = json.RawMessage(`{}`)
+		if displayName != "" {
+			obj["unsigned"] = mustJSON(map[string]string{"device_display_name": displayName})
+		}
 	}
 	b, err := json.Marshal(obj)
 	if err != nil {
@@ -317,9 +332,9 @@ func (s *Server) handleSendToDevice(r *http.Request, c *caller) (any, error) {
 			}
 			for _, d := range devs {
 				ref := deviceRef{u, d}
-				s.state.e2ee.toDevice[ref] = append(s.state.e2ee.toDevice[ref], &toDeviceMsg{
-					Stream: s.state.nextStream(), Sender: c.User, Type: typ, Content: content,
-				})
+				m := &toDeviceMsg{Stream: s.state.nextStream(), Sender: c.User, Type: typ, Content: content}
+				s.state.e2ee.toDevice[ref] = append(s.state.e2ee.toDevice[ref], m)
+				s.queueToDevice(ref, m)
 				sent = true
 			}
 		}

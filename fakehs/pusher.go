@@ -36,14 +36,14 @@ func (s *Server) runPusher(as *asState) {
 			}
 		}
 		if again, ok := as.nextRepush(); ok {
-			if !s.deliver(client, as, again.id, s.transactionBody(again.events)) {
+			if !s.deliver(client, as, again.id, s.transactionBody(as, again.events, again.extras)) {
 				return // closed
 			}
 			as.popRepush()
 			continue
 		}
-		batch := as.peek()
-		if len(batch) == 0 {
+		batch, extras := as.peek()
+		if len(batch) == 0 && extras.empty() {
 			select {
 			case <-as.signal:
 				continue
@@ -53,12 +53,14 @@ func (s *Server) runPusher(as *asState) {
 		}
 		as.txnSeq++
 		txnID := strconv.FormatInt(as.txnSeq, 10)
-		body := s.transactionBody(batch)
-		s.notePush(as, txnID, batch)
+		body := s.transactionBody(as, batch, extras)
+		if len(batch) > 0 {
+			s.notePush(as, txnID, batch)
+		}
 		if !s.deliver(client, as, txnID, body) {
 			return // closed
 		}
-		as.pop(len(batch), txnID)
+		as.pop(len(batch), extras, txnID)
 	}
 }
 
@@ -127,20 +129,30 @@ func (as *asState) popRepush() {
 	as.repushed++
 }
 
-func (as *asState) peek() []*evt {
+// peek is the next transaction's events and what goes with them, as Synapse
+// batches them: at most 100 events and 100 to-device messages, and every
+// device list change waiting.
+func (as *asState) peek() ([]*evt, txnExtras) {
 	as.qmu.Lock()
 	defer as.qmu.Unlock()
 	n := min(len(as.queue), maxTxnEvents)
-	return append([]*evt(nil), as.queue[:n]...)
+	m := min(len(as.toDevice), maxTxnToDeviceMessages)
+	return append([]*evt(nil), as.queue[:n]...), txnExtras{
+		toDevice: append([]map[string]any(nil), as.toDevice[:m]...),
+		changed:  append([]id.UserID(nil), as.devChanged...),
+	}
 }
 
-// pop drops the n events delivered as transaction txnID from the queue and
-// keeps the transaction for Repush.
-func (as *asState) pop(n int, txnID string) {
+// pop drops the n events and the extras delivered as transaction txnID from
+// the queues and keeps the transaction for Repush. What was queued after
+// peek stays for the next transaction.
+func (as *asState) pop(n int, x txnExtras, txnID string) {
 	as.qmu.Lock()
 	defer as.qmu.Unlock()
-	as.pushed = append(as.pushed, pushedTxn{id: txnID, events: as.queue[:n:n]})
+	as.pushed = append(as.pushed, pushedTxn{id: txnID, events: as.queue[:n:n], extras: x})
 	as.queue = append(as.queue[:0:0], as.queue[n:]...)
+	as.toDevice = append(as.toDevice[:0:0], as.toDevice[len(x.toDevice):]...)
+	as.devChanged = append(as.devChanged[:0:0], as.devChanged[len(x.changed):]...)
 }
 
 // Pending returns how many events wait to be pushed to the appservice with
@@ -160,13 +172,14 @@ func (s *Server) Pending(asID string) int {
 	return 0
 }
 
-func (s *Server) transactionBody(batch []*evt) []byte {
+func (s *Server) transactionBody(as *asState, batch []*evt, x txnExtras) []byte {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	events := s.renderAll(batch, nil)
-	// Synapse sends "ephemeral" only to appservices that opted in to
-	// receive_ephemeral (MSC2409); fakehs has no ephemeral data to push.
-	return mustJSON(map[string]any{"events": events})
+	body := map[string]any{"events": s.renderAll(batch, nil)}
+	// Synapse sends "ephemeral" and the rest only to appservices that opted
+	// in (asdevices.go).
+	s.addTxnExtensions(as, body, batch, x)
+	return mustJSON(body)
 }
 
 // deliver retries one transaction until a 2xx; false means the server closed.

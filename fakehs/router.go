@@ -82,6 +82,9 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc(post+v3+"/keys/query", s.read(s.handleKeysQuery))
 	mux.HandleFunc(post+v3+"/keys/claim", s.write(s.handleKeysClaim))
 	mux.HandleFunc(put+v3+"/sendToDevice/{type}/{txnId}", s.write(s.handleSendToDevice))
+	mux.HandleFunc(get+v3+"/devices", s.read(s.handleGetDevices))
+	mux.HandleFunc(put+v3+"/devices/{deviceId}", s.handlePutDevice)
+	mux.HandleFunc("DELETE "+v3+"/devices/{deviceId}", s.write(s.handleDeleteDevice))
 
 	mux.HandleFunc(get+v3+"/sync", s.handleSync)
 	mux.HandleFunc(post+v1+"/appservice/{appserviceId}/ping", s.handlePing)

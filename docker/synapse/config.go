@@ -97,6 +97,33 @@ func rateLimits() map[string]any {
 	}
 }
 
+// experimentalFeatures turns on the homeserver's half of what an appservice
+// needs to give each of its users a device of its own and to run that
+// device's encryption without a /sync per user (issue 37). A registration
+// still opts in to each with its own flag, so an appservice that does not
+// (the daemon's, today) gets transactions exactly as before:
+//
+//   - msc2409_to_device_messages_enabled: to-device messages for the
+//     appservice's users' devices go into its transactions, as
+//     "de.sorunome.msc2409.to_device", each with "to_user_id" and
+//     "to_device_id" (registration: receive_ephemeral).
+//   - msc3202_transaction_extensions: transactions carry the one-time key
+//     counts and unused fallback key types of its users' devices and the
+//     device list changes of users sharing a room with them
+//     ("org.matrix.msc3202.device_one_time_keys_count",
+//     "org.matrix.msc3202.device_unused_fallback_key_types",
+//     "org.matrix.msc3202.device_lists"; registration: org.matrix.msc3202).
+//
+// MSC4190 (the appservice creates and deletes its users' devices with
+// PUT and DELETE /devices/{deviceId}) has no homeserver switch in Synapse,
+// only the registration's io.element.msc4190.
+func experimentalFeatures() map[string]any {
+	return map[string]any{
+		"msc2409_to_device_messages_enabled": true,
+		"msc3202_transaction_extensions":     true,
+	}
+}
+
 // logConfig sends Synapse's log to the container's stdout at WARNING, so a failed start
 // shows up in the container log without INFO noise on every request.
 const logConfig = `version: 1
@@ -195,6 +222,7 @@ func generate(s *settings) (*generated, error) {
 		"federation_sender_instances": []any{},
 		"update_user_directory":       false,
 		"stats":                       map[string]any{"enabled": false},
+		"experimental_features":       experimentalFeatures(),
 	}
 	for k, v := range rateLimits() {
 		cfg[k] = v

@@ -36,3 +36,25 @@ func TestConfigTurnsOffWhatZooidDoesNotUse(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigTurnsOnAppserviceEncryptionFeatures: the experimental features an
+// appservice needs to run its users' devices from its transactions (issue 37)
+// are on, under the names Synapse 1.160 reads in synapse/config/experimental.py;
+// fakehs/conformance's AppserviceDevices area needs them on Synapse.
+func TestConfigTurnsOnAppserviceEncryptionFeatures(t *testing.T) {
+	g, err := generate(&settings{serverName: "localhost", port: 8008})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Experimental map[string]any `yaml:"experimental_features"`
+	}
+	if err := yaml.Unmarshal(g.homeserver, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"msc2409_to_device_messages_enabled", "msc3202_transaction_extensions"} {
+		if v, ok := cfg.Experimental[name].(bool); !ok || !v {
+			t.Errorf("experimental_features.%s = %v, want true", name, cfg.Experimental[name])
+		}
+	}
+}

@@ -215,10 +215,16 @@ func (s *suite) testAppService(t *testing.T) {
 			t.Fatalf("pushes without the hs_token as Bearer authorization: %q", bad)
 		}
 		// Synapse leaves "ephemeral" out of transactions unless the registration opts in to
-		// ephemeral events (receive_ephemeral); the suite's registration does not.
+		// ephemeral events (receive_ephemeral), and puts it in every one when it does (an
+		// empty list when there is nothing); the suite's registration opts in when the
+		// target says so (AppService.Devices: MSC2409's to-device messages ride on it).
 		for _, tx := range txns {
-			if tx.HasEphemeral {
-				t.Fatalf("transaction %s carries \"ephemeral\" though the registration did not ask for it", tx.ID)
+			if tx.HasEphemeral != as.Devices {
+				t.Fatalf("transaction %s: \"ephemeral\" present = %t, but the registration's receive_ephemeral = %t", tx.ID, tx.HasEphemeral, as.Devices)
+			}
+			// With it, MSC2409's to-device list is in every transaction, [] when empty.
+			if td := tx.Body.Get(gjsonKey(txnToDevice)); td.Exists() != as.Devices || (td.Exists() && !td.IsArray()) {
+				t.Fatalf("transaction %s: %s = %s, but the registration's receive_ephemeral = %t", tx.ID, txnToDevice, td.Raw, as.Devices)
 			}
 		}
 	})

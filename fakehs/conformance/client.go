@@ -27,7 +27,10 @@ type Client struct {
 	AccessToken string
 	// AsUserID, when set, is sent as ?user_id= so that an appservice token acts as that user.
 	AsUserID id.UserID
-	http     *http.Client
+	// AsDeviceID, when set with AsUserID, is sent as ?org.matrix.msc3202.device_id= so that
+	// the appservice acts as that device of the user (OnDevice).
+	AsDeviceID id.DeviceID
+	http       *http.Client
 }
 
 // Response is one finished HTTP exchange, kept whole so failures can print it.
@@ -123,6 +126,11 @@ func (c *Client) DoCtx(ctx context.Context, method, path string, body any, opts 
 	if c.AsUserID != "" {
 		cfg.query.Set("user_id", string(c.AsUserID))
 	}
+	if c.AsDeviceID != "" {
+		// The unstable name mautrix sends (SetAppServiceDeviceID); Synapse reads it
+		// and the stable device_id alike.
+		cfg.query.Set("org.matrix.msc3202.device_id", string(c.AsDeviceID))
+	}
 	u := strings.TrimRight(c.BaseURL, "/") + path
 	if len(cfg.query) > 0 {
 		u += "?" + cfg.query.Encode()
@@ -217,6 +225,17 @@ func (c *Client) As(user id.UserID) *Client {
 	cp.AsUserID = user
 	cp.UserID = user
 	cp.DeviceID = ""
+	cp.AsDeviceID = ""
+	return &cp
+}
+
+// OnDevice returns a copy of an impersonating appservice client that also acts as one of
+// that user's devices (MSC3202's org.matrix.msc3202.device_id), as an appservice that gives
+// each user a device of its own uploads keys and sends to-device messages.
+func (c *Client) OnDevice(dev id.DeviceID) *Client {
+	cp := *c
+	cp.AsDeviceID = dev
+	cp.DeviceID = dev
 	return &cp
 }
 

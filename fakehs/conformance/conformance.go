@@ -53,6 +53,12 @@ type AppService struct {
 	// Listener, when set, is an already open listener on PushAddr that the suite serves on and
 	// closes; it lets a caller reserve the port before the homeserver learns it.
 	Listener net.Listener
+	// Devices says the registration asks for what an appservice needs to run a device of its
+	// own for each of its users (issue 37): receive_ephemeral (with MSC2409, to-device
+	// messages in transactions), org.matrix.msc3202 (key counts and device lists in
+	// transactions) and io.element.msc4190 (device management). Without it the
+	// AppserviceDevices area is skipped.
+	Devices bool
 }
 
 // suite is the state shared by all subtests of one Run.
@@ -98,6 +104,7 @@ func Run(t *testing.T, target Target) {
 	t.Run("Sync", s.testSync)
 	t.Run("AppService", s.testAppService)
 	t.Run("E2EE", s.testE2EE)
+	t.Run("AppserviceDevices", s.testAppserviceDevices)
 }
 
 func randomID(n int) string {

@@ -22,7 +22,9 @@ import (
 // ZOOID_TEST_AS_SENDER_LOCALPART (default zooidbot) and ZOOID_TEST_AS_ID (the registration's id,
 // default zooid, which the ping test pings); without them those tests are skipped.
 // ZOOID_TEST_AS_ALIAS_PREFIX names the registration's non-exclusive alias namespace
-// (#PREFIX.*:server) for the alias namespace tests.
+// (#PREFIX.*:server) for the alias namespace tests. ZOOID_TEST_AS_DEVICES=1 says the
+// registration has receive_ephemeral, org.matrix.msc3202 and io.element.msc4190 and the server
+// MSC2409's and MSC3202's transaction extensions, for the AppserviceDevices area.
 func TestConformance(t *testing.T) {
 	switch hs := os.Getenv("ZOOID_TEST_HOMESERVER"); hs {
 	case "", "fake":
@@ -51,6 +53,7 @@ func fakeTarget(t *testing.T) Target {
 		AliasPrefix:     "zooid_",
 		PushAddr:        ln.Addr().String(),
 		Listener:        ln,
+		Devices:         true,
 	}
 	const serverName = "localhost"
 	reg := &appservice.Registration{
@@ -59,6 +62,9 @@ func fakeTarget(t *testing.T) Target {
 		AppToken:        as.ASToken,
 		ServerToken:     as.HSToken,
 		SenderLocalpart: as.SenderLocalpart,
+		EphemeralEvents: true,
+		MSC3202:         true,
+		MSC4190:         true,
 		Namespaces: appservice.Namespaces{
 			UserIDs: appservice.NamespaceList{{
 				Regex:     "@" + regexp.QuoteMeta(as.UserPrefix) + ".*:" + regexp.QuoteMeta(serverName),
@@ -98,7 +104,7 @@ func urlTarget(t *testing.T, baseURL string) Target {
 			asID = "zooid"
 		}
 		target.AppService = &AppService{ID: asID, ASToken: asToken, HSToken: hsToken, SenderLocalpart: sender, UserPrefix: prefix,
-			AliasPrefix: os.Getenv("ZOOID_TEST_AS_ALIAS_PREFIX"), PushAddr: pushAddr}
+			AliasPrefix: os.Getenv("ZOOID_TEST_AS_ALIAS_PREFIX"), PushAddr: pushAddr, Devices: os.Getenv("ZOOID_TEST_AS_DEVICES") == "1"}
 	} else {
 		t.Logf("no appservice for %s: the AppService tests will be skipped", baseURL)
 	}

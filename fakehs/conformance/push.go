@@ -23,6 +23,9 @@ type pushedTxn struct {
 	Answered int // the status the suite answered with
 	// HasEphemeral is whether the body had an "ephemeral" key at all.
 	HasEphemeral bool
+	// Body is the whole transaction, for the fields beside "events" (MSC2409's to-device
+	// messages, MSC3202's key counts and device lists).
+	Body gjson.Result
 }
 
 // failRule answers 500 to the first transaction containing an event that matches.
@@ -116,7 +119,7 @@ func (r *pushRecorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	txn := pushedTxn{ID: strings.TrimPrefix(req.URL.Path, txnPrefix), Events: gjson.GetBytes(data, "events").Array(), AuthOK: authOK,
-		Answered: http.StatusOK, HasEphemeral: gjson.GetBytes(data, "ephemeral").Exists()}
+		Answered: http.StatusOK, HasEphemeral: gjson.GetBytes(data, "ephemeral").Exists(), Body: gjson.ParseBytes(data)}
 	r.mu.Lock()
 	for _, rule := range r.rules {
 		if rule.used {
@@ -195,6 +198,22 @@ func (r *pushRecorder) pingsWith(txnID string) []pushedPing {
 		if gjson.Get(p.Body, "transaction_id").String() == txnID {
 			out = append(out, p)
 		}
+	}
+	return out
+}
+
+// acceptedBodies returns the whole bodies of transactions the suite answered 200, in delivery
+// order, with redelivered transaction ids counted once.
+func (r *pushRecorder) acceptedBodies() []gjson.Result {
+	txns, _ := r.snapshot()
+	seen := map[string]bool{}
+	var out []gjson.Result
+	for _, tx := range txns {
+		if tx.Answered != http.StatusOK || seen[tx.ID] {
+			continue
+		}
+		seen[tx.ID] = true
+		out = append(out, tx.Body)
 	}
 	return out
 }

@@ -42,6 +42,10 @@ func synapseTarget(t *testing.T) Target {
 		AppToken:        "as_" + synapseRandomHex(t, 24),
 		ServerToken:     "hs_" + synapseRandomHex(t, 24),
 		SenderLocalpart: prefix + "bot",
+		// What an appservice needs to run its users' devices (AppService.Devices).
+		EphemeralEvents: true,
+		MSC3202:         true,
+		MSC4190:         true,
 	}
 	reg.Namespaces.UserIDs.Register(regexp.MustCompile(
 		fmt.Sprintf("@%s.*:%s", regexp.QuoteMeta(prefix), regexp.QuoteMeta(serverName))), true)
@@ -64,6 +68,7 @@ func synapseTarget(t *testing.T) Target {
 			AliasPrefix:     prefix,
 			PushAddr:        ln.Addr().String(),
 			Listener:        ln,
+			Devices:         true,
 		},
 	}
 }
