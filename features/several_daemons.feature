@@ -173,6 +173,30 @@ Feature: Several daemons in one room
     Then architect gets the handoff return from ci.builder once: "bisected: commit abc broke it"
     And builder is prompted once with "bisect the failure"
 
+  Scenario: the caller's daemon killed after posting the handoff, before journaling it
+    Given the daemon runs as its own process
+    And builder will reply "bisected to commit abc"
+    And the daemon will be killed at its fault point "handoff.posted"
+    When ori says in "#ops": "@architect is main releasable?"
+    And architect calls zooid_handoff with {"agent": "ci.builder", "prompt": "bisect the failure"}, and the daemon dies before answering
+    Then the daemon dies at "handoff.posted" and is started again
+    And builder is prompted once with "bisect the failure"
+    And architect gets the handoff return from ci.builder once: "bisected to commit abc"
+
+  Scenario: the callee's daemon killed after posting the return, before journaling it
+    Its restart posts the return again with the same transaction id: one return in the thread,
+    and builder is woken once.
+    Given the daemon runs as its own process
+    And architect will reply "the plan holds"
+    And the daemon will be killed at its fault point "handoff.return_posted"
+    When ori says in "#ops": "@builder why did the build break?"
+    And builder calls zooid_handoff with {"agent": "laptop.architect", "prompt": "check the plan"}
+    Then the result includes {"status": "started"}
+    And the daemon dies at "handoff.return_posted" and is started again
+    And builder gets the handoff return from laptop.architect once: "the plan holds"
+    And builder's thread has exactly one handoff return from architect
+    And architect is prompted once with "check the plan"
+
   Scenario: a task of the other daemon for its own agent is not taken by an agent of that name here
     Given agent "lab-tester" is bound to "#ops"
     And lab-tester is named "tester" in its daemon's zooid.yaml

@@ -393,7 +393,7 @@ func (m *Manager) CalleeDone(hid, final string, turnErr error) error {
 	if h, ok := m.handoffSnapshot(hid); ok {
 		m.opts.Trace.Record(handoffStep(h, trace.StepHandoffReturned))
 	}
-	m.wakeHandoffCaller(hid)
+	m.wakeHandoffCaller(hid, false)
 	return nil
 }
 
@@ -406,8 +406,11 @@ func handoffStep(h ThreadHandoff, step string) trace.Record {
 
 // wakeHandoffCaller queues the return on the caller's session, once per
 // process; it counts as delivered (journaled Woken) only when the session
-// takes it, so a restart before then wakes the caller again.
-func (m *Manager) wakeHandoffCaller(hid string) {
+// takes it, so a restart before then wakes the caller again. An adopted
+// handoff's return is posted in its thread instead, on its own goroutine, or
+// before this returns when wait is set (at start-up, so it is posted before
+// the intake opens).
+func (m *Manager) wakeHandoffCaller(hid string, wait bool) {
 	m.mu.Lock()
 	h, ok := m.handoffs[hid]
 	if !ok || h.State != HandoffReturned || h.Woken || m.handoffWakeQueued[hid] || h.Adopted && m.closing {
@@ -434,10 +437,15 @@ func (m *Manager) wakeHandoffCaller(hid string) {
 		m.log.Info("handoff returned", "id", hid, "from", snap.From, "to", snap.To, "thread", snap.Thread, "reason", snap.Reason)
 	}
 	if snap.Adopted {
-		go func() {
+		deliver := func() {
 			defer m.wg.Done()
 			m.deliverReturn(snap, taken)
-		}()
+		}
+		if wait {
+			deliver()
+		} else {
+			go deliver()
+		}
 		return
 	}
 	if m.opts.Wake == nil {
@@ -499,14 +507,14 @@ func (m *Manager) recoverHandoffs(ctx context.Context) {
 	m.mu.Unlock()
 	slices.Sort(wake)
 	for _, hid := range wake {
-		m.wakeHandoffCaller(hid)
+		m.wakeHandoffCaller(hid, true)
 	}
 	for _, hid := range repost {
 		if _, ok := m.postHandoff(ctx, hid); !ok {
 			// Its tool call never returned: the caller hears of the failure
 			// as a return.
 			if _, err := m.updateHandoff(hid, func(h *ThreadHandoff) { h.Woken = false }); err == nil {
-				m.wakeHandoffCaller(hid)
+				m.wakeHandoffCaller(hid, false)
 			}
 		}
 	}
@@ -642,6 +650,7 @@ func (m *Manager) deliverReturn(h ThreadHandoff, taken func()) {
 		m.mu.Unlock()
 		return
 	}
+	faultpoint.Reach(faultpoint.HandoffReturnPosted)
 	taken()
 }
 
@@ -679,6 +688,6 @@ func (m *Manager) RemoteHandoffReturn(room id.RoomID, thread id.EventID, sender 
 	if snap, ok := m.handoffSnapshot(r.ID); ok {
 		m.opts.Trace.Record(handoffStep(snap, trace.StepHandoffReturned))
 	}
-	m.wakeHandoffCaller(r.ID)
+	m.wakeHandoffCaller(r.ID, false)
 	return nil
 }
