@@ -53,3 +53,15 @@ Feature: Agents on two federating homeservers
     Then architect is prompted with "which model should I train?"
     And trainer is prompted with "use the smaller model first"
     And trainer is prompted once with "use the smaller model first"
+
+  Scenario: a handoff crosses to the other server's agent, and its return comes back once
+    The handoff's notice reaches the GPU box's homeserver over federation; its daemon adopts it
+    and runs trainer in the thread; the return it posts as trainer comes back the same way, and
+    the laptop's daemon wakes architect with it.
+    Given trainer will reply "the loss plateaus after epoch 12"
+    When ori says in "#ops": "@architect is the new data any good?"
+    And architect calls zooid_handoff with {"agent": "gpu.trainer", "prompt": "train on the new data"}
+    Then the result includes {"status": "started"}
+    And trainer is prompted with "train on the new data" in a new session
+    And architect gets the handoff return from gpu.trainer once, in the session that handed off: "the loss plateaus after epoch 12"
+    And trainer is prompted once with "train on the new data"

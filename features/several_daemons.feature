@@ -132,6 +132,71 @@ Feature: Several daemons in one room
     And builder is prompted once with "the plan holds"
     And architect is prompted once with "check the plan"
 
+  Scenario: an agent hands off to another daemon's agent in its thread, and hears back once
+    The handoff's notice mentions builder in architect's thread: the CI daemon adopts it and runs
+    builder in its own session of the thread; when builder is done, its daemon posts the return
+    in the thread as builder, and the laptop's daemon wakes architect with it.
+    Given builder will reply "the suite is green on main"
+    When ori says in "#ops": "@architect is main releasable?"
+    And architect calls zooid_handoff with {"agent": "ci.builder", "prompt": "run the suite on main"}
+    Then the result includes {"status": "started"}
+    And builder is prompted with "run the suite on main" in a new session
+    And architect gets the handoff return from ci.builder once, in the session that handed off: "the suite is green on main"
+    And builder is prompted once with "run the suite on main"
+
+  Scenario: an agent of the other daemon hands off to one of this daemon's, by its bare name, and hears back once
+    architect is the only agent of that name in the room, so the CI box may call it so.
+    Given architect will reply "the plan holds"
+    When ori says in "#ops": "@builder why did the build break?"
+    And builder calls zooid_handoff with {"agent": "architect", "prompt": "check the plan against the failure"}
+    Then the result includes {"status": "started"}
+    And architect is prompted with "check the plan against the failure" in a new session
+    And builder gets the handoff return from laptop.architect once, in the session that handed off: "the plan holds"
+    And architect is prompted once with "check the plan against the failure"
+
+  Scenario: the callee's daemon, stopped mid-callee, returns the handoff interrupted, once
+    Given builder will hang
+    When ori says in "#ops": "@architect is main releasable?"
+    And architect calls zooid_handoff with {"agent": "ci.builder", "prompt": "bisect the failure"}
+    Then builder is prompted with "bisect the failure"
+    When the second daemon is stopped and started again
+    Then architect gets the handoff return from ci.builder once, in the session that handed off: "interrupted_by_restart"
+    And builder is prompted once with "bisect the failure"
+
+  Scenario: the caller's daemon, killed while the callee works, still hears the return, once
+    Given the daemon runs as its own process
+    And builder will reply "bisected: commit abc broke it" after 3 seconds
+    When ori says in "#ops": "@architect is main releasable?"
+    And architect calls zooid_handoff with {"agent": "ci.builder", "prompt": "bisect the failure"}
+    Then builder is prompted with "bisect the failure"
+    When the daemon is killed and started again
+    Then architect gets the handoff return from ci.builder once: "bisected: commit abc broke it"
+    And builder is prompted once with "bisect the failure"
+
+  Scenario: the caller's daemon killed after posting the handoff, before journaling it
+    Given the daemon runs as its own process
+    And builder will reply "bisected to commit abc"
+    And the daemon will be killed at its fault point "handoff.posted"
+    When ori says in "#ops": "@architect is main releasable?"
+    And architect calls zooid_handoff with {"agent": "ci.builder", "prompt": "bisect the failure"}, and the daemon dies before answering
+    Then the daemon dies at "handoff.posted" and is started again
+    And builder is prompted once with "bisect the failure"
+    And architect gets the handoff return from ci.builder once: "bisected to commit abc"
+
+  Scenario: the callee's daemon killed after posting the return, before journaling it
+    Its restart posts the return again with the same transaction id: one return in the thread,
+    and builder is woken once.
+    Given the daemon runs as its own process
+    And architect will reply "the plan holds"
+    And the daemon will be killed at its fault point "handoff.return_posted"
+    When ori says in "#ops": "@builder why did the build break?"
+    And builder calls zooid_handoff with {"agent": "laptop.architect", "prompt": "check the plan"}
+    Then the result includes {"status": "started"}
+    And the daemon dies at "handoff.return_posted" and is started again
+    And builder gets the handoff return from laptop.architect once: "the plan holds"
+    And builder's thread has exactly one handoff return from architect
+    And architect is prompted once with "check the plan"
+
   Scenario: a task of the other daemon for its own agent is not taken by an agent of that name here
     Given agent "lab-tester" is bound to "#ops"
     And lab-tester is named "tester" in its daemon's zooid.yaml

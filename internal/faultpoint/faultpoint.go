@@ -39,13 +39,16 @@ const (
 	// HandoffReturned: a handoff's return is journaled, the caller's wake
 	// not yet queued.
 	HandoffReturned = "handoff.returned"
+	// HandoffReturnPosted: the return of another daemon's handoff is posted
+	// in its thread, the task journal does not say it is delivered yet.
+	HandoffReturnPosted = "handoff.return_posted"
 	// TurnEndTraced: a turn's end is in the trace; the turn journal let go
 	// of the turn just before.
 	TurnEndTraced = "turn.end_traced"
 )
 
 // Points lists every point, for the harness to refuse a misspelt one.
-var Points = []string{TurnClosingJournaled, TurnReplyPosted, TaskResultPosted, TurnEndTraced, TaskRootPosted, HandoffPosted, HandoffReturned}
+var Points = []string{TurnClosingJournaled, TurnReplyPosted, TaskResultPosted, TurnEndTraced, TaskRootPosted, HandoffPosted, HandoffReturned, HandoffReturnPosted}
 
 var file = os.Getenv(Env)
 

@@ -41,6 +41,10 @@ func postSteps(w *world) []stepDef {
 			example: `planner's thread has exactly one handoff to coder: "check the certificates"`,
 			doc:     "Waits for the agent's m.notice in its current thread that carries dev.zooid.handoff naming it and the callee, mentions the callee and holds the prompt; checks there is exactly one.",
 			fn:      w.stepOneHandoff},
+		{area: "posts", pattern: `^([a-z0-9-]+)'s thread has exactly one handoff return from ([a-z0-9-]+)$`,
+			example: `architect's thread has exactly one handoff return from builder`,
+			doc:     "For a handoff to another daemon's agent: after a barrier in the callee's thread (its daemon's intake is open, so a return owed at its start is posted), exactly one m.notice by the callee in the caller's current thread carries dev.zooid.handoff_return for the caller.",
+			fn:      w.stepOneHandoffReturn},
 		{area: "posts", pattern: `^([a-z0-9-]+) has posted nothing containing "([^"]*)"$`,
 			example: `agent-a has posted nothing containing "sneaky"`,
 			doc:     "No message from the agent in any room of the scenario contains the text (checked now).",
@@ -708,6 +712,47 @@ func (w *world) stepOneHandoff(ctx context.Context, caller, callee, prompt strin
 	}
 	if len(found) != 1 {
 		return fmt.Errorf("%s's thread holds %d handoffs to %s (%v), want exactly one", caller, len(found), callee, found)
+	}
+	return nil
+}
+
+func (w *world) stepOneHandoffReturn(ctx context.Context, caller, callee string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	f := w.focus[caller]
+	if f == nil {
+		return fmt.Errorf("%s answers no thread, so none to read", caller)
+	}
+	// The callee answers in the caller's thread: its barrier goes there.
+	prev, had := w.focus[callee]
+	w.focus[callee] = f
+	defer func() {
+		if had {
+			w.focus[callee] = prev
+		} else {
+			delete(w.focus, callee)
+		}
+	}()
+	// The callee's daemon posts a return owed at its start before its
+	// intake opens: once the callee answers a barrier, every such post is in.
+	if err := w.threadBarrier(ctx, callee); err != nil {
+		return err
+	}
+	from := w.agentUser(callee)
+	msgs, err := w.readRaw(ctx, f.room)
+	if err != nil {
+		return err
+	}
+	var found []id.EventID
+	for _, m := range msgs {
+		r, ok := m.content[zevent.KeyHandoffReturn].(map[string]any)
+		if ok && m.thread == f.root && m.ev.Sender == from && r["from"] == caller && m.content["msgtype"] == "m.notice" {
+			found = append(found, m.ev.ID)
+		}
+	}
+	if len(found) != 1 {
+		return fmt.Errorf("%s's thread holds %d handoff returns from %s (%v), want exactly one", caller, len(found), callee, found)
 	}
 	return nil
 }

@@ -91,9 +91,9 @@ func promptSteps(w *world) []stepDef {
 			fn:      w.stepWokenAfterTurn},
 
 		// Handoffs in the thread (zooid_handoff, behaviour §3).
-		{area: "prompts", pattern: `^([a-z0-9-]+) gets the handoff return from ([a-z0-9-]+) once(, in the session that handed off)?: "([^"]*)"$`,
+		{area: "prompts", pattern: `^([a-z0-9-]+) gets the handoff return from ([a-z0-9.-]+) once(, in the session that handed off)?: "([^"]*)"$`,
 			example: `planner gets the handoff return from coder once, in the session that handed off: "certificates valid until 2027"`,
-			doc:     "After a barrier, exactly one of the agent's prompts carries \"[handoff return] from CALLEE\", and it holds the quoted text; with the clause, it reached the ACP session that answered the agent's current thread from its start (not a fresh one).",
+			doc:     "After a barrier, exactly one of the agent's prompts carries \"[handoff return] from CALLEE\" (CALLEE as the caller's daemon names it: workstation.name for another daemon's agent), and it holds the quoted text; with the clause, it reached the ACP session that answered the agent's current thread from its start (not a fresh one).",
 			fn:      w.stepHandoffReturn},
 		{area: "prompts", pattern: `^([a-z0-9-]+) gets the handoff return from ([a-z0-9-]+) only after ([a-z0-9-]+)'s turn ends with "([^"]*)"$`,
 			example: `planner gets the handoff return from coder only after coder's turn ends with "certificates valid until 2027"`,
@@ -848,7 +848,9 @@ func (w *world) threadBarrier(ctx context.Context, agent string) error {
 	// Its answer replies to it in the thread (no relation /relations lists,
 	// which settleBarriers reads): wait for it here, so no later kill cuts
 	// a turn the scenario never asked for.
-	uid := w.names().agent(agent)
+	// Its daemon's user (@workstation.name when it has one), so an agent of
+	// either daemon of a several-daemons scenario is found.
+	uid := w.agentUser(agent)
 	return w.eventually(ctx, fmt.Sprintf("%s answers the barrier %q in its thread", agent, p.core), func() (bool, string, error) {
 		msgs, err := w.readRaw(ctx, f.room)
 		if err != nil {

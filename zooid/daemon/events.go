@@ -32,6 +32,9 @@ func (d *Daemon) handleEvent(ctx context.Context, ev *event.Event) {
 	if dec.Why == router.WhyNotMessage {
 		d.remoteResult(ctx, ev)
 	}
+	if msg.EventID != "" {
+		d.otherDaemonsHandoff(msg, ev)
+	}
 }
 
 // carryOut does what the router decided about one event. task is the

@@ -95,3 +95,57 @@ func (d *Daemon) remoteResult(ctx context.Context, ev *event.Event) {
 		d.log.Error("closing a task with another daemon's result", "room", ev.RoomID, "thread", root, "err", err)
 	}
 }
+
+// otherDaemonsHandoff acts on another daemon's agent's handoff events in a
+// thread: a dev.zooid.handoff notice for one of this daemon's agents is
+// adopted once and its callee started (adoptHandoff); a
+// dev.zooid.handoff_return for a handoff this daemon's agent made returns it
+// (tasks.RemoteHandoffReturn checks it is the callee's).
+func (d *Daemon) otherDaemonsHandoff(m router.Message, ev *event.Event) {
+	if m.ThreadRoot == "" {
+		return
+	}
+	if _, ok := d.routerOnce().OtherAgent(m.Room, m.Sender); !ok {
+		return
+	}
+	if r, ok := zevent.HandoffReturnOf(ev); ok {
+		if err := d.tasks.RemoteHandoffReturn(m.Room, m.ThreadRoot, m.Sender, r); err != nil {
+			d.log.Error("returning a handoff with another daemon's return", "room", m.Room, "thread", m.ThreadRoot, "err", err)
+		}
+		return
+	}
+	if m.HandoffTo != "" {
+		d.adoptHandoff(m, ev)
+	}
+}
+
+// adoptHandoff adopts a handoff notice another daemon's agent posted for one
+// of this daemon's agents (its name or workstation.name, bound to the room,
+// its user mentioned): journaled once by the handoff's id, then the callee
+// runs in its own session of the thread.
+func (d *Daemon) adoptHandoff(m router.Message, ev *event.Event) {
+	hz, ok := zevent.HandoffOf(ev)
+	if !ok || hz.ID == "" {
+		return
+	}
+	ws, name := config.SplitAddress(hz.To)
+	if ws != "" && ws != d.opts.Config.Workstation {
+		return
+	}
+	user, rooms, ok := d.taskAgents(name)
+	if !ok || !slices.Contains(rooms, m.Room) {
+		return
+	}
+	// As for a task root: the notice's mention says which user a bare name
+	// means (that daemon may have an agent of the same name).
+	if m.Mentions == nil || !slices.Contains(m.Mentions.UserIDs, user) {
+		return
+	}
+	// The notice reads "<callee's user id> <prompt>" (tasks' handoffContent).
+	prompt := strings.TrimSpace(strings.TrimPrefix(m.Body, string(user)))
+	h, isNew := d.tasks.AdoptHandoff(m.Room, m.ThreadRoot, m.EventID, m.Sender, hz, name, user, prompt)
+	if !isNew {
+		return
+	}
+	d.startCallee(h)
+}

@@ -13,6 +13,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/internal/faultpoint"
+	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/tools"
 	"github.com/zooid-dev/zooid/zooid/trace"
 	"github.com/zooid-dev/zooid/zooid/zevent"
@@ -61,6 +62,15 @@ type ThreadHandoff struct {
 	// Mentioned: the callee was @mentioned in a callee's prose (that prose is
 	// the handoff's post), not handed off with the tool.
 	Mentioned bool `json:"mentioned,omitempty"`
+	// Remote: the callee is another daemon's agent in the room (To its
+	// canonical address). Its daemon runs it; the return comes back as its
+	// dev.zooid.handoff_return in the thread (RemoteHandoffReturn), so a
+	// restart here keeps it running.
+	Remote bool `json:"remote,omitempty"`
+	// Adopted: the caller is another daemon's agent (FromUser) and this
+	// daemon runs the callee; the return is posted in the thread as the
+	// callee (deliverReturn), not woken here.
+	Adopted bool `json:"adopted,omitempty"`
 	// EventID is the posted notice, once known.
 	EventID id.EventID `json:"event_id,omitempty"`
 	// Output is the callee's final message; Reason says why there is none, or
@@ -179,7 +189,18 @@ func (m *Manager) MentionHandoff(room id.RoomID, thread id.EventID, from, to, te
 // across the decision and the write, so two calls of one session can't both
 // pass already_open.
 func (m *Manager) admitHandoff(from string, fromUser id.UserID, room id.RoomID, thread id.EventID, sessionKey, to, prompt string, mentioned bool) (ThreadHandoff, string, error) {
+	// As for tasks: "workstation.name" is this daemon's agent only for its
+	// own workstation; another daemon's agent in the room is Remote.
+	if ws, n := config.SplitAddress(to); ws != "" && ws == m.opts.Workstation {
+		to = n
+	}
 	toUser, rooms, known := m.opts.Agents(to)
+	remote := false
+	if !known && !mentioned && m.opts.OtherAgent != nil {
+		if u, canonical, ok := m.opts.OtherAgent(room, to); ok {
+			toUser, rooms, known, remote, to = u, []id.RoomID{room}, true, true, canonical
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch {
@@ -200,7 +221,7 @@ func (m *Manager) admitHandoff(from string, fromUser id.UserID, room id.RoomID, 
 	h := &ThreadHandoff{
 		ID: "zh" + rand.Text(), From: from, FromUser: fromUser, To: to, ToUser: toUser,
 		Room: room, Thread: thread, SessionKey: sessionKey, Prompt: prompt,
-		State: HandoffReserved, Mentioned: mentioned, Created: m.opts.Now().UTC(),
+		State: HandoffReserved, Mentioned: mentioned, Remote: remote, Created: m.opts.Now().UTC(),
 	}
 	if mentioned {
 		h.State = HandoffRunning
@@ -317,7 +338,7 @@ func (m *Manager) postHandoff(ctx context.Context, hid string) (id.EventID, bool
 	}
 	m.log.Info("handoff started", "id", hid, "from", h.From, "to", h.To, "thread", h.Thread, "event", evID)
 	m.opts.Trace.Record(handoffStep(h, trace.StepHandoffStarted))
-	if m.opts.StartCallee != nil {
+	if m.opts.StartCallee != nil && !h.Remote {
 		m.opts.StartCallee(h)
 	}
 	return evID, true
@@ -372,7 +393,7 @@ func (m *Manager) CalleeDone(hid, final string, turnErr error) error {
 	if h, ok := m.handoffSnapshot(hid); ok {
 		m.opts.Trace.Record(handoffStep(h, trace.StepHandoffReturned))
 	}
-	m.wakeHandoffCaller(hid)
+	m.wakeHandoffCaller(hid, false)
 	return nil
 }
 
@@ -385,16 +406,23 @@ func handoffStep(h ThreadHandoff, step string) trace.Record {
 
 // wakeHandoffCaller queues the return on the caller's session, once per
 // process; it counts as delivered (journaled Woken) only when the session
-// takes it, so a restart before then wakes the caller again.
-func (m *Manager) wakeHandoffCaller(hid string) {
+// takes it, so a restart before then wakes the caller again. An adopted
+// handoff's return is posted in its thread instead, on its own goroutine, or
+// before this returns when wait is set (at start-up, so it is posted before
+// the intake opens).
+func (m *Manager) wakeHandoffCaller(hid string, wait bool) {
 	m.mu.Lock()
 	h, ok := m.handoffs[hid]
-	if !ok || h.State != HandoffReturned || h.Woken || m.handoffWakeQueued[hid] {
+	if !ok || h.State != HandoffReturned || h.Woken || m.handoffWakeQueued[hid] || h.Adopted && m.closing {
 		m.mu.Unlock()
 		return
 	}
 	m.handoffWakeQueued[hid] = true
 	snap := *h
+	if snap.Adopted {
+		// Close waits for the post; the next start posts it if it fails.
+		m.wg.Add(1)
+	}
 	m.mu.Unlock()
 	taken := func() {
 		m.mu.Lock()
@@ -407,6 +435,18 @@ func (m *Manager) wakeHandoffCaller(hid string) {
 		}
 		m.opts.Trace.Record(handoffStep(h, trace.StepHandoffWoken))
 		m.log.Info("handoff returned", "id", hid, "from", snap.From, "to", snap.To, "thread", snap.Thread, "reason", snap.Reason)
+	}
+	if snap.Adopted {
+		deliver := func() {
+			defer m.wg.Done()
+			m.deliverReturn(snap, taken)
+		}
+		if wait {
+			deliver()
+		} else {
+			go deliver()
+		}
+		return
 	}
 	if m.opts.Wake == nil {
 		taken()
@@ -447,6 +487,10 @@ func (m *Manager) recoverHandoffs(ctx context.Context) {
 		case h.State == HandoffReserved && now.Sub(h.Created) < RepostWithin:
 			repost = append(repost, h.ID)
 			continue
+		case h.State == HandoffRunning && h.Remote:
+			// Its callee runs on its own daemon, which posts the return
+			// when it comes (or interrupted_by_restart, if that one restarted).
+			continue
 		case h.State == HandoffReserved, h.State == HandoffRunning:
 			prev := *h
 			h.State, h.Reason, h.Returned = HandoffReturned, ReasonInterruptedByRestart, now
@@ -463,14 +507,14 @@ func (m *Manager) recoverHandoffs(ctx context.Context) {
 	m.mu.Unlock()
 	slices.Sort(wake)
 	for _, hid := range wake {
-		m.wakeHandoffCaller(hid)
+		m.wakeHandoffCaller(hid, true)
 	}
 	for _, hid := range repost {
 		if _, ok := m.postHandoff(ctx, hid); !ok {
 			// Its tool call never returned: the caller hears of the failure
 			// as a return.
 			if _, err := m.updateHandoff(hid, func(h *ThreadHandoff) { h.Woken = false }); err == nil {
-				m.wakeHandoffCaller(hid)
+				m.wakeHandoffCaller(hid, false)
 			}
 		}
 	}
@@ -528,4 +572,122 @@ func (m *Manager) updateHandoff(hid string, f func(h *ThreadHandoff)) (ThreadHan
 		return ThreadHandoff{}, fmt.Errorf("journaling handoff %s: %w", hid, err)
 	}
 	return *h, nil
+}
+
+// Handoffs across daemons (behaviour.md §9): the caller's daemon posts the
+// notice as for any handoff, mentioning another daemon's agent (Remote); that
+// daemon adopts the notice (AdoptHandoff), runs the callee in its own session
+// of the thread and, when the callee is really done, posts the return in the
+// thread as the callee (deliverReturn); the caller's daemon takes it only from
+// the callee's user (RemoteHandoffReturn) and wakes the caller once. Each
+// side's journal makes its part happen once across its restarts.
+
+// AdoptHandoff journals, once by its id, the handoff another daemon's agent
+// (sender) posted in thread for this daemon's agent callee (user): running,
+// its return owed to the thread. It reports whether the handoff is new here:
+// a notice met again (redelivered, or after a restart) starts nothing.
+func (m *Manager) AdoptHandoff(room id.RoomID, thread, notice id.EventID, sender id.UserID, hz zevent.Handoff, callee string, user id.UserID, prompt string) (ThreadHandoff, bool) {
+	if hz.ID == "" || thread == "" || !m.enter() {
+		return ThreadHandoff{}, false
+	}
+	defer m.wg.Done()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.handoffs[hz.ID]; ok {
+		return ThreadHandoff{}, false
+	}
+	h := &ThreadHandoff{
+		ID: hz.ID, From: hz.From, FromUser: sender, To: callee, ToUser: user,
+		Room: room, Thread: thread, Prompt: prompt, State: HandoffRunning,
+		Adopted: true, EventID: notice, Created: m.opts.Now().UTC(),
+	}
+	if err := m.j.putHandoff(h); err != nil {
+		m.log.Error("journaling an adopted handoff", "id", h.ID, "thread", thread, "err", err)
+		return ThreadHandoff{}, false
+	}
+	m.handoffs[h.ID] = h
+	m.log.Info("handoff of another daemon's agent adopted", "id", h.ID, "from", sender, "to", callee, "thread", thread)
+	m.opts.Trace.Record(handoffStep(*h, trace.StepHandoffStarted))
+	return *h, true
+}
+
+// deliverReturn posts an adopted handoff's return in its thread as the callee
+// (txn id from the handoff's id, so a repost after a restart lands once) and
+// calls taken once it is posted. A failed post stays owed: the next start
+// posts it again.
+func (m *Manager) deliverReturn(h ThreadHandoff, taken func()) {
+	// Close stops a post in flight (it stays owed), and this goroutine ends
+	// with the post.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-m.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	addr := h.To
+	if m.opts.Workstation != "" {
+		addr = m.opts.Workstation + "." + h.To
+	}
+	body := fmt.Sprintf("[handoff return] from %s to %s", addr, h.From)
+	if h.Reason != "" {
+		body += " (" + h.Reason + ")"
+	}
+	content := zevent.HandoffReturnContent{
+		MsgType: event.MsgNotice, Body: body, Mentions: &event.Mentions{},
+		RelatesTo: zevent.ThreadReply(h.Thread, h.Thread),
+		Return: zevent.HandoffReturn{
+			Version: zevent.HandoffVersion, ID: h.ID, From: h.From, To: addr,
+			Output: h.Output, Reason: h.Reason, Error: h.Error,
+		},
+	}
+	if _, err := m.send(ctx, h.ToUser, h.Room, event.EventMessage, content, "zr"+h.ID); err != nil {
+		m.log.Error("posting a handoff's return; the next start posts it", "id", h.ID, "thread", h.Thread, "err", err)
+		m.mu.Lock()
+		delete(m.handoffWakeQueued, h.ID)
+		m.mu.Unlock()
+		return
+	}
+	faultpoint.Reach(faultpoint.HandoffReturnPosted)
+	taken()
+}
+
+// RemoteHandoffReturn returns the Remote handoff r names with the return its
+// callee's daemon posted in thread (room, thread) as the callee (sender), and
+// wakes the caller. An event of anyone else, for a handoff that is not Remote
+// or has returned already (a redelivery), changes nothing: the caller is
+// woken once.
+func (m *Manager) RemoteHandoffReturn(room id.RoomID, thread id.EventID, sender id.UserID, r zevent.HandoffReturn) error {
+	if !m.enter() {
+		return ErrClosed
+	}
+	defer m.wg.Done()
+	returned := false
+	m.mu.Lock()
+	h, ok := m.handoffs[r.ID]
+	ok = ok && h.Remote && h.Room == room && h.Thread == thread && h.ToUser == sender &&
+		(h.State == HandoffRunning || h.State == HandoffReserved)
+	m.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if _, err := m.updateHandoff(r.ID, func(h *ThreadHandoff) {
+		if h.State != HandoffRunning && h.State != HandoffReserved {
+			return
+		}
+		returned = true
+		h.State, h.Output, h.Reason, h.Error, h.Returned = HandoffReturned, strings.TrimSpace(r.Output), r.Reason, r.Error, m.opts.Now().UTC()
+	}); err != nil {
+		return fmt.Errorf("returning remote handoff %s: %w", r.ID, err)
+	}
+	if !returned {
+		return nil
+	}
+	if snap, ok := m.handoffSnapshot(r.ID); ok {
+		m.opts.Trace.Record(handoffStep(snap, trace.StepHandoffReturned))
+	}
+	m.wakeHandoffCaller(r.ID, false)
+	return nil
 }

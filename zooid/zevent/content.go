@@ -78,6 +78,48 @@ func HandoffOf(ev *event.Event) (Handoff, bool) {
 	return h, true
 }
 
+// HandoffReturn is the dev.zooid.handoff_return field of the notice a callee's
+// daemon posts in the thread, as the callee, when the callee of another
+// daemon's handoff is really done: the caller's daemon wakes its caller with
+// it. ID is the handoff's (the notice's dev.zooid.handoff id); Output the
+// callee's final message, Reason why there is none or why it is not an answer
+// (as tasks.ThreadHandoff.Reason), Error why its last turn failed.
+type HandoffReturn struct {
+	Version int    `json:"version"`
+	ID      string `json:"id"`
+	From    string `json:"from"`
+	To      string `json:"to"`
+	Output  string `json:"output,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// HandoffReturnContent is the m.notice carrying a handoff's return in its
+// thread. A notice wakes nobody by routing; only the caller's daemon acts on
+// it, and only from the callee's user. Mentions is always sent, empty, so no
+// client infers a mention from the body.
+type HandoffReturnContent struct {
+	MsgType   event.MessageType `json:"msgtype"`
+	Body      string            `json:"body"`
+	Mentions  *event.Mentions   `json:"m.mentions"`
+	RelatesTo *event.RelatesTo  `json:"m.relates_to,omitempty"`
+	Return    HandoffReturn     `json:"dev.zooid.handoff_return"`
+}
+
+// HandoffReturnOf returns the dev.zooid.handoff_return of ev, and whether ev
+// carries one (the field is a JSON object); a mistyped field inside it stays zero.
+func HandoffReturnOf(ev *event.Event) (HandoffReturn, bool) {
+	var c struct {
+		Return json.RawMessage `json:"dev.zooid.handoff_return"`
+	}
+	var r HandoffReturn
+	if !decode(ev, &c) || len(c.Return) == 0 || c.Return[0] != '{' {
+		return r, false
+	}
+	_ = json.Unmarshal(c.Return, &r) // see above: a mistyped field stays zero
+	return r, true
+}
+
 // ThreadResult is a closed task's outcome: the content of dev.zooid.thread_result.
 type ThreadResult struct {
 	Agent    string     `json:"agent"`

@@ -16,6 +16,9 @@ const (
 	// KeyHandoff is the content field of the notice zooid_handoff posts in the
 	// thread: routing knows by it that the daemon runs the callee itself.
 	KeyHandoff = "dev.zooid.handoff"
+	// KeyHandoffReturn is the content field of the notice a callee's daemon
+	// posts in the thread when another daemon's handoff returns.
+	KeyHandoffReturn = "dev.zooid.handoff_return"
 )
 
 // Zooid's message event types.

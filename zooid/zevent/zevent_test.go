@@ -50,6 +50,11 @@ func TestWireFormat(t *testing.T) {
 			RelatesTo: zevent.ThreadReply("$t", "$t"),
 			Handoff:   zevent.Handoff{Version: zevent.HandoffVersion, ID: "zh1", From: "c", To: "w"},
 		}, `{"msgtype":"m.notice","body":"@w:hs check it","m.mentions":{"user_ids":["@w:hs"]},"m.relates_to":{"rel_type":"m.thread","event_id":"$t","m.in_reply_to":{"event_id":"$t"},"is_falling_back":true},"dev.zooid.handoff":{"version":1,"id":"zh1","from":"c","to":"w"}}`},
+		{"handoff return", zevent.HandoffReturnContent{
+			MsgType: event.MsgNotice, Body: "w returns to c", Mentions: &event.Mentions{},
+			RelatesTo: zevent.ThreadReply("$t", "$t"),
+			Return:    zevent.HandoffReturn{Version: zevent.HandoffVersion, ID: "zh1", From: "c", To: "w", Output: "all green"},
+		}, `{"msgtype":"m.notice","body":"w returns to c","m.mentions":{},"m.relates_to":{"rel_type":"m.thread","event_id":"$t","m.in_reply_to":{"event_id":"$t"},"is_falling_back":true},"dev.zooid.handoff_return":{"version":1,"id":"zh1","from":"c","to":"w","output":"all green"}}`},
 		{"session reset", zevent.SessionResetEventContent{RelatesTo: zevent.InThread("$t")},
 			`{"m.relates_to":{"rel_type":"m.thread","event_id":"$t"}}`},
 		{"error", zevent.ErrorEventContent{Agent: "w", Code: "agent_crashed", Error: "it died", ThreadID: "$t", RelatesTo: zevent.InThread("$t")},
@@ -72,6 +77,9 @@ func TestWireFormat(t *testing.T) {
 		if typ.Type != want || typ.Class != event.MessageEventType {
 			t.Errorf("event type %+v, want message event %s", typ, want)
 		}
+	}
+	if zevent.KeyHandoffReturn != "dev.zooid.handoff_return" {
+		t.Errorf("handoff return key %q", zevent.KeyHandoffReturn)
 	}
 	if zevent.KeyThreadStart != "dev.zooid.thread_start" || zevent.KeyThreadResult != "dev.zooid.thread_result" {
 		t.Errorf("content keys %q, %q", zevent.KeyThreadStart, zevent.KeyThreadResult)
