@@ -235,15 +235,23 @@ func (m *Manager) send(ctx context.Context, as id.UserID, room id.RoomID, typ ev
 	return "", fmt.Errorf("sending %s as %s in %s (txn %s, twice): %w", typ.Type, as, room, txn, err)
 }
 
+// mentioning is a message to user: its plain body (the user id, then text) and
+// its HTML, a matrix.to pill and the text with its line breaks kept. A task
+// root and a handoff notice both address their agent this way.
+func mentioning(user id.UserID, text string) (body, formatted string) {
+	u := html.EscapeString(string(user))
+	return fmt.Sprintf("%s %s", user, text),
+		fmt.Sprintf(`<a href="https://matrix.to/#/%s">%s</a> %s`, u, u, strings.ReplaceAll(html.EscapeString(text), "\n", "<br/>"))
+}
+
 func rootOf(t Task) zevent.TaskRootContent {
+	body, formatted := mentioning(t.AgentUser, t.Prompt)
 	return zevent.TaskRootContent{
-		MsgType: event.MsgText,
-		Body:    fmt.Sprintf("%s %s", t.AgentUser, t.Prompt),
-		Format:  event.FormatHTML,
-		FormattedBody: fmt.Sprintf(`<a href="https://matrix.to/#/%s">%s</a> %s`,
-			html.EscapeString(string(t.AgentUser)), html.EscapeString(string(t.AgentUser)),
-			strings.ReplaceAll(html.EscapeString(t.Prompt), "\n", "<br/>")),
-		Mentions: &event.Mentions{UserIDs: []id.UserID{t.AgentUser}},
+		MsgType:       event.MsgText,
+		Body:          body,
+		Format:        event.FormatHTML,
+		FormattedBody: formatted,
+		Mentions:      &event.Mentions{UserIDs: []id.UserID{t.AgentUser}},
 		ThreadStart: zevent.ThreadStart{
 			Version:   zevent.ThreadStartVersion,
 			Assignee:  t.Agent,

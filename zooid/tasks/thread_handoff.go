@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"html"
 	"slices"
 	"strings"
 	"time"
@@ -347,16 +346,15 @@ func (m *Manager) postHandoff(ctx context.Context, hid string) (id.EventID, bool
 // handoffContent is the notice of a handoff: the prompt mentioning the callee,
 // in the caller's thread.
 func handoffContent(h ThreadHandoff) zevent.HandoffContent {
+	body, formatted := mentioning(h.ToUser, h.Prompt)
 	return zevent.HandoffContent{
-		MsgType: event.MsgNotice,
-		Body:    fmt.Sprintf("%s %s", h.ToUser, h.Prompt),
-		Format:  event.FormatHTML,
-		FormattedBody: fmt.Sprintf(`<a href="https://matrix.to/#/%s">%s</a> %s`,
-			html.EscapeString(string(h.ToUser)), html.EscapeString(string(h.ToUser)),
-			strings.ReplaceAll(html.EscapeString(h.Prompt), "\n", "<br/>")),
-		Mentions:  &event.Mentions{UserIDs: []id.UserID{h.ToUser}},
-		RelatesTo: zevent.ThreadReply(h.Thread, h.Thread),
-		Handoff:   zevent.Handoff{Version: zevent.HandoffVersion, ID: h.ID, From: h.From, To: h.To},
+		MsgType:       event.MsgNotice,
+		Body:          body,
+		Format:        event.FormatHTML,
+		FormattedBody: formatted,
+		Mentions:      &event.Mentions{UserIDs: []id.UserID{h.ToUser}},
+		RelatesTo:     zevent.ThreadReply(h.Thread, h.Thread),
+		Handoff:       zevent.Handoff{Version: zevent.HandoffVersion, ID: h.ID, From: h.From, To: h.To},
 	}
 }
 
