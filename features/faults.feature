@@ -10,7 +10,9 @@ Feature: A homeserver that refuses, fails or drops requests mid-turn
   tool that still fails after its retries returns "unavailable" to the agent, and the
   session goes on. A homeserver that accepts a request and never answers holds a tool call
   only until the call's deadline (tool_timeout), and one try of a post only until
-  post_timeout, after which the post is tried again with the same txn id.
+  post_timeout, after which the post is tried again with the same txn id. The names in a new
+  session's header (the room's alias, the sender's display name) are read for at most 5 seconds:
+  a homeserver that never answers them does not hold the first prompt longer.
 
   Background:
     Given the homeserver has users "ori" and "mia"
@@ -90,6 +92,14 @@ Feature: A homeserver that refuses, fails or drops requests mid-turn
     And ori replies in the thread: "and now?"
     Then agent-a is prompted with "and now?" in the same session as "please take a look"
     And agent-a posts "svc-a is up" in the thread
+
+  Scenario: a homeserver that never answers the reads of a new session's header holds its first prompt only for their bound
+    Given agent-a will reply "svc-a is up"
+    And the homeserver holds the next 1 GET /_matrix/client/v3/rooms/*/state/m.room.member/* from agent-a before handling it, never answering
+    When ori says in "#ops": "@agent-a is svc-a up?"
+    Then agent-a is prompted with "from: ori (@ori"
+    And agent-a posts "svc-a is up" in the thread
+    And the homeserver's last fault fired once
 
   Scenario: a reply the homeserver made but never answered is tried again after the post's deadline and posted once
     Given a post the homeserver leaves unanswered is tried again after 1 second

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,6 +98,7 @@ type runner struct {
 	ctx         context.Context
 	backend     backend
 	log         *slog.Logger
+	out         io.Writer // the run's output, where a failed scenario's log tail goes
 	wait        time.Duration
 	turnTimeout time.Duration
 	// outcomes collects every scenario's result in every pass; pass is the
@@ -133,10 +135,13 @@ func runsRealAgents(s *godog.Scenario) bool {
 // Run runs the features and returns the godog exit status: 0 when all
 // passed, non-zero on failures or a bad option.
 func Run(opts Options) int {
-	out := opts.Output
-	if out == nil {
-		out = os.Stdout
+	var out io.Writer = os.Stdout
+	if opts.Output != nil {
+		out = opts.Output
 	}
+	// godog's formatter and the logs of failed scenarios (logtail.go) write
+	// from several goroutines.
+	out = &lockedWriter{w: out}
 	st, err := prepare(&opts)
 	if err != nil {
 		fmt.Fprintf(out, "zooid sim: %v\n", err)
@@ -229,7 +234,7 @@ func Run(opts Options) int {
 			opts.TestingT.Run("landlock", func(t *testing.T) { t.Skip(err) })
 		}
 	}
-	r := &runner{ctx: ctx, backend: b, log: st.log, wait: st.wait, turnTimeout: st.turnTimeout, outcomes: newOutcomes(), testSteps: opts.testSteps, timings: tm,
+	r := &runner{ctx: ctx, backend: b, log: st.log, out: out, wait: st.wait, turnTimeout: st.turnTimeout, outcomes: newOutcomes(), testSteps: opts.testSteps, timings: tm,
 		realAgents: make(chan struct{}, realAgentSlots)}
 	if opts.Report != "" {
 		r.reports = &reports{}
@@ -452,6 +457,18 @@ func findPath(p string) string {
 	return p
 }
 
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
 // andTags joins two tag expressions.
 func andTags(a, b string) string {
 	if strings.TrimSpace(a) == "" {
@@ -543,6 +560,9 @@ func (r *runner) initScenario(sc *godog.ScenarioContext) {
 		}
 		if r.reports != nil {
 			r.reports.add(w.reportRun(ctx, s, err))
+		}
+		if err != nil && r.out != nil && !errors.Is(err, errInterrupted) {
+			w.logs.writeTo(r.out, s.Name, err)
 		}
 		cerr := w.close()
 		if cerr != nil && err == nil {

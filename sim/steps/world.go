@@ -32,6 +32,7 @@ import (
 type world struct {
 	run     *runner
 	log     *slog.Logger
+	logs    *logTail       // the end of log, printed when the scenario fails
 	dir     string         // scratch directory, removed on close
 	closers []func() error // run in reverse by close
 	stepSeq int
@@ -192,8 +193,9 @@ type post struct {
 }
 
 func newWorld(r *runner) *world {
+	logs := newLogTail()
 	return &world{
-		run: r, log: r.log,
+		run: r, log: teeLog(r.log, logs), logs: logs,
 		cast:         cast{humans: map[string]*human{}, agents: map[string]*agentDecl{}, rooms: map[string]*room{}},
 		conversation: conversation{focus: map[string]*post{}},
 		toolUse:      toolUse{calls: map[string][]*call{}, paging: map[string]*paging{}},

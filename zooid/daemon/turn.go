@@ -252,11 +252,23 @@ func (h sessionHeader) String() string {
 	return fmt.Sprintf("[zooid] room: %s · thread: %s · from: %s\n%s", room, h.thread, from, next)
 }
 
+// headerReadWait bounds the homeserver reads of a new session's header: the
+// first prompt waits for them, and a homeserver that stalls on a read must
+// not hold it longer than a name is worth.
+const headerReadWait = 5 * time.Second
+
 // header gathers a new session's header. Names are best effort: a room
 // without a known alias is named by its id, a person without a display name
-// by their localpart.
+// by their localpart, also when the reads take longer than headerReadWait.
 func (d *Daemon) header(ctx context.Context, rt *agentRuntime, key sessionKey, from id.UserID, catchUp bool) sessionHeader {
 	h := sessionHeader{room: key.room, thread: key.thread, from: from, catchUp: catchUp}
+	ctx, cancel := context.WithTimeout(ctx, headerReadWait)
+	defer cancel()
+	defer func() {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			d.log.Warn("reading a new session's header took too long; names left as ids", "agent", rt.cfg.Name, "room", key.room, "thread", key.thread, "waited", headerReadWait)
+		}
+	}()
 	cli := d.transport.Client(rt.userID)
 	var refs []config.RoomRef
 	if rt.cfg.Matrix != nil {
