@@ -4,17 +4,19 @@
 # fakehs's degraded profile (late visibility widens timing windows). Fails on
 # any scenario that failed, flaky ones included (zooid sim --repeat reports
 # them), and on a hunt that overran its time budget. Knobs: FLAKE_HOMESERVERS
-# (default "fake fake-degraded"), FLAKE_REPEAT (passes on each, default 3),
+# (default "fake fake-degraded"), FLAKE_REPEAT (passes on each, default 2),
 # FLAKE_CONCURRENCY (default 8), FLAKE_SEED (default: picked and printed),
-# FLAKE_BUDGET (seconds for the whole hunt, default 600).
+# FLAKE_BUDGET (seconds for the whole hunt, default 900).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 homeservers=${FLAKE_HOMESERVERS:-fake fake-degraded}
-repeat=${FLAKE_REPEAT:-3}
+# Two passes a profile: 3+3 took 9 of CI's 33.5 min with 195 scenarios (issue 38's goal 4),
+# within 60 s of the old 600 s budget, and the suite keeps growing.
+repeat=${FLAKE_REPEAT:-2}
 conc=${FLAKE_CONCURRENCY:-8}
 seed=${FLAKE_SEED:--1}
-budget=${FLAKE_BUDGET:-600}
+budget=${FLAKE_BUDGET:-900}
 
 bin=$(mktemp -d)
 hog=""
