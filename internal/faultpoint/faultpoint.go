@@ -42,13 +42,19 @@ const (
 	// HandoffReturnPosted: the return of another daemon's handoff is posted
 	// in its thread, the task journal does not say it is delivered yet.
 	HandoffReturnPosted = "handoff.return_posted"
+	// TaskAdopted: another daemon's task root for this daemon's agent is
+	// journaled as adopted, its assignee not yet woken.
+	TaskAdopted = "task.adopted"
+	// HandoffAdopted: another daemon's handoff to this daemon's agent is
+	// journaled as adopted, its callee not yet started.
+	HandoffAdopted = "handoff.adopted"
 	// TurnEndTraced: a turn's end is in the trace; the turn journal let go
 	// of the turn just before.
 	TurnEndTraced = "turn.end_traced"
 )
 
 // Points lists every point, for the harness to refuse a misspelt one.
-var Points = []string{TurnClosingJournaled, TurnReplyPosted, TaskResultPosted, TurnEndTraced, TaskRootPosted, HandoffPosted, HandoffReturned, HandoffReturnPosted}
+var Points = []string{TurnClosingJournaled, TurnReplyPosted, TaskResultPosted, TurnEndTraced, TaskRootPosted, HandoffPosted, HandoffReturned, HandoffReturnPosted, TaskAdopted, HandoffAdopted}
 
 var file = os.Getenv(Env)
 

@@ -55,6 +55,11 @@ const (
 	// WhyNotAddressed: no agent bound to the room was mentioned or addressed
 	// (a person's m.notice included).
 	WhyNotAddressed = "nobody_addressed"
+	// WhyTaskClosed: a task root met again after the journal closed its task
+	// (redelivered after a restart that reported it interrupted): its
+	// assignee is not woken for a task already reported. The daemon decides
+	// this from the journal (Decision.TaskRoot names the assignee).
+	WhyTaskClosed = "task_closed"
 	// WhyEncrypted: an m.room.encrypted event, which this daemon cannot read
 	// (behaviour §10): it wakes nobody, and the room is told so instead.
 	WhyEncrypted = "encrypted"

@@ -6,6 +6,7 @@ import (
 
 	"maunium.net/go/mautrix/id"
 
+	"github.com/zooid-dev/zooid/internal/faultpoint"
 	"github.com/zooid-dev/zooid/zooid/tools"
 	"github.com/zooid-dev/zooid/zooid/zevent"
 )
@@ -58,6 +59,7 @@ func (m *Manager) Adopt(room id.RoomID, root id.EventID, sender id.UserID, start
 	m.tasks[t.AttemptID] = t
 	m.byThread[root] = t
 	m.log.Info("task of another daemon's agent adopted", "attempt", t.AttemptID, "thread", root, "agent", assignee, "from", sender)
+	faultpoint.Reach(faultpoint.TaskAdopted)
 	m.pokeWatch()
 	return t.clone(), true
 }

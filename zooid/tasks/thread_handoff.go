@@ -605,6 +605,7 @@ func (m *Manager) AdoptHandoff(room id.RoomID, thread, notice id.EventID, sender
 	}
 	m.handoffs[h.ID] = h
 	m.log.Info("handoff of another daemon's agent adopted", "id", h.ID, "from", sender, "to", callee, "thread", thread)
+	faultpoint.Reach(faultpoint.HandoffAdopted)
 	m.opts.Trace.Record(handoffStep(*h, trace.StepHandoffStarted))
 	return *h, true
 }

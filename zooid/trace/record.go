@@ -169,6 +169,7 @@ const (
 	WhyAgentPost   = "agent_post"       // an agent's own post wakes nobody
 	WhyNotNotified = "nobody_addressed" // no agent bound here was mentioned or addressed
 	WhyEncrypted   = "encrypted"        // an m.room.encrypted event: this daemon cannot read it
+	WhyTaskClosed  = "task_closed"      // a task root met again after its task closed: its assignee is not set to work
 )
 
 // Prompt is one prompt sent to an agent.
