@@ -124,7 +124,6 @@ func (m *Manager) returnOverdueHandoffs() (time.Duration, bool) {
 	now := m.opts.Now().UTC()
 	var due []string
 	var next time.Time
-	retry := false
 	for _, h := range m.handoffs {
 		if !h.Remote || h.State != HandoffRunning {
 			continue
@@ -140,8 +139,8 @@ func (m *Manager) returnOverdueHandoffs() (time.Duration, bool) {
 		if err := m.j.putHandoff(h); err != nil {
 			*h = prev
 			m.log.Error("journaling a remote handoff past task_timeout; trying again", "id", h.ID, "retry_in", journalRetry, "err", err)
-			retry = true
-			break // the ones journaled already are still woken below
+			m.mu.Unlock()
+			return journalRetry, true
 		}
 		m.log.Info("remote handoff timed out", "id", h.ID, "from", h.From, "to", h.To, "thread", h.Thread,
 			"open_for", now.Sub(h.Created).Round(time.Second), "timeout", m.opts.Timeout)
@@ -154,9 +153,6 @@ func (m *Manager) returnOverdueHandoffs() (time.Duration, bool) {
 			m.opts.Trace.Record(handoffStep(snap, trace.StepHandoffReturned))
 		}
 		m.wakeHandoffCaller(hid, false)
-	}
-	if retry {
-		return journalRetry, true
 	}
 	if next.IsZero() {
 		return 0, false
