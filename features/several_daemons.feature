@@ -163,16 +163,6 @@ Feature: Several daemons in one room
     Then architect gets the handoff return from ci.builder once, in the session that handed off: "interrupted_by_restart"
     And builder is prompted once with "bisect the failure"
 
-  Scenario: a handoff to another daemon's agent that never returns is given up at task_timeout, once
-    The callee's daemon may be gone for good: the caller's daemon bounds the wait by task_timeout,
-    counted from the handoff, and a return coming later is ignored.
-    Given open tasks time out after 2 seconds
-    And builder will hang
-    When ori says in "#ops": "@architect is main releasable?"
-    And architect calls zooid_handoff with {"agent": "ci.builder", "prompt": "bisect the failure"}
-    Then builder is prompted with "bisect the failure"
-    And architect gets the handoff return from ci.builder once, in the session that handed off: "so the handoff was given up (timed_out)"
-
   Scenario: the caller's daemon, killed while the callee works, still hears the return, once
     Given the daemon runs as its own process
     And builder will reply "bisected: commit abc broke it" after 3 seconds

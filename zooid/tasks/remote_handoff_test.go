@@ -1,7 +1,6 @@
 package tasks
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -145,55 +144,5 @@ func waitReturns(t *testing.T, e *env, n int) []sent {
 			t.Fatalf("%d handoff returns posted, want %d", len(rets), n)
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// TestRemoteHandoffPastItsBoundAtRestartReturnsTimedOutOnce: a daemon that
-// starts after a remote handoff's task_timeout passed (its callee's daemon
-// never answered) returns it timed_out, journaled, and wakes the caller
-// once; neither a second restart nor the callee's late return wakes it again.
-func TestRemoteHandoffPastItsBoundAtRestartReturnsTimedOutOnce(t *testing.T) {
-	cs := &callees{}
-	e := &env{t: t, dir: t.TempDir(), hs: newFakeHS(), workstation: "laptop",
-		other: func(room id.RoomID, addr string) (id.UserID, string, bool) {
-			if room == roomA && addr == "ci.bob" {
-				return ciBob, "ci.bob", true
-			}
-			return "", "", false
-		}}
-	e.openWith(func(o *Options) { o.StartCallee = cs.start; o.Timeout = time.Hour })
-	c := caller("alice", roomA, "$home")
-	if res := e.handoff(c, "ci.bob"); res.Status != tools.HandoffStarted {
-		t.Fatalf("handoff to ci.bob = %+v, want started", res)
-	}
-	hid := field(handoffNotices(e)[0].Content, "dev.zooid.handoff", "id").(string)
-
-	later := func() time.Time { return time.Now().Add(time.Hour + time.Minute) }
-	restart := func() {
-		t.Helper()
-		if err := e.m.Close(); err != nil {
-			t.Fatalf("Close: %v", err)
-		}
-		e.openWith(func(o *Options) { o.StartCallee = cs.start; o.Timeout = time.Hour; o.Now = later })
-		if err := e.m.Recover(context.Background()); err != nil {
-			t.Fatalf("Recover: %v", err)
-		}
-	}
-	restart()
-	want := "[handoff return] from ci.bob: no return came from ci.bob's daemon within task_timeout, so the handoff was given up (timed_out); a return coming later is ignored. Read this thread to see how far it got."
-	wakes := e.wakesCopy()
-	if len(wakes) != 1 || wakes[0].Text != want || wakes[0].Parent.Agent != "alice" {
-		t.Fatalf("wakes after the bound passed = %+v, want one for alice: %q", wakes, want)
-	}
-	late := zevent.HandoffReturn{Version: 1, ID: hid, From: "alice", To: "ci.bob", Output: "certificates renewed"}
-	if err := e.m.RemoteHandoffReturn(roomA, "$home", ciBob, late); err != nil {
-		t.Fatal(err)
-	}
-	restart()
-	if n := len(e.wakesCopy()); n != 1 {
-		t.Fatalf("the caller was woken %d times after a late return and a second restart, want 1", n)
-	}
-	if e.m.HandoffOutstanding(roomA, "$home", "alice") {
-		t.Fatal("the timed-out handoff is still outstanding: another handoff would be refused already_open")
 	}
 }

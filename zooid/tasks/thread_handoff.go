@@ -39,10 +39,6 @@ const (
 	// ReasonCircularHandoff refuses a handoff to an agent that is itself
 	// waiting, up the chain, on the caller: neither could ever be done.
 	ReasonCircularHandoff = "circular_handoff"
-	// ReasonHandoffTimedOut: another daemon's callee sent no return within
-	// task_timeout of the handoff (its daemon may be gone for good); the
-	// caller is woken with that, once, and a return coming later is ignored.
-	ReasonHandoffTimedOut = "timed_out"
 )
 
 // ThreadHandoff is one zooid_handoff as journaled (in the task journal's
@@ -111,8 +107,6 @@ func (h ThreadHandoff) ReturnText() string {
 		return head + ": the daemon restarted while " + h.To + " was working on it, so its turn was interrupted (interrupted_by_restart). Read this thread to see how far it got."
 	case ReasonPostFailed:
 		return head + ": the handoff could not be posted, so " + h.To + " never started (post_failed)."
-	case ReasonHandoffTimedOut:
-		return head + ": no return came from " + h.To + "'s daemon within task_timeout, so the handoff was given up (timed_out); a return coming later is ignored. Read this thread to see how far it got."
 	case ReasonAgentError:
 		out := head + ": its turn failed (agent_error): " + h.Error
 		if h.Output != "" {
@@ -343,9 +337,7 @@ func (m *Manager) postHandoff(ctx context.Context, hid string) (id.EventID, bool
 	}
 	m.log.Info("handoff started", "id", hid, "from", h.From, "to", h.To, "thread", h.Thread, "event", evID)
 	m.opts.Trace.Record(handoffStep(h, trace.StepHandoffStarted))
-	if h.Remote {
-		m.pokeWatch() // its bound: task_timeout (Watch)
-	} else if m.opts.StartCallee != nil {
+	if m.opts.StartCallee != nil && !h.Remote {
 		m.opts.StartCallee(h)
 	}
 	return evID, true
@@ -493,19 +485,9 @@ func (m *Manager) recoverHandoffs(ctx context.Context) {
 		case h.State == HandoffReserved && now.Sub(h.Created) < RepostWithin:
 			repost = append(repost, h.ID)
 			continue
-		case h.State == HandoffRunning && h.Remote && m.handoffOverdue(h, now):
-			// Its bound passed while this daemon was down.
-			prev := *h
-			h.State, h.Reason, h.Returned = HandoffReturned, ReasonHandoffTimedOut, now
-			if err := m.j.putHandoff(h); err != nil {
-				*h = prev
-				m.log.Error("returning a remote handoff past task_timeout", "id", h.ID, "err", err)
-				continue
-			}
 		case h.State == HandoffRunning && h.Remote:
 			// Its callee runs on its own daemon, which posts the return
-			// when it comes (or interrupted_by_restart, if that one restarted);
-			// Watch gives it up at task_timeout.
+			// when it comes (or interrupted_by_restart, if that one restarted).
 			continue
 		case h.State == HandoffReserved, h.State == HandoffRunning:
 			prev := *h

@@ -2,10 +2,7 @@ package tasks
 
 import (
 	"context"
-	"slices"
 	"time"
-
-	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
 // journalRetry is how long Watch waits before trying again to close tasks
@@ -20,11 +17,6 @@ const journalRetry = 10 * time.Second
 // it again. A reply in its thread from then on is an ordinary message to the
 // assignee: the task is closed, so no turn of it is judged.
 //
-// It bounds a handoff to another daemon's agent the same way: still running
-// task_timeout after it was made (the callee's daemon gone for good, or its
-// return lost), it returns timed_out to the caller, journaled, once; a return
-// posted later finds it returned and changes nothing.
-//
 // The daemon runs Watch on a goroutine it owns, from when Recover has run
 // until the daemon stops; Watch returns when ctx ends or Close begins. Tasks
 // Open found open are Recover's to close, never Watch's. It sleeps until the
@@ -37,11 +29,7 @@ func (m *Manager) Watch(ctx context.Context) {
 	for {
 		var timer *time.Timer
 		var due <-chan time.Time
-		wait, ok := m.closeOverdue()
-		if hwait, hok := m.returnOverdueHandoffs(); hok && (!ok || hwait < wait) {
-			wait, ok = hwait, true
-		}
-		if ok {
+		if wait, ok := m.closeOverdue(); ok {
 			timer = time.NewTimer(wait)
 			due = timer.C
 		}
@@ -109,61 +97,6 @@ func (m *Manager) closeOverdue() (time.Duration, bool) {
 		return 0, false
 	}
 	return next.Sub(now), true
-}
-
-// returnOverdueHandoffs returns timed_out every running handoff to another
-// daemon's agent past its deadline, journaled before its caller is woken, and
-// says how long until the next deadline of one still running (false: none).
-// Handoffs Recover has not looked at yet are its to return.
-func (m *Manager) returnOverdueHandoffs() (time.Duration, bool) {
-	m.mu.Lock()
-	if m.closing || !m.handoffsRecovered {
-		m.mu.Unlock()
-		return 0, false
-	}
-	now := m.opts.Now().UTC()
-	var due []string
-	var next time.Time
-	for _, h := range m.handoffs {
-		if !h.Remote || h.State != HandoffRunning {
-			continue
-		}
-		if !m.handoffOverdue(h, now) {
-			if d := h.Created.Add(m.opts.Timeout); next.IsZero() || d.Before(next) {
-				next = d
-			}
-			continue
-		}
-		prev := *h
-		h.State, h.Reason, h.Returned = HandoffReturned, ReasonHandoffTimedOut, now
-		if err := m.j.putHandoff(h); err != nil {
-			*h = prev
-			m.log.Error("journaling a remote handoff past task_timeout; trying again", "id", h.ID, "retry_in", journalRetry, "err", err)
-			m.mu.Unlock()
-			return journalRetry, true
-		}
-		m.log.Info("remote handoff timed out", "id", h.ID, "from", h.From, "to", h.To, "thread", h.Thread,
-			"open_for", now.Sub(h.Created).Round(time.Second), "timeout", m.opts.Timeout)
-		due = append(due, h.ID)
-	}
-	m.mu.Unlock()
-	slices.Sort(due)
-	for _, hid := range due {
-		if snap, ok := m.handoffSnapshot(hid); ok {
-			m.opts.Trace.Record(handoffStep(snap, trace.StepHandoffReturned))
-		}
-		m.wakeHandoffCaller(hid, false)
-	}
-	if next.IsZero() {
-		return 0, false
-	}
-	return next.Sub(now), true
-}
-
-// handoffOverdue says whether h, made Options.Timeout or longer before now,
-// has passed its bound.
-func (m *Manager) handoffOverdue(h *ThreadHandoff, now time.Time) bool {
-	return !now.Before(h.Created.Add(m.opts.Timeout))
 }
 
 // deadline is when t passes Options.Timeout: counted from its admission, so
