@@ -197,6 +197,18 @@ Feature: Several daemons in one room
     And builder's thread has exactly one handoff return from architect
     And architect is prompted once with "check the plan"
 
+  Scenario: the assignee's daemon killed on receiving another daemon's task, before journaling it
+    Nothing is journaled yet, and the sync position is not saved past the root: the restart
+    meets the root again, adopts it then and runs it, and the caller hears the result once.
+    Given the daemon runs as its own process
+    And architect will reply "the plan holds"
+    And the daemon will be killed at its fault point "task.adopting"
+    When builder calls zooid_start_task_threads with {"tasks": [{"agent": "laptop.architect", "prompt": "check the plan"}]}
+    Then the daemon dies at "task.adopting" and is started again
+    And builder is prompted with "the plan holds"
+    And builder is prompted once with "the plan holds"
+    And architect is prompted once with "check the plan"
+
   Scenario: the assignee's daemon killed after adopting another daemon's task, before waking its agent
     A daemon that restarts closes the open tasks it runs as interrupted, as for a task of its own:
     the caller hears so once, and the assignee is not woken for a task already reported.
@@ -208,6 +220,20 @@ Feature: Several daemons in one room
     And builder is prompted with "ended: cancelled (interrupted_by_restart)"
     And builder is prompted once with "ended: cancelled (interrupted_by_restart)"
     And architect is not prompted with "check the plan"
+
+  Scenario: the callee's daemon killed on receiving another daemon's handoff, before journaling it
+    The restart meets the notice again, adopts it then and runs the callee: one return in the
+    thread and builder is woken once.
+    Given the daemon runs as its own process
+    And architect will reply "the plan holds"
+    And the daemon will be killed at its fault point "handoff.adopting"
+    When ori says in "#ops": "@builder why did the build break?"
+    And builder calls zooid_handoff with {"agent": "laptop.architect", "prompt": "check the plan"}
+    Then the result includes {"status": "started"}
+    And the daemon dies at "handoff.adopting" and is started again
+    And builder gets the handoff return from laptop.architect once: "the plan holds"
+    And builder's thread has exactly one handoff return from architect
+    And architect is prompted once with "check the plan"
 
   Scenario: the callee's daemon killed after adopting another daemon's handoff, before starting its agent
     As for a handoff cut short by a restart: the caller hears once that it was interrupted.

@@ -599,6 +599,7 @@ func (m *Manager) AdoptHandoff(room id.RoomID, thread, notice id.EventID, sender
 		Room: room, Thread: thread, Prompt: prompt, State: HandoffRunning,
 		Adopted: true, EventID: notice, Created: m.opts.Now().UTC(),
 	}
+	faultpoint.Reach(faultpoint.HandoffAdopting)
 	if err := m.j.putHandoff(h); err != nil {
 		m.log.Error("journaling an adopted handoff", "id", h.ID, "thread", thread, "err", err)
 		return ThreadHandoff{}, false
