@@ -248,6 +248,35 @@ Feature: Several daemons in one room
     And builder's thread has exactly one handoff return from architect
     And architect is not prompted with "check the plan"
 
+  Scenario: a handoff whose callee's daemon never comes back returns timed_out at task_timeout, once
+    The wait for another daemon's return is bounded by the task timeout, counted from the
+    handoff: the caller hears once that it timed out, a restart does not tell it again, and it
+    may hand off again (the handoff is no longer already_open).
+    Given open tasks time out after 3 seconds
+    And the daemon runs as its own process
+    And builder will hang
+    When ori says in "#ops": "@architect is main releasable?"
+    And architect calls zooid_handoff with {"agent": "ci.builder", "prompt": "bisect the failure"}
+    Then the result includes {"status": "started"}
+    And builder is prompted with "bisect the failure"
+    When the second daemon is stopped for good
+    Then architect gets the handoff return from ci.builder once, in the session that handed off: "no return came within the task timeout, so the handoff is over (timed_out)"
+    When the daemon is killed and started again
+    Then architect gets the handoff return from ci.builder once: "(timed_out)"
+    When architect calls zooid_handoff with {"agent": "ci.builder", "prompt": "bisect it again"}
+    Then the result includes {"status": "started"}
+
+  Scenario: a return that comes after its handoff timed out is not delivered
+    Given open tasks time out after 2 seconds
+    And builder will reply "bisected: commit abc broke it" after 5 seconds
+    When ori says in "#ops": "@architect is main releasable?"
+    And architect calls zooid_handoff with {"agent": "ci.builder", "prompt": "bisect the failure"}
+    Then the result includes {"status": "started"}
+    And architect gets the handoff return from ci.builder once, in the session that handed off: "(timed_out)"
+    And architect's thread gets a handoff return from builder
+    And architect gets the handoff return from ci.builder once: "(timed_out)"
+    And architect is not prompted with "bisected: commit abc broke it"
+
   Scenario: a task of the other daemon for its own agent is not taken by an agent of that name here
     Given agent "lab-tester" is bound to "#ops"
     And lab-tester is named "tester" in its daemon's zooid.yaml
