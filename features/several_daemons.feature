@@ -277,6 +277,32 @@ Feature: Several daemons in one room
     And architect gets the handoff return from ci.builder once: "(timed_out)"
     And architect is not prompted with "bisected: commit abc broke it"
 
+  Scenario: a callee of another daemon that @mentions its caller answers through the return, once
+    An agent's prose wakes no agent of another daemon: the mention is words the caller reads
+    in the return, not a second wake.
+    Given the daemon keeps a trace
+    And builder will reply "@laptop.architect which branch do you mean?"
+    When ori says in "#ops": "@architect is main releasable?"
+    And architect calls zooid_handoff with {"agent": "ci.builder", "prompt": "bisect the failure"}
+    Then builder is prompted with "bisect the failure"
+    And architect gets the handoff return from ci.builder once, in the session that handed off: "which branch do you mean?"
+    And architect is prompted once with "which branch do you mean?"
+    And the trace of "#ops" shows "which branch do you mean?" waking nobody (agent_post)
+
+  Scenario: a callee of another daemon that @mentions an agent of the caller's daemon hands nothing on
+    Unlike a mention of one of its own daemon's agents, it wakes nobody there, and the callee
+    is done when its turn ends: the caller hears the return without waiting on the mentioned
+    agent.
+    Given agent "reviewer" is bound to "#ops"
+    And the daemon keeps a trace
+    And builder will reply "@laptop.reviewer please confirm the certificate chain"
+    When ori says in "#ops": "@architect is main releasable?"
+    And architect calls zooid_handoff with {"agent": "ci.builder", "prompt": "bisect the failure"}
+    Then builder is prompted with "bisect the failure"
+    And architect gets the handoff return from ci.builder once, in the session that handed off: "please confirm the certificate chain"
+    And the trace of "#ops" shows "please confirm the certificate chain" waking nobody (agent_post)
+    And reviewer is not prompted with "please confirm the certificate chain"
+
   Scenario: a task of the other daemon for its own agent is not taken by an agent of that name here
     Given agent "lab-tester" is bound to "#ops"
     And lab-tester is named "tester" in its daemon's zooid.yaml
