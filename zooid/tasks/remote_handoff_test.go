@@ -211,3 +211,40 @@ func TestRemoteHandoffTimesOutOnce(t *testing.T) {
 		}
 	})
 }
+
+// A remote handoff whose bound passed while this daemon was down is returned
+// timed_out once Watch runs after the restart: it is not left running because
+// Recover keeps remote handoffs running.
+func TestRemoteHandoffPastItsBoundWhileDownTimesOutAtStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cs := &callees{}
+		e := &env{t: t, dir: t.TempDir(), hs: newFakeHS(), workstation: "laptop", timeout: 30 * time.Minute,
+			other: func(room id.RoomID, addr string) (id.UserID, string, bool) {
+				if room == roomA && addr == "ci.bob" {
+					return ciBob, "ci.bob", true
+				}
+				return "", "", false
+			}}
+		e.openWith(func(o *Options) { o.StartCallee = cs.start })
+		if res := e.handoff(caller("alice", roomA, "$home"), "ci.bob"); res.Status != tools.HandoffStarted {
+			t.Fatalf("handoff to ci.bob = %+v, want started", res)
+		}
+		if err := e.m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		advance(time.Hour) // down, with no Watch running
+		e.openWith(func(o *Options) { o.StartCallee = cs.start })
+		if err := e.m.Recover(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(e.wakesCopy()); n != 0 {
+			t.Fatalf("Recover woke the caller %d times, want 0 (Watch returns it)", n)
+		}
+		defer e.watch()()
+		synctest.Wait()
+		wakes := e.wakesCopy()
+		if len(wakes) != 1 || !strings.Contains(wakes[0].Text, "(timed_out)") {
+			t.Fatalf("wakes after the restart = %+v, want one timed_out", wakes)
+		}
+	})
+}
