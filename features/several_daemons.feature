@@ -197,6 +197,18 @@ Feature: Several daemons in one room
     And builder's thread has exactly one handoff return from architect
     And architect is prompted once with "check the plan"
 
+  Scenario: the assignee's daemon killed on receiving another daemon's task, before journaling it
+    Nothing is journaled yet, and the sync position is not saved past the root: the restart
+    meets the root again, adopts it then and runs it, and the caller hears the result once.
+    Given the daemon runs as its own process
+    And architect will reply "the plan holds"
+    And the daemon will be killed at its fault point "task.adopting"
+    When builder calls zooid_start_task_threads with {"tasks": [{"agent": "laptop.architect", "prompt": "check the plan"}]}
+    Then the daemon dies at "task.adopting" and is started again
+    And builder is prompted with "the plan holds"
+    And builder is prompted once with "the plan holds"
+    And architect is prompted once with "check the plan"
+
   Scenario: the assignee's daemon killed after adopting another daemon's task, before waking its agent
     A daemon that restarts closes the open tasks it runs as interrupted, as for a task of its own:
     the caller hears so once, and the assignee is not woken for a task already reported.
@@ -208,6 +220,20 @@ Feature: Several daemons in one room
     And builder is prompted with "ended: cancelled (interrupted_by_restart)"
     And builder is prompted once with "ended: cancelled (interrupted_by_restart)"
     And architect is not prompted with "check the plan"
+
+  Scenario: the callee's daemon killed on receiving another daemon's handoff, before journaling it
+    The restart meets the notice again, adopts it then and runs the callee: one return in the
+    thread and builder is woken once.
+    Given the daemon runs as its own process
+    And architect will reply "the plan holds"
+    And the daemon will be killed at its fault point "handoff.adopting"
+    When ori says in "#ops": "@builder why did the build break?"
+    And builder calls zooid_handoff with {"agent": "laptop.architect", "prompt": "check the plan"}
+    Then the result includes {"status": "started"}
+    And the daemon dies at "handoff.adopting" and is started again
+    And builder gets the handoff return from laptop.architect once: "the plan holds"
+    And builder's thread has exactly one handoff return from architect
+    And architect is prompted once with "check the plan"
 
   Scenario: the callee's daemon killed after adopting another daemon's handoff, before starting its agent
     As for a handoff cut short by a restart: the caller hears once that it was interrupted.
@@ -221,6 +247,61 @@ Feature: Several daemons in one room
     And builder gets the handoff return from laptop.architect once: "interrupted_by_restart"
     And builder's thread has exactly one handoff return from architect
     And architect is not prompted with "check the plan"
+
+  Scenario: a handoff whose callee's daemon never comes back returns timed_out at task_timeout, once
+    The wait for another daemon's return is bounded by the task timeout, counted from the
+    handoff: the caller hears once that it timed out, a restart does not tell it again, and it
+    may hand off again (the handoff is no longer already_open).
+    Given open tasks time out after 3 seconds
+    And the daemon runs as its own process
+    And builder will hang
+    When ori says in "#ops": "@architect is main releasable?"
+    And architect calls zooid_handoff with {"agent": "ci.builder", "prompt": "bisect the failure"}
+    Then the result includes {"status": "started"}
+    And builder is prompted with "bisect the failure"
+    When the second daemon is stopped for good
+    Then architect gets the handoff return from ci.builder once, in the session that handed off: "no return came within the task timeout, so the handoff is over (timed_out)"
+    When the daemon is killed and started again
+    Then architect gets the handoff return from ci.builder once: "(timed_out)"
+    When architect calls zooid_handoff with {"agent": "ci.builder", "prompt": "bisect it again"}
+    Then the result includes {"status": "started"}
+
+  Scenario: a return that comes after its handoff timed out is not delivered
+    Given open tasks time out after 2 seconds
+    And builder will reply "bisected: commit abc broke it" after 5 seconds
+    When ori says in "#ops": "@architect is main releasable?"
+    And architect calls zooid_handoff with {"agent": "ci.builder", "prompt": "bisect the failure"}
+    Then the result includes {"status": "started"}
+    And architect gets the handoff return from ci.builder once, in the session that handed off: "(timed_out)"
+    And architect's thread gets a handoff return from builder
+    And architect gets the handoff return from ci.builder once: "(timed_out)"
+    And architect is not prompted with "bisected: commit abc broke it"
+
+  Scenario: a callee of another daemon that @mentions its caller answers through the return, once
+    An agent's prose wakes no agent of another daemon: the mention is words the caller reads
+    in the return, not a second wake.
+    Given the daemon keeps a trace
+    And builder will reply "@laptop.architect which branch do you mean?"
+    When ori says in "#ops": "@architect is main releasable?"
+    And architect calls zooid_handoff with {"agent": "ci.builder", "prompt": "bisect the failure"}
+    Then builder is prompted with "bisect the failure"
+    And architect gets the handoff return from ci.builder once, in the session that handed off: "which branch do you mean?"
+    And architect is prompted once with "which branch do you mean?"
+    And the trace of "#ops" shows "which branch do you mean?" waking nobody (agent_post)
+
+  Scenario: a callee of another daemon that @mentions an agent of the caller's daemon hands nothing on
+    Unlike a mention of one of its own daemon's agents, it wakes nobody there, and the callee
+    is done when its turn ends: the caller hears the return without waiting on the mentioned
+    agent.
+    Given agent "reviewer" is bound to "#ops"
+    And the daemon keeps a trace
+    And builder will reply "@laptop.reviewer please confirm the certificate chain"
+    When ori says in "#ops": "@architect is main releasable?"
+    And architect calls zooid_handoff with {"agent": "ci.builder", "prompt": "bisect the failure"}
+    Then builder is prompted with "bisect the failure"
+    And architect gets the handoff return from ci.builder once, in the session that handed off: "please confirm the certificate chain"
+    And the trace of "#ops" shows "please confirm the certificate chain" waking nobody (agent_post)
+    And reviewer is not prompted with "please confirm the certificate chain"
 
   Scenario: a task of the other daemon for its own agent is not taken by an agent of that name here
     Given agent "lab-tester" is bound to "#ops"

@@ -42,6 +42,12 @@ const (
 	// HandoffReturnPosted: the return of another daemon's handoff is posted
 	// in its thread, the task journal does not say it is delivered yet.
 	HandoffReturnPosted = "handoff.return_posted"
+	// TaskAdopting: another daemon's task root for this daemon's agent is
+	// received, the task journal does not hold its adoption yet.
+	TaskAdopting = "task.adopting"
+	// HandoffAdopting: another daemon's handoff notice to this daemon's agent
+	// is received, the task journal does not hold its adoption yet.
+	HandoffAdopting = "handoff.adopting"
 	// TaskAdopted: another daemon's task root for this daemon's agent is
 	// journaled as adopted, its assignee not yet woken.
 	TaskAdopted = "task.adopted"
@@ -54,7 +60,7 @@ const (
 )
 
 // Points lists every point, for the harness to refuse a misspelt one.
-var Points = []string{TurnClosingJournaled, TurnReplyPosted, TaskResultPosted, TurnEndTraced, TaskRootPosted, HandoffPosted, HandoffReturned, HandoffReturnPosted, TaskAdopted, HandoffAdopted}
+var Points = []string{TurnClosingJournaled, TurnReplyPosted, TaskResultPosted, TurnEndTraced, TaskRootPosted, HandoffPosted, HandoffReturned, HandoffReturnPosted, TaskAdopting, TaskAdopted, HandoffAdopting, HandoffAdopted}
 
 var file = os.Getenv(Env)
 

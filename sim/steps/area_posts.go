@@ -45,6 +45,10 @@ func postSteps(w *world) []stepDef {
 			example: `architect's thread has exactly one handoff return from builder`,
 			doc:     "For a handoff to another daemon's agent: after a barrier in the callee's thread (its daemon's intake is open, so a return owed at its start is posted), exactly one m.notice by the callee in the caller's current thread carries dev.zooid.handoff_return for the caller.",
 			fn:      w.stepOneHandoffReturn},
+		{area: "posts", pattern: `^([a-z0-9-]+)'s thread gets a handoff return from ([a-z0-9-]+)$`,
+			example: `architect's thread gets a handoff return from builder`,
+			doc:     "For a handoff to another daemon's agent: waits for the callee's m.notice in the caller's current thread carrying dev.zooid.handoff_return for the caller (e.g. a late one, posted after the caller's daemon gave up on it).",
+			fn:      w.stepHandoffReturnPosted},
 		{area: "posts", pattern: `^([a-z0-9-]+) has posted nothing containing "([^"]*)"$`,
 			example: `agent-a has posted nothing containing "sneaky"`,
 			doc:     "No message from the agent in any room of the scenario contains the text (checked now).",
@@ -716,6 +720,41 @@ func (w *world) stepOneHandoff(ctx context.Context, caller, callee, prompt strin
 	return nil
 }
 
+// handoffReturnsIn lists the callee's handoff returns for caller in the
+// caller's current thread f.
+func (w *world) handoffReturnsIn(ctx context.Context, f *post, caller, callee string) ([]id.EventID, error) {
+	from := w.agentUser(callee)
+	msgs, err := w.readRaw(ctx, f.room)
+	if err != nil {
+		return nil, err
+	}
+	var found []id.EventID
+	for _, m := range msgs {
+		r, ok := m.content[zevent.KeyHandoffReturn].(map[string]any)
+		if ok && m.thread == f.root && m.ev.Sender == from && r["from"] == caller && m.content["msgtype"] == "m.notice" {
+			found = append(found, m.ev.ID)
+		}
+	}
+	return found, nil
+}
+
+func (w *world) stepHandoffReturnPosted(ctx context.Context, caller, callee string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	f := w.focus[caller]
+	if f == nil {
+		return fmt.Errorf("%s answers no thread, so none to read", caller)
+	}
+	return w.eventually(ctx, fmt.Sprintf("a handoff return from %s in %s's thread", callee, caller), func() (bool, string, error) {
+		found, err := w.handoffReturnsIn(ctx, f, caller, callee)
+		if err != nil {
+			return false, "", err
+		}
+		return len(found) > 0, "none yet", nil
+	})
+}
+
 func (w *world) stepOneHandoffReturn(ctx context.Context, caller, callee string) error {
 	if err := w.start(ctx); err != nil {
 		return err
@@ -739,17 +778,9 @@ func (w *world) stepOneHandoffReturn(ctx context.Context, caller, callee string)
 	if err := w.threadBarrier(ctx, callee); err != nil {
 		return err
 	}
-	from := w.agentUser(callee)
-	msgs, err := w.readRaw(ctx, f.room)
+	found, err := w.handoffReturnsIn(ctx, f, caller, callee)
 	if err != nil {
 		return err
-	}
-	var found []id.EventID
-	for _, m := range msgs {
-		r, ok := m.content[zevent.KeyHandoffReturn].(map[string]any)
-		if ok && m.thread == f.root && m.ev.Sender == from && r["from"] == caller && m.content["msgtype"] == "m.notice" {
-			found = append(found, m.ev.ID)
-		}
 	}
 	if len(found) != 1 {
 		return fmt.Errorf("%s's thread holds %d handoff returns from %s (%v), want exactly one", caller, len(found), callee, found)

@@ -217,7 +217,7 @@ func setupSteps(w *world) []stepDef {
 			fn:      w.stepFaultsCleared},
 		{area: "setup", pattern: `^the daemon will be killed at its fault point "([a-z_.]+)"$`,
 			example: `the daemon will be killed at its fault point "task.result_posted"`,
-			doc:     "Arms a point of the daemon process (internal/faultpoint.Points: turn.closing_journaled, turn.reply_posted, task.result_posted, task.root_posted, handoff.posted, handoff.return_posted between a post and the journal write that records it; handoff.returned between the journal and the wake; turn.end_traced between the journal and the trace): the daemon SIGKILLs itself the next time it gets there.",
+			doc:     "Arms a point of the daemon process (internal/faultpoint.Points: turn.closing_journaled, turn.reply_posted, task.result_posted, task.root_posted, handoff.posted, handoff.return_posted between a post and the journal write that records it; handoff.returned between the journal and the wake; task.adopting and handoff.adopting on receiving another daemon's task root or handoff notice, before journaling its adoption, task.adopted and handoff.adopted right after; turn.end_traced between the journal and the trace): the daemon SIGKILLs itself the next time it gets there.",
 			fn:      w.stepArmFaultPoint},
 		{area: "setup", pattern: `^the daemon dies at "([a-z_.]+)" and is started again$`,
 			example: `the daemon dies at "task.result_posted" and is started again`,

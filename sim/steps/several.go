@@ -73,6 +73,10 @@ func severalSteps(w *world) []stepDef {
 			example: `the second daemon is stopped and started again`,
 			doc:     "Closes the second daemon (its agents stop) and starts it again on the same state dir and push port, waiting until it is ready.",
 			fn:      w.stepRestartPeer},
+		{area: "daemons", pattern: `^the second daemon is stopped for good$`,
+			example: `the second daemon is stopped for good`,
+			doc:     "Closes the second daemon (its agents stop) and does not start it again in the scenario: a workstation that never comes back.",
+			fn:      w.stepStopPeer},
 	}
 }
 
@@ -369,6 +373,22 @@ func (w *world) stepRestartPeer(ctx context.Context) error {
 		return err
 	}
 	return w.startPeer(ctx, exe)
+}
+
+func (w *world) stepStopPeer(ctx context.Context) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	if w.peer == nil {
+		return errors.New("there is no second daemon; declare one with: a second daemon, workstation \"ci\", serves \"builder\" in \"#ops\"")
+	}
+	if err := w.settleBarriers(ctx); err != nil {
+		return err
+	}
+	if err := w.closePeer(); err != nil {
+		return fmt.Errorf("stopping the second daemon: %w", err)
+	}
+	return nil
 }
 
 // createRooms creates the declared rooms, each opened to agents' marks when

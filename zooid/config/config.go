@@ -90,7 +90,8 @@ type Config struct {
 	// TaskTimeout bounds how long a task thread stays open (task_timeout,
 	// default DefaultTaskTimeout): past it the task closes timed_out, is
 	// reported once and frees its slot, so a task waiting on a person who
-	// never answers does not hold the room's capacity for ever.
+	// never answers does not hold the room's capacity for ever. It also bounds
+	// the wait for the return of a handoff to another daemon's agent.
 	TaskTimeout time.Duration
 	// SecretFiles are the files tokens were read from (the *_file keys),
 	// absolute: like zooid.yaml, no agent may read them.

@@ -62,7 +62,8 @@ type Options struct {
 	PostTimeout time.Duration
 	// Timeout bounds how long a task stays open, from its admission
 	// (task_timeout): past it Watch, or Recover after a restart, closes it
-	// timed_out. 0 means DefaultTimeout.
+	// timed_out. It bounds the wait for the return of a handoff to another
+	// daemon's agent too (returnOverdueHandoffs). 0 means DefaultTimeout.
 	Timeout time.Duration
 	// Now is the clock; nil means time.Now. Watch's timers run on the
 	// runtime's clock, so a test that moves Now runs Watch in a

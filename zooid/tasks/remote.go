@@ -52,6 +52,7 @@ func (m *Manager) Adopt(room id.RoomID, root id.EventID, sender id.UserID, start
 		Created: m.opts.Now().UTC(),
 		Adopted: true,
 	}
+	faultpoint.Reach(faultpoint.TaskAdopting)
 	if err := m.j.put(t); err != nil {
 		m.log.Error("journaling an adopted task", "attempt", t.AttemptID, "thread", root, "err", err)
 		return Task{}, false

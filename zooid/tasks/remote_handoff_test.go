@@ -3,6 +3,7 @@ package tasks
 import (
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"maunium.net/go/mautrix/id"
@@ -145,4 +146,105 @@ func waitReturns(t *testing.T, e *env, n int) []sent {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// A handoff to another daemon's agent that never returns is returned
+// timed_out at task_timeout, counted from its admission: the caller is woken
+// once, a restart neither wakes it again nor revives the handoff, another
+// handoff is admitted (no longer already_open), and the callee's return
+// posted after that is ignored.
+func TestRemoteHandoffTimesOutOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cs := &callees{}
+		e := &env{t: t, dir: t.TempDir(), hs: newFakeHS(), workstation: "laptop", timeout: 30 * time.Minute,
+			other: func(room id.RoomID, addr string) (id.UserID, string, bool) {
+				if room == roomA && addr == "ci.bob" {
+					return ciBob, "ci.bob", true
+				}
+				return "", "", false
+			}}
+		e.openWith(func(o *Options) { o.StartCallee = cs.start })
+		stop := e.watch()
+		c := caller("alice", roomA, "$home")
+		if res := e.handoff(c, "ci.bob"); res.Status != tools.HandoffStarted {
+			t.Fatalf("handoff to ci.bob = %+v, want started", res)
+		}
+		hid := field(handoffNotices(e)[0].Content, "dev.zooid.handoff", "id").(string)
+
+		advance(30*time.Minute - time.Second)
+		if n := len(e.wakesCopy()); n != 0 || !e.m.HandoffOutstanding(roomA, "$home", "alice") {
+			t.Fatalf("a second before the bound: %d wakes, outstanding %v; want none, still outstanding", n, e.m.HandoffOutstanding(roomA, "$home", "alice"))
+		}
+		if res := e.handoff(c, "ci.bob"); res.Status != tools.HandoffRefused || res.Reason != tools.ReasonAlreadyOpen {
+			t.Fatalf("a second handoff before the bound = %+v, want refused already_open", res)
+		}
+		advance(time.Second)
+		want := "[handoff return] from ci.bob: no return came within the task timeout, so the handoff is over (timed_out); ci.bob's daemon may be down, and a return it posts later is not delivered. Read this thread to see how far it got."
+		wakes := e.wakesCopy()
+		if len(wakes) != 1 || wakes[0].Text != want || wakes[0].Parent.Agent != "alice" {
+			t.Fatalf("wakes at the bound = %+v, want one for alice: %q", wakes, want)
+		}
+		if h, _ := e.m.handoffSnapshot(hid); h.State != HandoffReturned || h.Reason != ReasonHandoffTimedOut || !h.Woken {
+			t.Fatalf("handoff at the bound = %+v, want returned timed_out and woken", h)
+		}
+		stop()
+
+		e.restartWith(cs)
+		defer e.watch()()
+		advance(time.Hour)
+		if n := len(e.wakesCopy()); n != 1 {
+			t.Fatalf("after a restart the caller was woken %d times in all, want 1", n)
+		}
+		late := zevent.HandoffReturn{Version: 1, ID: hid, From: "alice", To: "ci.bob", Output: "certificates renewed"}
+		if err := e.m.RemoteHandoffReturn(roomA, "$home", ciBob, late); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if n := len(e.wakesCopy()); n != 1 {
+			t.Fatalf("a return after the timeout woke the caller: %d wakes in all, want 1", n)
+		}
+		if h, _ := e.m.handoffSnapshot(hid); h.Reason != ReasonHandoffTimedOut || h.Output != "" {
+			t.Fatalf("handoff after a late return = %+v, want it timed_out still", h)
+		}
+		if res := e.handoff(c, "ci.bob"); res.Status != tools.HandoffStarted {
+			t.Fatalf("a handoff after the timeout = %+v, want started", res)
+		}
+	})
+}
+
+// A remote handoff whose bound passed while this daemon was down is returned
+// timed_out once Watch runs after the restart: it is not left running because
+// Recover keeps remote handoffs running.
+func TestRemoteHandoffPastItsBoundWhileDownTimesOutAtStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cs := &callees{}
+		e := &env{t: t, dir: t.TempDir(), hs: newFakeHS(), workstation: "laptop", timeout: 30 * time.Minute,
+			other: func(room id.RoomID, addr string) (id.UserID, string, bool) {
+				if room == roomA && addr == "ci.bob" {
+					return ciBob, "ci.bob", true
+				}
+				return "", "", false
+			}}
+		e.openWith(func(o *Options) { o.StartCallee = cs.start })
+		if res := e.handoff(caller("alice", roomA, "$home"), "ci.bob"); res.Status != tools.HandoffStarted {
+			t.Fatalf("handoff to ci.bob = %+v, want started", res)
+		}
+		if err := e.m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		advance(time.Hour) // down, with no Watch running
+		e.openWith(func(o *Options) { o.StartCallee = cs.start })
+		if err := e.m.Recover(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(e.wakesCopy()); n != 0 {
+			t.Fatalf("Recover woke the caller %d times, want 0 (Watch returns it)", n)
+		}
+		defer e.watch()()
+		synctest.Wait()
+		wakes := e.wakesCopy()
+		if len(wakes) != 1 || !strings.Contains(wakes[0].Text, "(timed_out)") {
+			t.Fatalf("wakes after the restart = %+v, want one timed_out", wakes)
+		}
+	})
 }

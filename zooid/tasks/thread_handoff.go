@@ -39,6 +39,10 @@ const (
 	// ReasonCircularHandoff refuses a handoff to an agent that is itself
 	// waiting, up the chain, on the caller: neither could ever be done.
 	ReasonCircularHandoff = "circular_handoff"
+	// ReasonHandoffTimedOut: a handoff to another daemon's agent had no
+	// return within task_timeout (Options.Timeout); a return after that is
+	// ignored.
+	ReasonHandoffTimedOut = "timed_out"
 )
 
 // ThreadHandoff is one zooid_handoff as journaled (in the task journal's
@@ -105,6 +109,8 @@ func (h ThreadHandoff) ReturnText() string {
 		return head + ": it ended its turn without a reply."
 	case ReasonInterruptedByRestart:
 		return head + ": the daemon restarted while " + h.To + " was working on it, so its turn was interrupted (interrupted_by_restart). Read this thread to see how far it got."
+	case ReasonHandoffTimedOut:
+		return head + ": no return came within the task timeout, so the handoff is over (timed_out); " + h.To + "'s daemon may be down, and a return it posts later is not delivered. Read this thread to see how far it got."
 	case ReasonPostFailed:
 		return head + ": the handoff could not be posted, so " + h.To + " never started (post_failed)."
 	case ReasonAgentError:
@@ -337,6 +343,10 @@ func (m *Manager) postHandoff(ctx context.Context, hid string) (id.EventID, bool
 	}
 	m.log.Info("handoff started", "id", hid, "from", h.From, "to", h.To, "thread", h.Thread, "event", evID)
 	m.opts.Trace.Record(handoffStep(h, trace.StepHandoffStarted))
+	if h.Remote {
+		// Its return rests on another daemon: Watch bounds the wait.
+		m.pokeWatch()
+	}
 	if m.opts.StartCallee != nil && !h.Remote {
 		m.opts.StartCallee(h)
 	}
@@ -487,7 +497,8 @@ func (m *Manager) recoverHandoffs(ctx context.Context) {
 			continue
 		case h.State == HandoffRunning && h.Remote:
 			// Its callee runs on its own daemon, which posts the return
-			// when it comes (or interrupted_by_restart, if that one restarted).
+			// when it comes (or interrupted_by_restart, if that one restarted);
+			// Watch returns it timed_out if none comes within Options.Timeout.
 			continue
 		case h.State == HandoffReserved, h.State == HandoffRunning:
 			prev := *h
@@ -599,6 +610,7 @@ func (m *Manager) AdoptHandoff(room id.RoomID, thread, notice id.EventID, sender
 		Room: room, Thread: thread, Prompt: prompt, State: HandoffRunning,
 		Adopted: true, EventID: notice, Created: m.opts.Now().UTC(),
 	}
+	faultpoint.Reach(faultpoint.HandoffAdopting)
 	if err := m.j.putHandoff(h); err != nil {
 		m.log.Error("journaling an adopted handoff", "id", h.ID, "thread", thread, "err", err)
 		return ThreadHandoff{}, false
@@ -666,9 +678,13 @@ func (m *Manager) RemoteHandoffReturn(room id.RoomID, thread id.EventID, sender 
 	returned := false
 	m.mu.Lock()
 	h, ok := m.handoffs[r.ID]
-	ok = ok && h.Remote && h.Room == room && h.Thread == thread && h.ToUser == sender &&
-		(h.State == HandoffRunning || h.State == HandoffReserved)
+	ok = ok && h.Remote && h.Room == room && h.Thread == thread && h.ToUser == sender
+	late := ok && h.State == HandoffReturned && h.Reason == ReasonHandoffTimedOut
+	ok = ok && (h.State == HandoffRunning || h.State == HandoffReserved)
 	m.mu.Unlock()
+	if late {
+		m.log.Info("a handoff's return came after it timed out; ignored", "id", r.ID, "from", r.From, "to", r.To, "thread", thread, "reason", r.Reason)
+	}
 	if !ok {
 		return nil
 	}

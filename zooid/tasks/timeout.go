@@ -3,6 +3,8 @@ package tasks
 import (
 	"context"
 	"time"
+
+	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
 // journalRetry is how long Watch waits before trying again to close tasks
@@ -15,12 +17,15 @@ const journalRetry = 10 * time.Second
 // result, and with notify caller the notice and one wake), so its slot of
 // the room is free at once and a restart neither reports it again nor opens
 // it again. A reply in its thread from then on is an ordinary message to the
-// assignee: the task is closed, so no turn of it is judged.
+// assignee: the task is closed, so no turn of it is judged. It returns a
+// handoff to another daemon's agent timed_out at the same bound
+// (returnOverdueHandoffs).
 //
 // The daemon runs Watch on a goroutine it owns, from when Recover has run
 // until the daemon stops; Watch returns when ctx ends or Close begins. Tasks
 // Open found open are Recover's to close, never Watch's. It sleeps until the
-// next deadline, so it costs nothing while no task is open.
+// next deadline, so it costs nothing while no task is open and no remote
+// handoff runs.
 func (m *Manager) Watch(ctx context.Context) {
 	if !m.enter() {
 		return
@@ -29,7 +34,12 @@ func (m *Manager) Watch(ctx context.Context) {
 	for {
 		var timer *time.Timer
 		var due <-chan time.Time
-		if wait, ok := m.closeOverdue(); ok {
+		wait, ok := m.closeOverdue()
+		hwait, hok := m.returnOverdueHandoffs()
+		if hok && (!ok || hwait < wait) {
+			wait, ok = hwait, true
+		}
+		if ok {
 			timer = time.NewTimer(wait)
 			due = timer.C
 		}
@@ -94,6 +104,61 @@ func (m *Manager) closeOverdue() (time.Duration, bool) {
 		m.reportLaterLocked(t.AttemptID)
 	}
 	if next.IsZero() {
+		return 0, false
+	}
+	return next.Sub(now), true
+}
+
+// returnOverdueHandoffs returns timed_out every handoff to another daemon's
+// agent still running Options.Timeout after it was admitted, journaled before
+// its caller is woken (once, as for any return), and says how long until the
+// next such deadline (false: none runs). Only a Remote handoff can wait that
+// long: a callee of this daemon is run, and cut short by a restart, here,
+// while a remote one's return rests on a daemon that may never come back.
+func (m *Manager) returnOverdueHandoffs() (time.Duration, bool) {
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return 0, false
+	}
+	now := m.opts.Now().UTC()
+	var due []string
+	var next time.Time
+	retry := false
+	for _, h := range m.handoffs {
+		if !h.Remote || h.State != HandoffRunning {
+			continue
+		}
+		deadline := h.Created.Add(m.opts.Timeout)
+		if now.Before(deadline) {
+			if next.IsZero() || deadline.Before(next) {
+				next = deadline
+			}
+			continue
+		}
+		prev := *h
+		h.State, h.Reason, h.Returned = HandoffReturned, ReasonHandoffTimedOut, now
+		if err := m.j.putHandoff(h); err != nil {
+			*h = prev
+			m.log.Error("journaling a handoff that passed task_timeout; trying again", "id", h.ID, "retry_in", journalRetry, "err", err)
+			retry = true
+			continue
+		}
+		m.log.Info("handoff timed out", "id", h.ID, "from", h.From, "to", h.To, "room", h.Room, "thread", h.Thread,
+			"running_for", now.Sub(h.Created).Round(time.Second), "timeout", m.opts.Timeout)
+		due = append(due, h.ID)
+	}
+	m.mu.Unlock()
+	for _, hid := range due {
+		if h, ok := m.handoffSnapshot(hid); ok {
+			m.opts.Trace.Record(handoffStep(h, trace.StepHandoffReturned))
+		}
+		m.wakeHandoffCaller(hid, false)
+	}
+	switch {
+	case retry && (next.IsZero() || next.Sub(now) > journalRetry):
+		return journalRetry, true
+	case next.IsZero():
 		return 0, false
 	}
 	return next.Sub(now), true
