@@ -65,3 +65,16 @@ Feature: The room tools stay true as the room changes
     When agent-a calls zooid_get_members
     Then the result has 3 members
     And the result includes {"members": [{"id": "@ori"}, {"id": "@agent-a"}, {"id": "@agent-b"}]}
+
+  # The same read serves the start-up's other needs: which members are other daemons' agents
+  # (dev.zooid.agent, several_daemons.feature) and whether the room is encrypted
+  # (m.room.encryption, encrypted_rooms.feature). Stopping the daemon waits for its start-up
+  # work, so every request it made is counted by then.
+  @fake-only
+  Scenario: starting reads each bound room's state once, and no piece of it again
+    Given the daemon runs as its own process
+    When agent-a calls zooid_get_room_info
+    Then the room info is "#ops", named "#ops", on the matrix transport
+    When the daemon is stopped
+    Then the homeserver was asked GET /_matrix/client/v3/rooms/*/state at most once as an agent
+    And the homeserver was asked no GET /_matrix/client/v3/rooms/*/state/m.room.encryption/* as an agent

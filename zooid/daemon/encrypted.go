@@ -10,8 +10,6 @@ import (
 
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
-
-	"github.com/zooid-dev/zooid/zooid/internal/mxcall"
 )
 
 // This daemon does not read end-to-end encrypted rooms yet (behaviour §10,
@@ -147,11 +145,12 @@ func (d *Daemon) boundAgents(room id.RoomID) []*agentRuntime {
 	return out
 }
 
-// warnEncryptedRooms reads the m.room.encryption state of every bound room
-// (as the first agent bound to it) and warns of each room that has it: its
-// agents will not read it. zooid check does not talk to the homeserver, so
-// this is the start-up's warning. A room whose state cannot be read is
-// skipped quietly: the room's first encrypted event still tells it.
+// warnEncryptedRooms warns of every bound room whose m.room.encryption state
+// is set, as the room state holds it (zooid/roomstate: the start-up's one read
+// of each room, kept current since): its agents will not read it. zooid check
+// does not talk to the homeserver, so this is the start-up's warning. A room
+// whose state cannot be read is skipped quietly: the room's first encrypted
+// event still tells it.
 func (d *Daemon) warnEncryptedRooms(ctx context.Context) {
 	d.routerOnce()
 	var rooms []id.RoomID
@@ -164,23 +163,19 @@ func (d *Daemon) warnEncryptedRooms(ctx context.Context) {
 			}
 		}
 	}
+	state := d.transport.RoomState()
 	for _, room := range rooms {
-		agents := d.boundAgents(room)
-		cli := d.transport.Client(agents[0].userID)
-		if cli == nil {
-			continue
-		}
-		var c event.EncryptionEventContent
-		err := cli.StateEvent(ctx, room, event.StateEncryption, "", &c)
+		rs, err := state.Room(ctx, room)
 		switch {
-		case err == nil && c.Algorithm != "":
+		case err == nil && rs.Encryption != "":
+			agents := d.boundAgents(room)
 			names := make([]string, len(agents))
 			for i, rt := range agents {
 				names[i] = rt.cfg.Name
 			}
 			d.log.Warn("start-up check: room is end-to-end encrypted and this daemon cannot read it yet: its agents will not see messages there; bind them to a room without encryption",
-				"room", room, "agents", names, "algorithm", c.Algorithm)
-		case err != nil && !mxcall.NotFound(err) && ctx.Err() == nil:
+				"room", room, "agents", names, "algorithm", rs.Encryption)
+		case err != nil && ctx.Err() == nil:
 			d.log.Debug("reading a room's encryption state", "room", room, "err", err)
 		}
 	}

@@ -16,12 +16,15 @@ import (
 )
 
 // learnOtherAgents tells the router which users of each bound room are Zooid
-// agents of other daemons, from the room's dev.zooid.agent state (one read of
-// the room's state per room, at start, before intake): their posts wake
-// nobody here. Changes after start arrive as state events through Decide. A
-// room whose state can't be read is logged and routed as if it held none.
+// agents of other daemons, from the room's dev.zooid.agent state as the room
+// state holds it (zooid/roomstate: the one read of each room's state the
+// transport started, waited for here, at start, before intake): their posts
+// wake nobody here. Changes after start arrive as state events through
+// Decide. A room whose state can't be read is logged and routed as if it
+// held none.
 func (d *Daemon) learnOtherAgents(ctx context.Context) {
 	r := d.routerOnce()
+	state := d.transport.RoomState()
 	seen := map[id.RoomID]bool{}
 	for _, a := range d.opts.Config.Agents {
 		rt := d.agents[a.Name]
@@ -33,13 +36,13 @@ func (d *Daemon) learnOtherAgents(ctx context.Context) {
 				continue
 			}
 			seen[room] = true
-			state, err := d.transport.Client(rt.userID).State(ctx, room)
+			rs, err := state.Room(ctx, room)
 			if err != nil {
 				d.log.Warn("could not read which members of a room are other daemons' agents; their posts are taken for a person's until they change",
 					"room", room, "err", err)
 				continue
 			}
-			r.LearnAgents(room, zevent.AgentsOfState(state[zevent.StateAgent]))
+			r.LearnAgents(room, rs.Agents)
 		}
 	}
 }

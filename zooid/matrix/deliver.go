@@ -186,32 +186,54 @@ func (d *dispatcher) ack(seq uint64) {
 // since the last commit in one, until ctx ends; then it deletes the rest.
 // A failed delete keeps its records for the next round.
 func (d *dispatcher) acknowledge(ctx context.Context) {
+	linger := time.NewTimer(0)
+	<-linger.C
 	for {
 		stopping := false
 		select {
 		case <-d.acks.kick:
+			// The records handled are queued for the inbox's next commit;
+			// while pushes come, theirs carry the deletions (store.forget).
+			d.acks.mu.Lock()
+			seqs := d.acks.seqs
+			d.acks.seqs = nil
+			d.acks.mu.Unlock()
+			d.t.store.forget(seqs...)
+			if len(seqs) == 0 {
+				continue
+			}
+			// What no push took within ackLinger is deleted in a commit of
+			// its own, off the pushes' way most of the time.
+			linger.Reset(ackLinger)
+			select {
+			case <-linger.C:
+			case <-ctx.Done():
+				linger.Stop()
+				stopping = true
+			}
 		case <-ctx.Done():
 			stopping = true
 		}
-		d.acks.mu.Lock()
-		seqs := d.acks.seqs
-		d.acks.seqs = nil
-		d.acks.mu.Unlock()
-		if len(seqs) > 0 {
-			if err := d.t.store.done(seqs...); err != nil {
-				d.t.log.Error("marking events handled", "events", len(seqs), "err", err)
-				if !stopping {
-					d.acks.mu.Lock()
-					d.acks.seqs = append(seqs, d.acks.seqs...)
-					d.acks.mu.Unlock()
-				}
-			}
+		if stopping {
+			d.acks.mu.Lock()
+			d.t.store.forget(d.acks.seqs...)
+			d.acks.seqs = nil
+			d.acks.mu.Unlock()
+		}
+		if n, err := d.t.store.flush(); err != nil {
+			d.t.log.Error("marking events handled", "events", n, "err", err)
 		}
 		if stopping {
 			return
 		}
 	}
 }
+
+// ackLinger is how long handled records wait for a push's commit to delete
+// them before the acknowledger commits their deletion itself: long enough
+// that a busy inbox makes few commits of its own, short enough that an idle
+// one is cleaned up at once as a person sees it.
+const ackLinger = 50 * time.Millisecond
 
 // call runs the handler, containing a panic: a poison event must not crash the daemon on
 // every start by being redelivered from the inbox.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	bolt "go.etcd.io/bbolt"
 	"maunium.net/go/mautrix/id"
@@ -49,6 +50,13 @@ type store struct {
 	db        *bolt.DB
 	seenLimit int
 	txnLimit  int
+
+	// handled are inbox records handled and not yet deleted (forget): the
+	// next commit of the inbox deletes them, a push's record or flush. bbolt
+	// has one writer: a commit of deletions of its own holds every push's
+	// filing behind its sync, so they ride along with the pushes' commits.
+	handledMu sync.Mutex
+	handled   []uint64
 }
 
 func openStore(dir string) (*store, error) {
@@ -93,9 +101,13 @@ type batch struct {
 // token never runs ahead of the inbox. It returns the events newly filed, in order, and
 // whether the transaction id had been seen before.
 func (s *store) record(b batch) (added []pending, replayed bool, err error) {
+	handled := s.takeHandled()
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		added = added[:0]
 		replayed = false
+		if err := deleteRecords(tx, handled); err != nil {
+			return err
+		}
 		if b.txnID != "" {
 			txns := tx.Bucket(bucketTxn)
 			if txns.Get([]byte(b.txnID)) != nil {
@@ -148,6 +160,9 @@ func (s *store) record(b batch) (added []pending, replayed bool, err error) {
 		}
 		return nil
 	})
+	if err != nil {
+		s.forget(handled...)
+	}
 	return added, replayed, err
 }
 
@@ -200,17 +215,56 @@ func (s *store) pendingAfter(after uint64) ([]pending, error) {
 	return out, err
 }
 
+// forget queues handled records for deletion from the inbox: the next
+// commit of the inbox deletes them (record's, or flush's). Until then a
+// crash redelivers them at start, as records whose handler had just
+// returned.
+func (s *store) forget(seqs ...uint64) {
+	if len(seqs) == 0 {
+		return
+	}
+	s.handledMu.Lock()
+	s.handled = append(s.handled, seqs...)
+	s.handledMu.Unlock()
+}
+
+func (s *store) takeHandled() []uint64 {
+	s.handledMu.Lock()
+	defer s.handledMu.Unlock()
+	h := s.handled
+	s.handled = nil
+	return h
+}
+
+// flush deletes the records forget queued that no push's commit has taken,
+// in one transaction; n is how many. On failure they stay queued.
+func (s *store) flush() (n int, err error) {
+	handled := s.takeHandled()
+	if len(handled) == 0 {
+		return 0, nil
+	}
+	if err := s.db.Update(func(tx *bolt.Tx) error { return deleteRecords(tx, handled) }); err != nil {
+		s.forget(handled...)
+		return len(handled), fmt.Errorf("deleting %d handled records from the inbox: %w", len(handled), err)
+	}
+	return len(handled), nil
+}
+
 // done removes handled records from the inbox, in one transaction.
 func (s *store) done(seqs ...uint64) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketInbox)
-		for _, seq := range seqs {
-			if err := b.Delete(u64(seq)); err != nil {
-				return err
-			}
+	s.forget(seqs...)
+	_, err := s.flush()
+	return err
+}
+
+func deleteRecords(tx *bolt.Tx, seqs []uint64) error {
+	b := tx.Bucket(bucketInbox)
+	for _, seq := range seqs {
+		if err := b.Delete(u64(seq)); err != nil {
+			return fmt.Errorf("deleting inbox record %d: %w", seq, err)
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // since returns the persisted /sync token of a user, "" when none.

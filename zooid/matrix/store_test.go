@@ -122,3 +122,43 @@ func BenchmarkStoreRecord(b *testing.B) {
 		}
 	}
 }
+
+// Handled records ride along with the next push's commit (bbolt has one
+// writer: a commit of deletions of its own held the next push's filing
+// behind its sync); flush deletes what no push took, and commits nothing
+// when nothing waits.
+func TestHandledRecordsLeaveWithTheNextCommit(t *testing.T) {
+	s := openTestStore(t, t.TempDir())
+	first, _, err := s.record(batch{txnID: "t1", events: []inboxRecord{rawEv("$1"), rawEv("$2")}})
+	if err != nil || len(first) != 2 {
+		t.Fatalf("record = %d, %v; want 2 new", len(first), err)
+	}
+	s.forget(first[0].seq, first[1].seq)
+	if rest, _ := s.pendingAfter(0); len(rest) != 2 {
+		t.Fatalf("forgotten but not yet committed: %d pending, want 2 (a crash now redelivers them)", len(rest))
+	}
+	next, _, err := s.record(batch{txnID: "t2", events: []inboxRecord{rawEv("$3")}})
+	if err != nil || len(next) != 1 {
+		t.Fatalf("record = %d, %v; want 1 new", len(next), err)
+	}
+	rest, _ := s.pendingAfter(0)
+	if len(rest) != 1 || rest[0].seq != next[0].seq {
+		t.Fatalf("after the next push's commit: %+v pending, want only $3", rest)
+	}
+	stats := s.db.Stats()
+	writes := stats.TxStats.GetWrite()
+	if n, err := s.flush(); n != 0 || err != nil {
+		t.Fatalf("flush with nothing queued = %d, %v; want 0, nil", n, err)
+	}
+	after := s.db.Stats()
+	if w := after.TxStats.GetWrite(); w != writes {
+		t.Fatalf("flush with nothing queued wrote %d pages, want 0", w-writes)
+	}
+	s.forget(next[0].seq)
+	if n, err := s.flush(); n != 1 || err != nil {
+		t.Fatalf("flush = %d, %v; want 1, nil", n, err)
+	}
+	if rest, _ := s.pendingAfter(0); len(rest) != 0 {
+		t.Fatalf("after flush: %d pending, want 0", len(rest))
+	}
+}

@@ -1,9 +1,12 @@
 // Package roomstate is the daemon's own view of its bound rooms' state: each
-// room's name, canonical alias and members (membership and display name). It
+// room's name, canonical alias, members (membership and display name), the
+// Zooid agents its dev.zooid.agent state marks and its encryption. It
 // is read once per room from the homeserver when the daemon starts and kept
 // current from the state events the daemon receives anyway (pushes or /sync),
 // so the room tools (zooid_get_room_info, zooid_get_members, zooid_get_rooms)
-// answer without asking the homeserver. Where the cache cannot be sure it is
+// answer without asking the homeserver, and the daemon's start-up learns
+// other daemons' agents and warns of encrypted rooms from the same one read.
+// Where the cache cannot be sure it is
 // current (a gap the transport knows of, a redacted state event, a room none
 // of the daemon's users is joined to, whose events the daemon no longer
 // receives), the next read of that room reads it again.
@@ -21,6 +24,8 @@ import (
 
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 // Loader reads a room's current state events from the homeserver (one
@@ -58,6 +63,13 @@ type Room struct {
 	Alias id.RoomAlias
 	// Members holds every user with a membership, joined or not.
 	Members map[id.UserID]Member
+	// Agents are the users the room's dev.zooid.agent state marks as Zooid
+	// agents (this daemon's and other daemons'), as zevent.AgentOf reads
+	// each marker; an emptied marker is no agent.
+	Agents map[id.UserID]zevent.AgentContent
+	// Encryption is the algorithm of the room's m.room.encryption state:
+	// "" while the room is not end-to-end encrypted.
+	Encryption id.Algorithm
 }
 
 // Joined says whether user is a joined member.
@@ -148,7 +160,7 @@ func (c *Cache) Seed(rooms ...id.RoomID) {
 		if c.rooms[room] != nil {
 			continue
 		}
-		e := &entry{room: Room{ID: room, Members: map[id.UserID]Member{}}, ids: map[stateKey]id.EventID{}}
+		e := &entry{room: emptyRoom(room), ids: map[stateKey]id.EventID{}}
 		c.rooms[room] = e
 		if !c.closed {
 			c.startLoad(room, e)
@@ -230,10 +242,39 @@ func (c *Cache) apply(e *entry, ev *event.Event, read bool) {
 			// daemon nothing more of this room until one joins again.
 			c.stale(e)
 		}
+	case zevent.StateAgent.Type:
+		if user, a, ok := zevent.AgentOf(ev); ok {
+			e.room.Agents[user] = a
+		} else {
+			// A marker emptied (or not the user's own) says no agent.
+			delete(e.room.Agents, id.UserID(*ev.StateKey))
+		}
+	case event.StateEncryption.Type:
+		if *ev.StateKey != "" {
+			return
+		}
+		var content event.EncryptionEventContent
+		if !decode(ev, &content) {
+			c.stale(e)
+			return
+		}
+		e.room.Encryption = content.Algorithm
 	default:
 		return
 	}
 	e.ids[key] = ev.ID
+}
+
+// emptyRoom is room before any of its state is known.
+func emptyRoom(room id.RoomID) Room {
+	return Room{ID: room, Members: map[id.UserID]Member{}, Agents: map[id.UserID]zevent.AgentContent{}}
+}
+
+// copyOf is r with maps of its own, for a caller outside c.mu.
+func copyOf(r Room) Room {
+	r.Members = maps.Clone(r.Members)
+	r.Agents = maps.Clone(r.Agents)
+	return r
 }
 
 // holds says evt is one of the state events e holds.
@@ -308,8 +349,7 @@ func (c *Cache) Room(ctx context.Context, room id.RoomID) (Room, error) {
 	}
 	for tries := 0; ; tries++ {
 		if e.current {
-			r := e.room
-			r.Members = maps.Clone(e.room.Members)
+			r := copyOf(e.room)
 			c.mu.Unlock()
 			return r, nil
 		}
@@ -318,8 +358,7 @@ func (c *Cache) Room(ctx context.Context, room id.RoomID) (Room, error) {
 			// not current: it failed, or no user of the daemon is in the
 			// room, so its events do not reach the daemon. That read's
 			// state is the answer (or its error); reading again would loop.
-			r := e.room
-			r.Members = maps.Clone(e.room.Members)
+			r := copyOf(e.room)
 			err := e.loadErr
 			c.mu.Unlock()
 			return r, err
@@ -373,7 +412,7 @@ func (c *Cache) startLoad(room id.RoomID, e *entry) {
 			return
 		}
 		e.loadErr = nil
-		e.room = Room{ID: room, Members: map[id.UserID]Member{}}
+		e.room = emptyRoom(room)
 		clear(e.ids)
 		for _, ev := range evs {
 			c.apply(e, ev, true)

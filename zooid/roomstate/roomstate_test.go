@@ -10,6 +10,8 @@ import (
 
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/zooid-dev/zooid/zooid/zevent"
 )
 
 const room = id.RoomID("!ops:hs")
@@ -108,6 +110,54 @@ func TestStateIsReadOnceThenKeptFromEvents(t *testing.T) {
 	r := mustRoom(t, c)
 	if r.Name != "War room" || r.Alias != "#war:hs" || r.Members[ori].DisplayName != "Ori R." || r.Joined("@mia:hs") {
 		t.Fatalf("after events %+v", r)
+	}
+	if n := l.count(); n != 1 {
+		t.Fatalf("%d reads of the room, want 1 (the seed)", n)
+	}
+}
+
+// marker is user's dev.zooid.agent state event, sent by user as a daemon
+// sends it (an empty name: the marker emptied).
+func marker(t *testing.T, user id.UserID, name string) *event.Event {
+	ev := stateEvent(t, zevent.StateAgent, string(user), map[string]any{"name": name, "workstation": "ws2"})
+	ev.Sender = user
+	return ev
+}
+
+// The start-up's other needs come from the same one read, and stay current
+// from events: which users are Zooid agents (dev.zooid.agent) and whether
+// the room is encrypted (m.room.encryption).
+func TestAgentsAndEncryptionAreReadOnceThenKeptFromEvents(t *testing.T) {
+	other := id.UserID("@other:hs")
+	third := id.UserID("@third:hs")
+	l := &loader{}
+	l.state = []*event.Event{member(t, agent, "join", ""), marker(t, other, "builder")}
+	c := newCache(t, l)
+	c.Seed(room)
+	r := mustRoom(t, c)
+	if a, ok := r.Agents[other]; !ok || a.Name != "builder" || a.Workstation != "ws2" || len(r.Agents) != 1 || r.Encryption != "" {
+		t.Fatalf("seeded agents %+v, encryption %q; want only %s as builder on ws2, unencrypted", r.Agents, r.Encryption, other)
+	}
+	c.Apply(marker(t, third, "reviewer"))
+	c.Apply(marker(t, other, ""))
+	forged := marker(t, agent, "impostor")
+	forged.Sender = ori // a marker is only its own user's
+	c.Apply(forged)
+	c.Apply(stateEvent(t, event.StateEncryption, "", map[string]any{"algorithm": "m.megolm.v1.aes-sha2"}))
+	r = mustRoom(t, c)
+	if _, ok := r.Agents[other]; ok {
+		t.Fatalf("%s still an agent after its marker was emptied: %+v", other, r.Agents)
+	}
+	if a := r.Agents[third]; a.Name != "reviewer" || len(r.Agents) != 1 {
+		t.Fatalf("agents %+v, want only %s as reviewer", r.Agents, third)
+	}
+	if r.Encryption != id.AlgorithmMegolmV1 {
+		t.Fatalf("encryption %q, want %q", r.Encryption, id.AlgorithmMegolmV1)
+	}
+	// The copy handed out is the caller's: changing it changes no one else's.
+	r.Agents[ori] = zevent.AgentContent{Name: "x"}
+	if _, ok := mustRoom(t, c).Agents[ori]; ok {
+		t.Fatal("a caller's change to its copy reached the cache")
 	}
 	if n := l.count(); n != 1 {
 		t.Fatalf("%d reads of the room, want 1 (the seed)", n)
