@@ -2,10 +2,14 @@ package steps
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
+
+	"github.com/cucumber/godog"
 )
 
 // A scenario that fails in CI leaves only its step's error behind: why the
@@ -48,11 +52,12 @@ func (t *logTail) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// writeTo prints the kept lines, oldest first, saying how many were dropped.
-func (t *logTail) writeTo(out io.Writer, scenario string, err error) {
+// String is the kept lines, oldest first, under a header naming the
+// scenario and its error and saying how many lines were dropped.
+func (t *logTail) String(scenario string, err error) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var b bytes.Buffer
+	var b strings.Builder
 	kept := min(t.total, len(t.lines))
 	fmt.Fprintf(&b, "\n--- the log of failed scenario %q (%v): its last %d of %d lines\n", scenario, err, kept, t.total)
 	for i := range kept {
@@ -60,7 +65,19 @@ func (t *logTail) writeTo(out io.Writer, scenario string, err error) {
 		b.WriteByte('\n')
 	}
 	fmt.Fprintf(&b, "--- end of the log of %q\n", scenario)
-	_, _ = out.Write(b.Bytes()) // one write: scenarios failing at once do not interleave
+	return b.String()
+}
+
+// report prints the tail of a failed scenario: in the scenario's own
+// subtest under go test (so go test -json files it under that test, which
+// a write to stdout from a scenario among parallel ones is not), else on out.
+func (t *logTail) report(ctx context.Context, underTest bool, out io.Writer, scenario string, err error) {
+	text := t.String(scenario, err)
+	if gt := godog.T(ctx); underTest && gt != nil {
+		gt.Log(text)
+		return
+	}
+	_, _ = io.WriteString(out, text) // one write: scenarios failing at once do not interleave
 }
 
 // teeLog is base's logger that also writes every record, debug included,

@@ -99,6 +99,7 @@ type runner struct {
 	backend     backend
 	log         *slog.Logger
 	out         io.Writer // the run's output, where a failed scenario's log tail goes
+	underTest   bool      // Options.TestingT is set: scenarios are subtests
 	wait        time.Duration
 	turnTimeout time.Duration
 	// outcomes collects every scenario's result in every pass; pass is the
@@ -234,7 +235,7 @@ func Run(opts Options) int {
 			opts.TestingT.Run("landlock", func(t *testing.T) { t.Skip(err) })
 		}
 	}
-	r := &runner{ctx: ctx, backend: b, log: st.log, out: out, wait: st.wait, turnTimeout: st.turnTimeout, outcomes: newOutcomes(), testSteps: opts.testSteps, timings: tm,
+	r := &runner{ctx: ctx, backend: b, log: st.log, out: out, underTest: opts.TestingT != nil, wait: st.wait, turnTimeout: st.turnTimeout, outcomes: newOutcomes(), testSteps: opts.testSteps, timings: tm,
 		realAgents: make(chan struct{}, realAgentSlots)}
 	if opts.Report != "" {
 		r.reports = &reports{}
@@ -562,7 +563,7 @@ func (r *runner) initScenario(sc *godog.ScenarioContext) {
 			r.reports.add(w.reportRun(ctx, s, err))
 		}
 		if err != nil && r.out != nil && !errors.Is(err, errInterrupted) {
-			w.logs.writeTo(r.out, s.Name, err)
+			w.logs.report(ctx, r.underTest, r.out, s.Name, err)
 		}
 		cerr := w.close()
 		if cerr != nil && err == nil {
