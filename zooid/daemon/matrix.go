@@ -167,6 +167,12 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		if err := d.tasks.RecoverHandoffs(ctx); err != nil {
 			d.log.Error("recovering handoffs", "err", err)
 		}
+		// Tasks a previous run left open are closed in the journal before
+		// intake, so a root redelivered from the inbox finds its task closed
+		// and wakes nobody; they are reported by Recover below.
+		if err := d.tasks.CloseStale(); err != nil {
+			d.log.Error("closing tasks interrupted by restart", "err", err)
+		}
 		d.openIntake()
 		// Tasks a previous run left open are closed and reported now that the
 		// daemon can post and wake.

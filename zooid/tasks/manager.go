@@ -317,32 +317,32 @@ func (m *Manager) TaskForRoot(room id.RoomID, root id.EventID, sender id.UserID,
 	return t.clone(), true
 }
 
-// Recover closes every task the journal held open at Open as cancelled
-// (interrupted_by_restart) and reports every closed task not yet fully reported.
-// Call it once at start-up, when the daemon can post and wake; tasks started since
-// Open are not touched. A task found past its Timeout is closed timed_out instead:
-// it would have been, had the daemon been running, and it can't go on either way.
-//
-// An attempt still reserved (its post uncertain: the daemon died between journaling
-// and learning the event id) was never routed (routing journals the root first), so
-// its assignee was never woken and nothing of it was interrupted. It goes on:
-// adopted when TaskForRoot met its root since Open (the daemon reads the recent
-// history of UncertainRooms before Recover), else its post is finished with the
-// same txn id (finishPost), if it is younger than RepostWithin. An older one is
-// closed as above, without a thread id, and reported to the caller once: re-posting
-// it might duplicate its root, since the homeserver's txn memory is not forever. If
-// such a root lands after all, the daemon meets it carrying the attempt id and
-// TaskForRoot binds it and posts the thread result into it.
-func (m *Manager) Recover(ctx context.Context) error {
+// CloseStale is Recover's journal part, for the daemon to run before its
+// intake opens: every task the journal held open at Open is closed (as
+// Recover says) and journaled, but not yet reported, which needs the daemon
+// able to post and wake. A task root redelivered after a restart then finds
+// its task closed, and wakes nobody, whichever of it and Recover comes first.
+// Recover runs it too; only the first call closes anything.
+func (m *Manager) CloseStale() error {
 	if !m.enter() {
 		return ErrClosed
 	}
 	defer m.wg.Done()
+	_, err := m.closeStale(false)
+	return err
+}
+
+// closeStale closes the tasks Open found open, in one journal write. A
+// reserved one young enough to post again stays stale (TaskForRoot may yet
+// adopt its root) until the final call, Recover's, which returns those for
+// it to finish posting and forgets what Open found.
+func (m *Manager) closeStale(final bool) ([]*Task, error) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	var interrupted []*Task
 	var prev []Task
-	now := m.opts.Now().UTC()
 	var unposted []*Task
+	now := m.opts.Now().UTC()
 	timedOut := 0
 	for a := range m.stale {
 		t := m.tasks[a]
@@ -370,10 +370,50 @@ func (m *Manager) Recover(ctx context.Context) error {
 		for i, t := range interrupted {
 			*t = prev[i]
 		}
-		m.mu.Unlock()
-		return fmt.Errorf("closing tasks interrupted by restart: %w", err)
+		return nil, fmt.Errorf("closing tasks interrupted by restart: %w", err)
 	}
-	m.stale = map[string]bool{}
+	if final {
+		m.stale = map[string]bool{}
+	} else {
+		for _, t := range interrupted {
+			delete(m.stale, t.AttemptID)
+		}
+	}
+	if n := len(interrupted) - timedOut; n > 0 {
+		m.log.Info("closed tasks interrupted by restart", "count", n)
+	}
+	if timedOut > 0 {
+		m.log.Info("closed tasks that passed task_timeout while the daemon was down", "count", timedOut, "timeout", m.opts.Timeout)
+	}
+	return unposted, nil
+}
+
+// Recover closes every task the journal held open at Open as cancelled
+// (interrupted_by_restart) and reports every closed task not yet fully reported.
+// Call it once at start-up, when the daemon can post and wake; tasks started since
+// Open are not touched. A task found past its Timeout is closed timed_out instead:
+// it would have been, had the daemon been running, and it can't go on either way.
+//
+// An attempt still reserved (its post uncertain: the daemon died between journaling
+// and learning the event id) was never routed (routing journals the root first), so
+// its assignee was never woken and nothing of it was interrupted. It goes on:
+// adopted when TaskForRoot met its root since Open (the daemon reads the recent
+// history of UncertainRooms before Recover), else its post is finished with the
+// same txn id (finishPost), if it is younger than RepostWithin. An older one is
+// closed as above, without a thread id, and reported to the caller once: re-posting
+// it might duplicate its root, since the homeserver's txn memory is not forever. If
+// such a root lands after all, the daemon meets it carrying the attempt id and
+// TaskForRoot binds it and posts the thread result into it.
+func (m *Manager) Recover(ctx context.Context) error {
+	if !m.enter() {
+		return ErrClosed
+	}
+	defer m.wg.Done()
+	unposted, err := m.closeStale(true)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
 	var pending []string
 	for _, t := range m.tasks {
 		if t.State == StateClosed && !t.Report.Done {
@@ -381,12 +421,6 @@ func (m *Manager) Recover(ctx context.Context) error {
 		}
 	}
 	m.mu.Unlock()
-	if n := len(interrupted) - timedOut; n > 0 {
-		m.log.Info("closed tasks interrupted by restart", "count", n)
-	}
-	if timedOut > 0 {
-		m.log.Info("closed tasks that passed task_timeout while the daemon was down", "count", timedOut, "timeout", m.opts.Timeout)
-	}
 	for _, a := range pending {
 		m.report(ctx, a)
 	}

@@ -111,3 +111,38 @@ func TestAdoptedTaskReportsInItsThreadOnly(t *testing.T) {
 		t.Errorf("an adopted task posted %d notices and woke %d callers here, want none", len(e.hs.notices()), len(e.wakesCopy()))
 	}
 }
+
+// An adopted task the journal held open at a restart is closed by
+// CloseStale, which the daemon runs before its intake opens, and not yet
+// reported: the root redelivered from the inbox then finds it closed (the
+// daemon wakes nobody for it), and Recover reports it once.
+func TestCloseStaleClosesBeforeTheRootComesBackAndRecoverReportsOnce(t *testing.T) {
+	e := newEnv(t)
+	start := zevent.ThreadStart{Version: 1, Assignee: "ci.bob", AttemptID: "zt-remote-2",
+		Parent: zevent.ThreadStartParent{Agent: "architect", ThreadRoot: "$their-home"}}
+	const architect = id.UserID("@laptop.architect:other")
+	if _, ok := e.m.Adopt(roomA, "$root", architect, start, "bob", "@bob:hs", "run the suite"); !ok {
+		t.Fatal("not adopted")
+	}
+	e.reopen()
+	if err := e.m.CloseStale(); err != nil {
+		t.Fatal(err)
+	}
+	again, ok := e.m.Adopt(roomA, "$root", architect, start, "bob", "@bob:hs", "run the suite")
+	if !ok || again.IsOpen() || again.Result == nil || again.Result.Reason != ReasonInterruptedByRestart {
+		t.Fatalf("the redelivered root found %+v, %v; want its task closed interrupted_by_restart", again, ok)
+	}
+	if n := len(e.hs.ok(zevent.KeyThreadResult)); n != 0 {
+		t.Fatalf("CloseStale posted %d thread results, want 0 (Recover reports)", n)
+	}
+	if err := e.m.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	results := e.hs.ok(zevent.KeyThreadResult)
+	if len(results) != 1 || results[0].Content["status"] != string(StatusCancelled) {
+		t.Fatalf("thread results = %+v, want one cancelled", results)
+	}
+}
