@@ -356,17 +356,8 @@ func (w *world) closePeer() error {
 }
 
 func (w *world) stepRestartPeer(ctx context.Context) error {
-	if err := w.start(ctx); err != nil {
+	if err := w.stepStopPeer(ctx); err != nil {
 		return err
-	}
-	if w.peer == nil {
-		return errors.New("there is no second daemon; declare one with: a second daemon, workstation \"ci\", serves \"builder\" in \"#ops\"")
-	}
-	if err := w.settleBarriers(ctx); err != nil {
-		return err
-	}
-	if err := w.closePeer(); err != nil {
-		return fmt.Errorf("stopping the second daemon: %w", err)
 	}
 	exe, err := childExe()
 	if err != nil {
@@ -375,6 +366,7 @@ func (w *world) stepRestartPeer(ctx context.Context) error {
 	return w.startPeer(ctx, exe)
 }
 
+// stepStopPeer stops the second daemon once everything sent so far is handled.
 func (w *world) stepStopPeer(ctx context.Context) error {
 	if err := w.start(ctx); err != nil {
 		return err
