@@ -159,15 +159,25 @@ func (r *pushRecorder) snapshot() ([]pushedTxn, []string) {
 // accepted returns the events of transactions the suite answered 200, in delivery order, with
 // redelivered transaction ids counted once.
 func (r *pushRecorder) accepted() []gjson.Result {
+	var out []gjson.Result
+	for _, tx := range r.acceptedTxns() {
+		out = append(out, tx.Events...)
+	}
+	return out
+}
+
+// acceptedTxns returns the transactions the suite answered 200, in delivery order, a
+// redelivered transaction id once.
+func (r *pushRecorder) acceptedTxns() []pushedTxn {
 	txns, _ := r.snapshot()
 	seen := map[string]bool{}
-	var out []gjson.Result
+	var out []pushedTxn
 	for _, tx := range txns {
 		if tx.Answered != http.StatusOK || seen[tx.ID] {
 			continue
 		}
 		seen[tx.ID] = true
-		out = append(out, tx.Events...)
+		out = append(out, tx)
 	}
 	return out
 }
@@ -205,14 +215,8 @@ func (r *pushRecorder) pingsWith(txnID string) []pushedPing {
 // acceptedBodies returns the whole bodies of transactions the suite answered 200, in delivery
 // order, with redelivered transaction ids counted once.
 func (r *pushRecorder) acceptedBodies() []gjson.Result {
-	txns, _ := r.snapshot()
-	seen := map[string]bool{}
 	var out []gjson.Result
-	for _, tx := range txns {
-		if tx.Answered != http.StatusOK || seen[tx.ID] {
-			continue
-		}
-		seen[tx.ID] = true
+	for _, tx := range r.acceptedTxns() {
 		out = append(out, tx.Body)
 	}
 	return out
