@@ -157,12 +157,7 @@ func TestRemoteHandoffTimesOutOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cs := &callees{}
 		e := &env{t: t, dir: t.TempDir(), hs: newFakeHS(), workstation: "laptop", timeout: 30 * time.Minute,
-			other: func(room id.RoomID, addr string) (id.UserID, string, bool) {
-				if room == roomA && addr == "ci.bob" {
-					return ciBob, "ci.bob", true
-				}
-				return "", "", false
-			}}
+			other: ciBobInRoomA}
 		e.openWith(func(o *Options) { o.StartCallee = cs.start })
 		stop := e.watch()
 		c := caller("alice", roomA, "$home")
@@ -219,12 +214,7 @@ func TestRemoteHandoffPastItsBoundWhileDownTimesOutAtStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cs := &callees{}
 		e := &env{t: t, dir: t.TempDir(), hs: newFakeHS(), workstation: "laptop", timeout: 30 * time.Minute,
-			other: func(room id.RoomID, addr string) (id.UserID, string, bool) {
-				if room == roomA && addr == "ci.bob" {
-					return ciBob, "ci.bob", true
-				}
-				return "", "", false
-			}}
+			other: ciBobInRoomA}
 		e.openWith(func(o *Options) { o.StartCallee = cs.start })
 		if res := e.handoff(caller("alice", roomA, "$home"), "ci.bob"); res.Status != tools.HandoffStarted {
 			t.Fatalf("handoff to ci.bob = %+v, want started", res)
@@ -247,4 +237,13 @@ func TestRemoteHandoffPastItsBoundWhileDownTimesOutAtStart(t *testing.T) {
 			t.Fatalf("wakes after the restart = %+v, want one timed_out", wakes)
 		}
 	})
+}
+
+// ciBobInRoomA is an Options.OtherAgent knowing one other daemon's agent,
+// ci.bob, in roomA.
+func ciBobInRoomA(room id.RoomID, addr string) (id.UserID, string, bool) {
+	if room == roomA && addr == "ci.bob" {
+		return ciBob, "ci.bob", true
+	}
+	return "", "", false
 }
