@@ -52,16 +52,3 @@ func AgentOf(ev *event.Event) (id.UserID, AgentContent, bool) {
 	}
 	return ev.Sender, c, true
 }
-
-// AgentsOfState picks the Zooid agents out of a room's dev.zooid.agent state
-// events (keyed by state key, as mautrix's RoomStateMap holds them), each
-// read with AgentOf.
-func AgentsOfState(events map[string]*event.Event) map[id.UserID]AgentContent {
-	out := map[id.UserID]AgentContent{}
-	for _, ev := range events {
-		if u, a, ok := AgentOf(ev); ok {
-			out[u] = a
-		}
-	}
-	return out
-}
