@@ -250,13 +250,6 @@ func (s *store) flush() (n int, err error) {
 	return len(handled), nil
 }
 
-// done removes handled records from the inbox, in one transaction.
-func (s *store) done(seqs ...uint64) error {
-	s.forget(seqs...)
-	_, err := s.flush()
-	return err
-}
-
 func deleteRecords(tx *bolt.Tx, seqs []uint64) error {
 	b := tx.Bucket(bucketInbox)
 	for _, seq := range seqs {

@@ -162,3 +162,11 @@ func TestHandledRecordsLeaveWithTheNextCommit(t *testing.T) {
 		t.Fatalf("after flush: %d pending, want 0", len(rest))
 	}
 }
+
+// done removes handled records from the inbox at once, as the acknowledger
+// does at stop: forget, then flush.
+func (s *store) done(seqs ...uint64) error {
+	s.forget(seqs...)
+	_, err := s.flush()
+	return err
+}
