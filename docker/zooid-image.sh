@@ -37,7 +37,7 @@ root=$work/root
 mkdir -p "$root/usr/local/bin" "$root/etc/ssl/certs" "$root/etc/zooid" "$root/var/lib/zooid" "$root/tmp"
 
 say "building a static zooid"
-(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$root/usr/local/bin/zooid" ./cmd/zooid)
+(cd "$repo" && CGO_ENABLED=0 go build -tags goolm -trimpath -ldflags="-s -w" -o "$root/usr/local/bin/zooid" ./cmd/zooid)
 
 printf 'root:x:0:0:root:/root:/sbin/nologin\nzooid:x:%d:%d:zooid:/var/lib/zooid:/sbin/nologin\n' "$UID_ZOOID" "$UID_ZOOID" >"$root/etc/passwd"
 printf 'root:x:0:\nzooid:x:%d:\n' "$UID_ZOOID" >"$root/etc/group"

@@ -51,7 +51,7 @@ func docker(t *testing.T, stdin io.Reader, args ...string) string {
 // buildStatic builds a package of this module as a static binary (CGO_ENABLED=0).
 func buildStatic(t *testing.T, pkg, out string) {
 	t.Helper()
-	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd := exec.Command("go", "build", "-tags", "goolm", "-o", out, pkg)
 	cmd.Dir = repoRoot
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {

@@ -32,10 +32,10 @@ func findHarness(self string, lookPath func(string) (string, error)) (string, er
 		return p, nil
 	}
 	where := "on PATH"
-	build := "go build -o zooid-sim ./cmd/zooid-sim"
+	build := "go build -tags goolm -o zooid-sim ./cmd/zooid-sim"
 	if self != "" {
 		where = "next to " + self + " or on PATH"
-		build = "go build -o " + filepath.Join(filepath.Dir(self), harnessBinary) + " ./cmd/zooid-sim"
+		build = "go build -tags goolm -o " + filepath.Join(filepath.Dir(self), harnessBinary) + " ./cmd/zooid-sim"
 	}
 	return "", errors.New("the test harness is the separate " + harnessBinary + " binary, found neither " + where +
 		"; build it from the Zooid repository with `" + build + "`, or run ./scripts/sim.sh there")

@@ -41,7 +41,7 @@ func goList(t *testing.T, pkg string) []string {
 		}
 	}
 	var stderr bytes.Buffer
-	cmd := exec.Command(goTool, "list", "-deps", pkg)
+	cmd := exec.Command(goTool, "list", "-tags", "goolm", "-deps", pkg)
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -103,7 +103,7 @@ func TestFindHarness(t *testing.T) {
 	}
 
 	_, err := findHarness(self, lookPath)
-	if err == nil || !strings.Contains(err.Error(), "go build -o "+next+" ./cmd/zooid-sim") || !strings.Contains(err.Error(), "./scripts/sim.sh") {
+	if err == nil || !strings.Contains(err.Error(), "go build -tags goolm -o "+next+" ./cmd/zooid-sim") || !strings.Contains(err.Error(), "./scripts/sim.sh") {
 		t.Fatalf("no zooid-sim anywhere: err %v, want it to say how to build it", err)
 	}
 	writeExecutable(t, pathSim)

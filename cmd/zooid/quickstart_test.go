@@ -40,7 +40,7 @@ func TestQuickstartOnSynapse(t *testing.T) {
 	// 1. Build zooid.
 	begin := time.Now()
 	exe := filepath.Join(dir, "bin", "zooid")
-	build := exec.Command("go", "build", "-o", exe, ".")
+	build := exec.Command("go", "build", "-tags", "goolm", "-o", exe, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

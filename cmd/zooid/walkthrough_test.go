@@ -57,7 +57,7 @@ func TestWalkThrough(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
 	begin := time.Now()
-	build := exec.Command("go", "build", "-o", bin+"/", ".", "../zooid-sim")
+	build := exec.Command("go", "build", "-tags", "goolm", "-o", bin+"/", ".", "../zooid-sim")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build zooid and zooid-sim: %v\n%s", err, out)
 	}
@@ -223,7 +223,7 @@ func changedFails(t *testing.T, work, feature string) {
 	overlay, _ := json.Marshal(map[string]map[string]string{"Replace": {router: changed}})
 	writeFile(t, filepath.Join(dir, "overlay.json"), string(overlay))
 	exe := filepath.Join(dir, "zooid-sim")
-	if out, err := exec.Command("go", "build", "-overlay", filepath.Join(dir, "overlay.json"), "-o", exe, "../zooid-sim").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-tags", "goolm", "-overlay", filepath.Join(dir, "overlay.json"), "-o", exe, "../zooid-sim").CombinedOutput(); err != nil {
 		t.Fatalf("building zooid-sim with the change: %v\n%s", err, out)
 	}
 	cmd := exec.Command(exe, "sim", feature)

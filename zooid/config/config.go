@@ -93,6 +93,10 @@ type Config struct {
 	// never answers does not hold the room's capacity for ever. It also bounds
 	// the wait for the return of a handoff to another daemon's agent.
 	TaskTimeout time.Duration
+	// Encryption turns on reading and writing end-to-end encrypted rooms
+	// (encryption: true, default false; behaviour §10). Off, an encrypted
+	// bound room gets one notice per agent saying it cannot be read.
+	Encryption bool
 	// SecretFiles are the files tokens were read from (the *_file keys),
 	// absolute: like zooid.yaml, no agent may read them.
 	SecretFiles []string

@@ -156,6 +156,18 @@ agents:
 			`zooid.yaml:12: agents.a.max_processes: must be a whole number from 1 to 1024, got "lots"`,
 			`zooid.yaml:13: agents.a.sessions_per_process: must be auto or a whole number from 1 to 1024, got "2000"`,
 		}},
+		{"bad encryption", okTransport + `encryption: yes
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:7: encryption: must be true or false, got "yes"`}},
+		{"encryption without a push listener", okTransport + `encryption: true
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:7: encryption: needs transports[0] (matrix) to set listen: an agent's device hears its room keys, device lists and one-time key counts only in the transactions the homeserver pushes there (MSC2409, MSC3202)`}},
 		{"bad prewarm", okTransport + `prewarm: yes please
 agents:
   a:
@@ -620,6 +632,26 @@ agents:
 `, func(t *testing.T, c *Config) {
 			if !c.Prewarm || !c.Agents[0].Prewarm || c.Agents[1].Prewarm {
 				t.Errorf("prewarm top %v, a %v, b %v; want true, true (the top's), false (its own)", c.Prewarm, c.Agents[0].Prewarm, c.Agents[1].Prewarm)
+			}
+		}},
+		{"encryption", okTransport + `    listen: 127.0.0.1:9000
+encryption: true
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, func(t *testing.T, c *Config) {
+			if !c.Encryption {
+				t.Errorf("encryption %v; want true", c.Encryption)
+			}
+		}},
+		{"encryption off by default", okTransport + `agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, func(t *testing.T, c *Config) {
+			if c.Encryption {
+				t.Errorf("encryption %v; want false (today's behaviour: one notice per agent in an encrypted room)", c.Encryption)
 			}
 		}},
 		{"prewarm off by default", okTransport + `agents:

@@ -3,6 +3,7 @@ package preflight
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -59,5 +60,18 @@ func TestCommandsAreFoundAsTheAgentWill(t *testing.T) {
 				t.Fatalf("finding %q (%v), want one on agents.a.acp containing %q", f, ok, c.want)
 			}
 		})
+	}
+}
+
+// TestCheckWarnsThatEncryptionIsNotBuilt: check agrees with zooid run, which
+// refuses encryption: true until the agents' devices exist.
+func TestCheckWarnsThatEncryptionIsNotBuilt(t *testing.T) {
+	dir := t.TempDir()
+	for _, on := range []bool{false, true} {
+		cfg := &config.Config{File: filepath.Join(dir, "zooid.yaml"), Encryption: on}
+		got := slices.Contains(Check(cfg, Options{}), encryptionNotBuilt)
+		if got != on {
+			t.Errorf("encryption %v: warning given %v, want %v", on, got, on)
+		}
 	}
 }
