@@ -142,12 +142,11 @@ func TestAnEncryptedRoomIsToldAndWarnedOf(t *testing.T) {
 	// every notice they could cause has been posted.
 	mention := s.mention("agent-a", "t1", "are you there?")
 	s.waitReply(t, "agent-a", mention, "still here")
-	const notice = "This room is end-to-end encrypted and this Zooid daemon cannot read it yet: agent-a sees no message sent here. " +
-		"To work with agent-a, use a room without encryption and ask the operator to bind agent-a to it."
+	const notice = "This room is end-to-end encrypted and this Zooid daemon is not set to read encrypted rooms: agent-a sees no message sent here. Ask the operator to turn on encryption: true in zooid.yaml, or use agent-a in a room without encryption."
 	if n := s.notices("agent-a", notice); n != 1 {
 		t.Errorf("agent-a posted the encrypted-room notice %d times, want 1", n)
 	}
-	const logged = "room is end-to-end encrypted and this daemon cannot read it: its encrypted events wake nobody"
+	const logged = "room is end-to-end encrypted and this daemon is not set to read encrypted rooms: its encrypted events wake nobody"
 	if n := strings.Count(s.logs.String(), logged); n != 1 {
 		t.Errorf("the daemon logged the encrypted room %d times, want once:\n%s", n, s.logs.String())
 	}
@@ -157,7 +156,7 @@ func TestAnEncryptedRoomIsToldAndWarnedOf(t *testing.T) {
 	}
 	_ = s.daemon.Wait()
 	s.run(t)
-	const warned = "start-up check: room is end-to-end encrypted and this daemon cannot read it yet: its agents will not see messages there; bind them to a room without encryption"
+	const warned = "start-up check: room is end-to-end encrypted and this daemon is not set to read encrypted rooms: its agents will not see messages there; set encryption: true in zooid.yaml, or bind them to a room without encryption"
 	eventually(t, "the restarted daemon to warn of the encrypted room", func() bool { return strings.Contains(s.logs.String(), warned) })
 	if !strings.Contains(s.logs.String(), "room="+s.room) {
 		t.Errorf("the warning does not name the room %s:\n%s", s.room, s.logs.String())

@@ -38,6 +38,9 @@ type Device struct {
 	// by id; changed is closed on each too.
 	encrypted map[id.EventID]*event.Event
 	changed   chan struct{}
+	// roomKeys are the megolm session keys this device sent messages with,
+	// as each stood before the message (RoomKeys).
+	roomKeys []string
 }
 
 // New gives cli's user a device: cli must carry the access token and the
@@ -326,7 +329,25 @@ func (d *Device) DeliverKey(ctx context.Context, key *HeldKey) error {
 	return nil
 }
 
+// RoomKeys are the megolm session keys the device sent messages with, as
+// the room's devices received them (the m.room_key content's session_key):
+// the secrets a test looks for where they must not be.
+func (d *Device) RoomKeys() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.roomKeys)
+}
+
 func (d *Device) send(ctx context.Context, room id.RoomID, text string) (id.EventID, error) {
+	if ogs, err := d.mach.CryptoStore.GetOutboundGroupSession(ctx, room); err == nil && ogs != nil {
+		// The content mautrix shared the session with: its key as the
+		// room's devices received it.
+		if c, ok := ogs.ShareContent().Parsed.(*event.RoomKeyEventContent); ok && !slices.Contains(d.RoomKeys(), c.SessionKey) {
+			d.mu.Lock()
+			d.roomKeys = append(d.roomKeys, c.SessionKey)
+			d.mu.Unlock()
+		}
+	}
 	content := &event.MessageEventContent{MsgType: event.MsgText, Body: text}
 	enc, err := d.mach.EncryptMegolmEvent(ctx, room, event.EventMessage, content)
 	if err != nil {

@@ -168,7 +168,7 @@ func (w *world) stepSaysEncrypted(ctx context.Context, who, roomName, text strin
 		if err != nil {
 			return fmt.Errorf("%s posting an encrypted message in %s: %w", who, roomName, err)
 		}
-		w.encrypted = append(w.encrypted, &post{room: r, id: evt, sender: who, text: text, core: stripMentions(text), root: evt})
+		w.postedEncrypted(&post{room: r, id: evt, sender: who, text: text, core: stripMentions(text), root: evt})
 		return nil
 	}
 	// Opaque: no session with this id was ever shared, so nobody can decrypt
@@ -184,8 +184,15 @@ func (w *world) stepSaysEncrypted(ctx context.Context, who, roomName, text strin
 	if err != nil {
 		return fmt.Errorf("%s posting an encrypted message in %s: %w", who, roomName, err)
 	}
-	w.encrypted = append(w.encrypted, &post{room: r, id: resp.EventID, sender: who, text: text, core: stripMentions(text), root: resp.EventID})
+	w.postedEncrypted(&post{room: r, id: resp.EventID, sender: who, text: text, core: stripMentions(text), root: resp.EventID})
 	return nil
+}
+
+// postedEncrypted notes a top-level encrypted post, found by its text, and
+// makes it the current thread (for "agent-a posts … in the thread").
+func (w *world) postedEncrypted(p *post) {
+	w.encrypted = append(w.encrypted, p)
+	w.thread = p
 }
 
 // decryptTimeout bounds a read of an encrypted message: the room key comes
@@ -233,7 +240,7 @@ func (w *world) stepSaysEncryptedKeyHeld(ctx context.Context, who, roomName, tex
 		h.heldKeys = map[*room][]func(context.Context) error{}
 	}
 	h.heldKeys[r] = append(h.heldKeys[r], deliver)
-	w.encrypted = append(w.encrypted, &post{room: r, id: evt, sender: who, text: text, core: stripMentions(text), root: evt})
+	w.postedEncrypted(&post{room: r, id: evt, sender: who, text: text, core: stripMentions(text), root: evt})
 	return nil
 }
 

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/daemon"
@@ -49,6 +51,10 @@ func postSteps(w *world) []stepDef {
 			example: `architect's thread gets a handoff return from builder`,
 			doc:     "For a handoff to another daemon's agent: waits for the callee's m.notice in the caller's current thread carrying dev.zooid.handoff_return for the caller (e.g. a late one, posted after the caller's daemon gave up on it).",
 			fn:      w.stepHandoffReturnPosted},
+		{area: "posts", pattern: `^what ([a-z0-9-]+) posted in "(#[a-z0-9-]+)" went encrypted$`,
+			example: `what agent-a posted in "#ops" went encrypted`,
+			doc:     "After a barrier, the agent's events in the room as the homeserver holds them: at least one m.room.encrypted and not one m.room.message in the clear.",
+			fn:      w.stepPostedEncrypted},
 		{area: "posts", pattern: `^([a-z0-9-]+) has posted nothing containing "([^"]*)"$`,
 			example: `agent-a has posted nothing containing "sneaky"`,
 			doc:     "No message from the agent in any room of the scenario contains the text (checked now).",
@@ -784,6 +790,48 @@ func (w *world) stepOneHandoffReturn(ctx context.Context, caller, callee string)
 	}
 	if len(found) != 1 {
 		return fmt.Errorf("%s's thread holds %d handoff returns from %s (%v), want exactly one", caller, len(found), callee, found)
+	}
+	return nil
+}
+
+func (w *world) stepPostedEncrypted(ctx context.Context, agent, roomName string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	r, err := w.room(ctx, roomName)
+	if err != nil {
+		return err
+	}
+	if err := w.barrier(ctx, agent); err != nil {
+		return err
+	}
+	uid := w.agentUser(agent)
+	reader := w.humans[w.humanSeq[0]]
+	resp, err := reader.cli.Messages(ctx, r.id, "", "", mautrix.DirectionBackward, nil, 100)
+	if err != nil {
+		return fmt.Errorf("reading %s as %s: %w", r.name, reader.name, err)
+	}
+	encrypted := 0
+	var clear []string
+	for _, ev := range resp.Chunk {
+		if ev.Sender != uid {
+			continue
+		}
+		switch ev.Type {
+		case event.EventEncrypted:
+			encrypted++
+		case event.EventMessage:
+			body, _ := ev.Content.Raw["body"].(string)
+			if !strings.Contains(body, barrierMarker) {
+				clear = append(clear, fmt.Sprintf("%s %q", ev.ID, body))
+			}
+		}
+	}
+	switch {
+	case len(clear) > 0:
+		return fmt.Errorf("%s posted %d message(s) in the clear in %s (want none): %s", agent, len(clear), r.name, strings.Join(clear, "; "))
+	case encrypted == 0:
+		return fmt.Errorf("%s posted no m.room.encrypted event in %s among the newest %d events", agent, r.name, len(resp.Chunk))
 	}
 	return nil
 }

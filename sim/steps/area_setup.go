@@ -103,6 +103,14 @@ func setupSteps(w *world) []stepDef {
 			example: `"#ops" is end-to-end encrypted`,
 			doc:     "Declares a room created with m.room.encryption (m.megolm.v1.aes-sha2) in its initial state, as Element creates private rooms, before the daemon starts.",
 			fn:      w.stepRoomEncrypted},
+		{area: "setup", pattern: `^the daemon reads encrypted rooms$`,
+			example: `the daemon reads encrypted rooms`,
+			doc:     "Sets zooid.yaml encryption: true: each agent gets an end-to-end encryption device of its own (zooid/e2ee), decrypts what is sent to the room and encrypts what it posts there. An encrypted event whose key never comes is taken as undecryptable after 3 s (in-process daemon; its own process waits 10 s). The scenario's whole log is kept from here on.",
+			fn:      w.stepDaemonReadsEncrypted},
+		{area: "setup", pattern: `^([a-z0-9-]+) has one end-to-end encryption device$`,
+			example: `agent-a has one end-to-end encryption device`,
+			doc:     "Asks the homeserver for the agent user's device keys (/keys/query, as the first human): exactly one device, with signed identity keys. The first time the step notes the device; every later time it must be the same device id with the same curve25519 and ed25519 keys (a restart kept them).",
+			fn:      w.stepAgentOneDevice},
 		{area: "setup", pattern: `^([a-z0-9-]+) has an end-to-end encryption device$`,
 			example: `ori has an end-to-end encryption device`,
 			doc:     "Gives the human's login a device with mautrix's own crypto (fakehs/e2eeclient; a harness built with -tags goolm): its device and one-time keys uploaded, its /sync taking room keys; from then on the human's encrypted messages are really encrypted, its room key shared with the room's devices, and the human can read encrypted messages back.",
@@ -987,6 +995,20 @@ func (w *world) stepRunsReal(list, preset string) error {
 	return nil
 }
 
+// lateKeyWait is how long the in-process daemon under test waits for an
+// encrypted event's room key before it says the event is undecryptable.
+const lateKeyWait = 3 * time.Second
+
+func (w *world) stepDaemonReadsEncrypted() error {
+	if err := w.beforeStart("encryption"); err != nil {
+		return err
+	}
+	w.encryption = true
+	// "no secret appears in the daemon's log" reads all of it.
+	w.logs.keepWhole()
+	return nil
+}
+
 func (w *world) stepHumanDevice(ctx context.Context, name string) error {
 	h, err := w.human(name)
 	if err != nil {
@@ -1001,5 +1023,48 @@ func (w *world) stepHumanDevice(ctx context.Context, name string) error {
 	}
 	h.dev = dev
 	w.closers = append(w.closers, dev.Close)
+	return nil
+}
+
+func (w *world) stepAgentOneDevice(ctx context.Context, agent string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	if _, err := w.agent(agent); err != nil {
+		return err
+	}
+	uid := w.agentUser(agent)
+	reader := w.humans[w.humanSeq[0]]
+	resp, err := reader.cli.QueryKeys(ctx, &mautrix.ReqQueryKeys{DeviceKeys: mautrix.DeviceKeysRequest{uid: {}}})
+	if err != nil {
+		return fmt.Errorf("asking for %s's device keys: %w", agent, err)
+	}
+	devices := resp.DeviceKeys[uid]
+	if len(devices) != 1 {
+		ids := make([]string, 0, len(devices))
+		for d := range devices {
+			ids = append(ids, string(d))
+		}
+		slices.Sort(ids)
+		return fmt.Errorf("%s has %d devices with keys, want exactly 1: %v", agent, len(devices), ids)
+	}
+	var got *id.Device
+	for devID, keys := range devices {
+		got = &id.Device{UserID: uid, DeviceID: devID, IdentityKey: keys.Keys.GetCurve25519(devID), SigningKey: keys.Keys.GetEd25519(devID)}
+	}
+	if got.IdentityKey == "" || got.SigningKey == "" {
+		return fmt.Errorf("%s's device %s has no curve25519 or ed25519 key: %+v", agent, got.DeviceID, devices[got.DeviceID].Keys)
+	}
+	if w.agentDevices == nil {
+		w.agentDevices = map[string]*id.Device{}
+	}
+	was := w.agentDevices[agent]
+	if was == nil {
+		w.agentDevices[agent] = got
+		return nil
+	}
+	if *was != *got {
+		return fmt.Errorf("%s's device is %s (identity key %s), but was %s (identity key %s): its keys were not kept", agent, got.DeviceID, got.IdentityKey, was.DeviceID, was.IdentityKey)
+	}
 	return nil
 }

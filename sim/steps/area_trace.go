@@ -65,6 +65,10 @@ func traceSteps(w *world) []stepDef {
 			example: `the trace of "#ops" records coder prompted for the recorded event "deploy"`,
 			doc:     "Waits for a prompt record of the agent whose trigger is the played recording event with that label (or index): the daemon has started that turn, and a scripted agent has received its prompt. `zooid replay --feature` writes it before a recorded restart, so the kill lands where the recorded one did.",
 			fn:      w.stepTracePromptedFor},
+		{area: "trace", pattern: `^no secret appears in the daemon's log$`,
+			example: `no secret appears in the daemon's log`,
+			doc:     "None of the secrets (tokens, the humans' room keys, the agents' devices' pickle key) appears in any line the in-process daemon logged, debug included, since the daemon began reading encrypted rooms (the log is kept whole from then on).",
+			fn:      w.stepNoSecretInLog},
 		{area: "trace", pattern: `^no secret appears in the trace$`,
 			example: `no secret appears in the trace`,
 			doc:     "No trace file holds the appservice tokens, a user's access token, or a session binding id of any agent.",
@@ -475,4 +479,26 @@ func (w *world) stepTracePromptedFor(ctx context.Context, roomName, agent, ref s
 		}
 		return false, fmt.Sprintf("%d prompts, none starting %.60q", len(ps), text), nil
 	})
+}
+
+func (w *world) stepNoSecretInLog(ctx context.Context) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	if w.tw().proc != nil {
+		return fmt.Errorf("the daemon runs as its own process: its log is its log file's, which this step does not read")
+	}
+	log, ok := w.logs.wholeLog()
+	if !ok {
+		return fmt.Errorf("the daemon's log was not kept whole: this step follows \"the daemon reads encrypted rooms\"")
+	}
+	if !strings.Contains(log, "agent device ready") {
+		return fmt.Errorf("the kept log has no \"agent device ready\" line: it is not the log of a daemon with devices (%d bytes)", len(log))
+	}
+	for _, secret := range w.secrets() {
+		if secret != "" && strings.Contains(log, secret) {
+			return fmt.Errorf("a secret (%d bytes) appears in the daemon's log", len(secret))
+		}
+	}
+	return nil
 }

@@ -34,6 +34,7 @@ func (w *world) config(exe string) *config.Config {
 		ToolTimeout:      w.toolTimeout,
 		PostTimeout:      w.postTimeout,
 		TaskTimeout:      w.taskTimeout,
+		Encryption:       w.encryption,
 	}
 	if w.traceDir != "" {
 		cfg.Trace = &config.Trace{Dir: w.traceDir}
@@ -179,6 +180,7 @@ func (w *world) startDaemon(ctx context.Context) error {
 		// Start-up is bounded by the wait: only turns are meant to time out.
 		StartTimeout: startTimeout,
 		Observer:     w.observer,
+		LateKeyWait:  lateKeyWait,
 	})
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package steps
 import (
 	"context"
 
+	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 )
 
@@ -18,5 +19,10 @@ type humanDevice interface {
 	// ReadTextNow decrypts with the keys the device holds now; noKey says
 	// it holds none for the event.
 	ReadTextNow(ctx context.Context, room id.RoomID, eventID id.EventID) (text string, noKey bool, err error)
+	// Decrypt decrypts an m.room.encrypted event with the keys the device
+	// holds now.
+	Decrypt(ctx context.Context, evt *event.Event) (*event.Event, error)
+	// RoomKeys are the megolm session keys the device sent messages with.
+	RoomKeys() []string
 	Close() error
 }

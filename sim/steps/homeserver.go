@@ -149,6 +149,11 @@ func registration(n names, listen string) *appservice.Registration {
 		Namespaces: appservice.Namespaces{
 			UserIDs: appservice.NamespaceList{{Regex: n.agentNamespace(), Exclusive: true}},
 		},
+		// What the agents' devices need when a scenario's daemon reads
+		// encrypted rooms (zooid registration asks for them with
+		// encryption: true); a daemon without it ignores what they add to
+		// its transactions.
+		EphemeralEvents: true, SoruEphemeralEvents: true, MSC3202: true, MSC4190: true,
 	}
 }
 

@@ -31,6 +31,28 @@ type logTail struct {
 	lines [][]byte // ring of logTailLines
 	next  int      // where the next line goes
 	total int      // lines ever written
+	// whole, once keepWhole was called, is every line written since, for
+	// the steps that look for what must never be logged.
+	whole *bytes.Buffer
+}
+
+// keepWhole makes the tail keep every line written from now on too.
+func (t *logTail) keepWhole() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.whole == nil {
+		t.whole = &bytes.Buffer{}
+	}
+}
+
+// wholeLog is every line written since keepWhole; false before it.
+func (t *logTail) wholeLog() (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.whole == nil {
+		return "", false
+	}
+	return t.whole.String(), true
 }
 
 func newLogTail() *logTail { return &logTail{lines: make([][]byte, logTailLines)} }
@@ -40,6 +62,9 @@ func newLogTail() *logTail { return &logTail{lines: make([][]byte, logTailLines)
 func (t *logTail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.whole != nil {
+		t.whole.Write(p)
+	}
 	for line := range bytes.Lines(p) {
 		line = bytes.TrimRight(line, "\n")
 		if len(line) > logTailLineMax {

@@ -66,7 +66,7 @@ func (w *world) pageBack(ctx context.Context, r *room, pages int, each func(*eve
 			return fmt.Errorf("reading %s as %s: %w", r.name, reader.name, err)
 		}
 		for _, ev := range resp.Chunk {
-			each(ev)
+			each(reader.plain(ctx, ev))
 		}
 		if resp.End == "" || len(resp.Chunk) == 0 {
 			return nil
@@ -74,6 +74,25 @@ func (w *world) pageBack(ctx context.Context, r *room, pages int, each func(*eve
 		from = resp.End
 	}
 	return nil
+}
+
+// plain is ev as the human reads it: an m.room.encrypted event decrypted
+// when the human has a device holding its key (an agent's encrypted post
+// reads as the message it is), else ev as it came.
+func (h *human) plain(ctx context.Context, ev *event.Event) *event.Event {
+	if h.dev == nil || ev.Type != event.EventEncrypted {
+		return ev
+	}
+	if ev.Content.Parsed == nil {
+		if err := ev.Content.ParseRaw(event.EventEncrypted); err != nil {
+			return ev
+		}
+	}
+	dec, err := h.dev.Decrypt(ctx, ev)
+	if err != nil {
+		return ev
+	}
+	return dec
 }
 
 // readThread reads the newest replies of the thread on root through
@@ -98,6 +117,7 @@ func (w *world) readThread(ctx context.Context, r *room, root id.EventID, pages 
 			return nil, fmt.Errorf("reading the thread %s of %s as %s: %w", string(root), r.name, reader.name, err)
 		}
 		for _, ev := range resp.Chunk {
+			ev = reader.plain(ctx, ev)
 			if m := seenOf(ev); ev.Type == event.EventMessage && m.thread == root {
 				out = append(out, m)
 			}

@@ -3,6 +3,8 @@ package steps
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -222,6 +224,16 @@ func (w *world) secrets() []string {
 	s := []string{w.lease.reg.AppToken, w.lease.reg.ServerToken}
 	for _, h := range w.humans {
 		s = append(s, h.cli.AccessToken)
+		if h.dev != nil {
+			// The room keys the human's device sent with, which the
+			// agents' devices hold too.
+			s = append(s, h.dev.RoomKeys()...)
+		}
+	}
+	// The key the agents' devices' accounts and sessions are encrypted
+	// with at rest, in every spelling a log or dump might use.
+	if key, err := os.ReadFile(filepath.Join(w.stateDir(), "e2ee", "pickle.key")); err == nil && len(key) > 0 {
+		s = append(s, string(key), hex.EncodeToString(key), base64.StdEncoding.EncodeToString(key), base64.RawStdEncoding.EncodeToString(key))
 	}
 	return s
 }

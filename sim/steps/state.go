@@ -16,6 +16,8 @@ var persisted = map[string]bool{
 	"matrix/matrix.db": true,
 	"tasks/tasks.db":   true,
 	"turns/turns.db":   true,
+	"e2ee/crypto.db":   true,
+	"e2ee/pickle.key":  true,
 }
 
 // checkStateDir fails when the daemon left a file under state_dir that the

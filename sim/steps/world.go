@@ -71,16 +71,20 @@ type daemonSetup struct {
 	d           *daemon.Daemon
 	started     bool
 	faults      []*programmedFault
-	idleTimeout time.Duration   // zooid.yaml idle_timeout
-	traceDir    string          // zooid.yaml trace.dir; empty: tracing off
-	turnTimeout time.Duration   // the daemon's turn timeout; zero: the run's
-	maxProcs    int             // zooid.yaml max_processes
-	queueNotice time.Duration   // zooid.yaml queue_notice_after
-	toolTimeout time.Duration   // zooid.yaml tool_timeout
-	postTimeout time.Duration   // zooid.yaml post_timeout
-	taskTimeout time.Duration   // zooid.yaml task_timeout
-	unsandboxed bool            // every agent's zooid.yaml sandbox is none
-	observer    daemon.Observer // hears the daemon's timings (bench_routing.go); nil: none
+	idleTimeout time.Duration // zooid.yaml idle_timeout
+	traceDir    string        // zooid.yaml trace.dir; empty: tracing off
+	encryption  bool          // zooid.yaml encryption: the agents get devices
+	// agentDevices are the agents' devices as "has one end-to-end
+	// encryption device" first saw them, to compare with later.
+	agentDevices map[string]*id.Device
+	turnTimeout  time.Duration   // the daemon's turn timeout; zero: the run's
+	maxProcs     int             // zooid.yaml max_processes
+	queueNotice  time.Duration   // zooid.yaml queue_notice_after
+	toolTimeout  time.Duration   // zooid.yaml tool_timeout
+	postTimeout  time.Duration   // zooid.yaml post_timeout
+	taskTimeout  time.Duration   // zooid.yaml task_timeout
+	unsandboxed  bool            // every agent's zooid.yaml sandbox is none
+	observer     daemon.Observer // hears the daemon's timings (bench_routing.go); nil: none
 }
 
 // conversation is what the humans posted and what later steps mean by "the

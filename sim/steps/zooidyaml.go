@@ -82,6 +82,9 @@ func zooidYAML(cfg *config.Config, v secretVars) string {
 	if cfg.TaskTimeout > 0 {
 		line(0, "task_timeout", cfg.TaskTimeout.String())
 	}
+	if cfg.Encryption {
+		line(0, "encryption", "true")
+	}
 	if tr := cfg.Trace; tr != nil {
 		b.WriteString("trace:\n")
 		line(1, "dir", q(tr.Dir))

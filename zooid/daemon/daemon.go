@@ -21,7 +21,6 @@ import (
 	"github.com/zooid-dev/zooid/internal/faultpoint"
 	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/container"
-	"github.com/zooid-dev/zooid/zooid/e2ee"
 	"github.com/zooid-dev/zooid/zooid/httpapi"
 	"github.com/zooid-dev/zooid/zooid/matrix"
 	"github.com/zooid-dev/zooid/zooid/mcpserver"
@@ -53,6 +52,10 @@ type Options struct {
 	// TurnTimeout bounds one agent turn; zero means the config's turn_timeout,
 	// else DefaultTurnTimeout.
 	TurnTimeout time.Duration
+	// LateKeyWait bounds how long an encrypted event waits for its room key
+	// before it is taken as undecryptable (with encryption: true); zero
+	// means e2ee.DefaultLateKeyWait.
+	LateKeyWait time.Duration
 	// StartTimeout bounds an agent's start-up (process, ACP initialize,
 	// session/new) before a turn; zero means TurnTimeout. A test harness
 	// that times turns short keeps start-up apart, so a slow machine is not
@@ -168,13 +171,6 @@ type agentRuntime struct {
 func New(opts Options) (*Daemon, error) {
 	if opts.Config == nil {
 		return nil, errors.New("daemon: no config")
-	}
-	if opts.Config.Encryption {
-		// The config takes the key (zooid check validates it) so operators
-		// can write it now; the devices, decryption and encryption it turns
-		// on are not built yet, and a daemon that took the key and still
-		// could not read the rooms would mislead.
-		return nil, fmt.Errorf("daemon: encryption: true: this daemon links mautrix's crypto (%s) but does not yet give its agents devices to read encrypted rooms (issue 37); remove the key, and each agent bound to an encrypted room says in the room that it cannot read it", e2ee.Olm())
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

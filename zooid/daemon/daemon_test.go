@@ -3,7 +3,6 @@ package daemon
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -111,21 +110,6 @@ func TestRouterReasonsAreTheTraces(t *testing.T) {
 	} {
 		if r != tr {
 			t.Errorf("the router says %q where the trace says %q", r, tr)
-		}
-	}
-}
-
-// TestEncryptionKeyIsRefusedUntilBuilt: encryption: true is accepted by the
-// config, but until the agents' devices exist (issue 37) the daemon says so
-// at start rather than run as if it read encrypted rooms.
-func TestEncryptionKeyIsRefusedUntilBuilt(t *testing.T) {
-	_, err := New(Options{Config: &config.Config{Encryption: true}})
-	if err == nil {
-		t.Fatal("New with encryption: true succeeded; want the refusal that names the key and the linked olm")
-	}
-	for _, want := range []string{"encryption: true", "goolm ", "issue 37"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
 }

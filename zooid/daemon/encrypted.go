@@ -12,18 +12,23 @@ import (
 	"maunium.net/go/mautrix/id"
 )
 
-// This daemon does not read end-to-end encrypted rooms yet (behaviour §10,
-// issue 37). A bound room that is encrypted must not look like agents that
-// ignore people: each agent bound to it says so in the room, once (recorded
-// in the turn journal's notices, so a restart does not say it again), as soon
-// as the daemon meets the room's encryption: an m.room.encrypted event or the
-// m.room.encryption state event that turns it on. At start-up the daemon
-// warns of every bound room it finds encrypted.
+// Without encryption: true this daemon does not read end-to-end encrypted
+// rooms (behaviour §10, issue 37). A bound room that is encrypted must not
+// look like agents that ignore people: each agent bound to it says so in the
+// room, once (recorded in the turn journal's notices, so a restart does not
+// say it again), as soon as the daemon meets the room's encryption: an
+// m.room.encrypted event or the m.room.encryption state event that turns it
+// on. At start-up the daemon warns of every bound room it finds encrypted.
+//
+// With encryption: true the transport decrypts what the agents' devices can
+// (zooid/e2ee) before the event reaches handleEvent, so an m.room.encrypted
+// event that arrives here is one that stayed undecryptable: one agent says
+// so in its thread (undecryptable).
 
 // encryptedNotice is what each agent bound to an encrypted room posts there.
 func encryptedNotice(agent string) string {
-	return fmt.Sprintf("This room is end-to-end encrypted and this Zooid daemon cannot read it yet: %s sees no message sent here. "+
-		"To work with %s, use a room without encryption and ask the operator to bind %s to it.", agent, agent, agent)
+	return fmt.Sprintf("This room is end-to-end encrypted and this Zooid daemon is not set to read encrypted rooms: %s sees no message sent here. "+
+		"Ask the operator to turn on encryption: true in zooid.yaml, or use %s in a room without encryption.", agent, agent)
 }
 
 // encryptedNoticeKey names an agent's encrypted-room notice in the journal.
@@ -64,7 +69,16 @@ func turnsEncryptionOn(ev *event.Event) bool {
 // posts its notice unless it already has. It runs in the room's intake, so
 // the notice is posted before the room's next event is routed.
 func (d *Daemon) encryptedRoom(ctx context.Context, ev *event.Event) {
-	if ev == nil || d.transport == nil || !turnsEncryptionOn(ev) {
+	if ev == nil || d.transport == nil {
+		return
+	}
+	if d.opts.Config.Encryption {
+		if ev.Type == event.EventEncrypted {
+			d.undecryptable(ctx, ev)
+		}
+		return
+	}
+	if !turnsEncryptionOn(ev) {
 		return
 	}
 	room := d.boundAgents(ev.RoomID)
@@ -78,7 +92,7 @@ func (d *Daemon) encryptedRoom(ctx context.Context, ev *event.Event) {
 	}
 	d.encMu.Unlock()
 	if first {
-		d.log.Warn("room is end-to-end encrypted and this daemon cannot read it: its encrypted events wake nobody; each agent bound to it says so in the room, once; use a room without encryption",
+		d.log.Warn("room is end-to-end encrypted and this daemon is not set to read encrypted rooms: its encrypted events wake nobody; each agent bound to it says so in the room, once; set encryption: true in zooid.yaml, or use a room without encryption",
 			"room", ev.RoomID, "event_type", ev.Type.Type, "event", ev.ID)
 	}
 	for _, rt := range room {
@@ -152,6 +166,9 @@ func (d *Daemon) boundAgents(room id.RoomID) []*agentRuntime {
 // whose state cannot be read is skipped quietly: the room's first encrypted
 // event still tells it.
 func (d *Daemon) warnEncryptedRooms(ctx context.Context) {
+	if d.opts.Config.Encryption {
+		return
+	}
 	d.routerOnce()
 	var rooms []id.RoomID
 	for _, a := range d.opts.Config.Agents {
@@ -173,10 +190,50 @@ func (d *Daemon) warnEncryptedRooms(ctx context.Context) {
 			for i, rt := range agents {
 				names[i] = rt.cfg.Name
 			}
-			d.log.Warn("start-up check: room is end-to-end encrypted and this daemon cannot read it yet: its agents will not see messages there; bind them to a room without encryption",
+			d.log.Warn("start-up check: room is end-to-end encrypted and this daemon is not set to read encrypted rooms: its agents will not see messages there; set encryption: true in zooid.yaml, or bind them to a room without encryption",
 				"room", room, "agents", names, "algorithm", rs.Encryption)
 		case err != nil && ctx.Err() == nil:
 			d.log.Debug("reading a room's encryption state", "room", room, "err", err)
 		}
 	}
+}
+
+// undecryptableNotice is what an agent posts in the thread of a message that
+// no agent's device could decrypt.
+func undecryptableNotice(agent string) string {
+	return fmt.Sprintf("%s could not decrypt this message: its room key never reached the agents' devices, so no agent read it. "+
+		"Please send it again; if this keeps happening, check that your client shares room keys with unverified devices.", agent)
+}
+
+// undecryptable is encryptedRoom's part for an encrypted event the agents'
+// devices could not decrypt, even after waiting for a late key: the first
+// agent bound to the room and joined there says so, in the event's thread
+// (the relation stays in the clear), replying to it. The txn id is the
+// event's, so a redelivery after a restart does not say it twice.
+func (d *Daemon) undecryptable(ctx context.Context, ev *event.Event) {
+	if _, ours := d.routerOnce().IsAgent(ev.Sender); ours {
+		return
+	}
+	if _, other := d.routerOnce().OtherAgent(ev.RoomID, ev.Sender); other {
+		// Another daemon's agent: a notice would only answer a machine.
+		return
+	}
+	agents := d.boundAgents(ev.RoomID)
+	if len(agents) == 0 {
+		return
+	}
+	rt := agents[0]
+	root := ev.ID
+	if c, ok := ev.Content.Parsed.(*event.EncryptedEventContent); ok && c.RelatesTo != nil && c.RelatesTo.Type == event.RelThread && c.RelatesTo.EventID != "" {
+		root = c.RelatesTo.EventID
+	}
+	content := &event.MessageEventContent{MsgType: event.MsgNotice, Body: undecryptableNotice(rt.cfg.Name), Mentions: &event.Mentions{}}
+	content.RelatesTo = (&event.RelatesTo{}).SetThread(root, ev.ID)
+	sum := sha256.Sum256([]byte(ev.ID))
+	evID, err := d.transport.Send(ctx, rt.userID, ev.RoomID, event.EventMessage, content, "zooid-undecryptable-"+hex.EncodeToString(sum[:12]))
+	if err != nil {
+		d.log.Error("posting the undecryptable-message notice", "agent", rt.cfg.Name, "room", ev.RoomID, "event", ev.ID, "err", err)
+		return
+	}
+	d.log.Info("told a thread its message stayed undecryptable", "agent", rt.cfg.Name, "room", ev.RoomID, "event", ev.ID, "notice", evID)
 }

@@ -10,6 +10,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/e2ee"
 	"github.com/zooid-dev/zooid/zooid/history"
 	"github.com/zooid-dev/zooid/zooid/matrix"
 	"github.com/zooid-dev/zooid/zooid/mcpserver"
@@ -42,6 +43,26 @@ func Registration(cfg *config.Config, url string) (*appservice.Registration, err
 	return matrix.Registration(matrix.OptionsFromConfig(cfg, mt), url), nil
 }
 
+// openDevices gives each Matrix agent its end-to-end encryption device
+// (zooid/e2ee), its keys under <state_dir>/e2ee.
+func (d *Daemon) openDevices(ctx context.Context, t *matrix.Transport) (matrix.Crypto, error) {
+	var agents []e2ee.Agent
+	for _, a := range d.opts.Config.Agents {
+		if rt := d.agents[a.Name]; rt != nil && rt.cfg.Matrix != nil {
+			agents = append(agents, e2ee.Agent{Name: a.Name, UserID: rt.userID})
+		}
+	}
+	return e2ee.Open(ctx, e2ee.Options{
+		Dir:         filepath.Join(d.opts.Config.StateDir, "e2ee"),
+		Agents:      agents,
+		Client:      t.Client,
+		Rooms:       t.RoomState(),
+		BoundRooms:  t.BoundRooms,
+		Logger:      d.log,
+		LateKeyWait: d.opts.LateKeyWait,
+	})
+}
+
 // startMatrix brings up the Matrix side: transport, task journal, MCP sockets.
 func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) error {
 	cfg := d.opts.Config
@@ -51,6 +72,9 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 	mopts.Listener = d.opts.PushListener
 	if o := d.opts.Observer; o != nil {
 		mopts.Received = o.PushReceived
+	}
+	if cfg.Encryption {
+		mopts.OpenCrypto = d.openDevices
 	}
 	tr, err := matrix.New(mopts)
 	if err != nil {

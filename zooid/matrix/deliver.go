@@ -166,7 +166,7 @@ func (d *dispatcher) deliver(ctx context.Context, p pending) {
 		d.t.log.Debug("ignoring event of unbound room", "room", ev.RoomID, "event", ev.ID)
 	default:
 		d.t.state.Apply(ev)
-		d.call(ctx, ev)
+		d.call(ctx, d.t.decrypted(ctx, ev))
 	}
 	d.ack(p.seq)
 }

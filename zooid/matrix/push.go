@@ -150,6 +150,11 @@ func (t *Transport) handleTransaction(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "M_NOT_JSON", fmt.Sprintf("transaction %s is not valid JSON: %v", txnID, err))
 		return
 	}
+	if err := t.awaitCrypto(r.Context(), body); err != nil {
+		// Not acknowledged: its room keys must not be lost.
+		writeError(w, http.StatusServiceUnavailable, "M_UNKNOWN", fmt.Sprintf("transaction %s: %v", txnID, err))
+		return
+	}
 	b := batch{txnID: txnID}
 	for _, ev := range txn.Events {
 		b.events = append(b.events, inboxRecord{Event: ev})

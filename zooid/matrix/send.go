@@ -40,6 +40,12 @@ func (t *Transport) Send(ctx context.Context, as id.UserID, room id.RoomID, evTy
 	if cli == nil {
 		return "", fmt.Errorf("sending %s to %s: no client for %s", evType.Type, room, as)
 	}
+	// Encrypted once, before the tries: every retry sends the same
+	// ciphertext under the same txn id.
+	sendType, sendContent, err := t.sealed(ctx, as, room, evType, content)
+	if err != nil {
+		return "", err
+	}
 	var lastErr error
 	began := time.Now()
 	for attempt := 1; ; attempt++ {
@@ -49,7 +55,7 @@ func (t *Transport) Send(ctx context.Context, as id.UserID, room id.RoomID, evTy
 		// whole timeout (mautrix: 3 minutes), and the retry with the same txn
 		// id is what gets the answer once it is back.
 		tctx, cancel := context.WithTimeout(mautrix.WithMaxRetries(ctx, 0), t.sendTryLimit)
-		resp, err := cli.SendMessageEvent(tctx, room, evType, content, mautrix.ReqSendEvent{TransactionID: txnID})
+		resp, err := cli.SendMessageEvent(tctx, room, sendType, sendContent, mautrix.ReqSendEvent{TransactionID: txnID})
 		cancel()
 		if err == nil {
 			return resp.EventID, nil

@@ -82,6 +82,14 @@ type Options struct {
 	// daemon's part of an event's way begins). Called on the push handler's
 	// goroutine; it must be quick.
 	Received func(events []id.EventID, at time.Time)
+	// Encryption asks the homeserver, in the registration, for what the
+	// agents' devices need: to-device messages, key counts and device lists
+	// in transactions and device management without a login.
+	Encryption bool
+	// OpenCrypto, when set, gives the agents end-to-end encryption devices
+	// (zooid/e2ee) once Start has set them up; nil reads and writes
+	// encrypted rooms not at all.
+	OpenCrypto CryptoOpener
 }
 
 // OptionsFromConfig gives the options for mt, a matrix transport of cfg, which
@@ -109,6 +117,7 @@ func OptionsFromConfig(cfg *config.Config, mt *config.MatrixTransport) Options {
 		Workstation:     cfg.Workstation,
 
 		PostTimeout: cfg.PostTimeout,
+		Encryption:  cfg.Encryption,
 	}
 	for _, a := range cfg.Agents {
 		if a.Matrix == nil || (a.Matrix.Transport != "" && a.Matrix.Transport != name) {
@@ -139,8 +148,12 @@ type Transport struct {
 
 	listener net.Listener
 	server   *http.Server
-	pings    pings    // pings the homeserver forwarded to the listener
-	refusals refusals // requests the listener refused for their token
+	pings    pings // pings the homeserver forwarded to the listener
+	// crypto are the agents' devices (nil without Options.OpenCrypto),
+	// set before cryptoReady is closed and not changed after.
+	crypto      Crypto
+	cryptoReady chan struct{}
+	refusals    refusals // requests the listener refused for their token
 
 	clientsMu sync.Mutex
 	clients   map[id.UserID]*mautrix.Client
@@ -203,6 +216,7 @@ func New(opts Options) (*Transport, error) {
 		members:       map[id.UserID]map[id.RoomID]bool{},
 		wake:          make(chan struct{}, 1),
 		ready:         make(chan struct{}),
+		cryptoReady:   make(chan struct{}),
 		closed:        make(chan struct{}),
 		sendAttempts:  5,
 		sendTryLimit:  cmp.Or(opts.PostTimeout, config.DefaultPostTimeout),
@@ -373,10 +387,16 @@ func (t *Transport) Start(ctx context.Context, handle Handler) error {
 		}()
 	}
 	if err := t.checkRegistration(ctx); err != nil {
+		close(t.cryptoReady)
 		t.shutdownServer()
 		return err
 	}
 	if err := t.setup(ctx); err != nil {
+		close(t.cryptoReady)
+		t.shutdownServer()
+		return err
+	}
+	if err := t.openCrypto(ctx); err != nil {
 		t.shutdownServer()
 		return err
 	}
@@ -434,6 +454,9 @@ func (t *Transport) Close() error {
 		t.wg.Wait()
 		t.state.Close()
 		t.closeErr = t.store.close()
+		if t.crypto != nil {
+			t.closeErr = errors.Join(t.closeErr, t.crypto.Close())
+		}
 	})
 	return t.closeErr
 }
@@ -489,6 +512,16 @@ func Registration(opts Options, url string) *appservice.Registration {
 	reg.RateLimited = &f
 	// A dedicated sender keeps the bare as_token from acting as any one agent.
 	reg.SenderLocalpart = cmp.Or(opts.SenderLocalpart, "zooid")
+	if opts.Encryption {
+		// Each agent's device hears its room keys (MSC2409), key counts and
+		// device lists (MSC3202) only in transactions, and is made without a
+		// login (MSC4190). Synapse also needs them on in experimental_features
+		// (docs/security.md).
+		reg.EphemeralEvents = true
+		reg.SoruEphemeralEvents = true
+		reg.MSC3202 = true
+		reg.MSC4190 = true
+	}
 	for _, a := range opts.Agents {
 		reg.Namespaces.UserIDs = append(reg.Namespaces.UserIDs, appservice.Namespace{
 			Regex:     "^" + regexp.QuoteMeta(string(a.UserID)) + "$",

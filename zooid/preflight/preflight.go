@@ -52,16 +52,8 @@ func Check(cfg *config.Config, opts Options) []Finding {
 			out = append(out, f)
 		}
 	}
-	if cfg.Encryption {
-		out = append(out, encryptionNotBuilt)
-	}
 	return append(out, checkRegistration(cfg, opts)...)
 }
-
-// encryptionNotBuilt is check's word on encryption: true while zooid run
-// refuses the key (daemon.New): the agents' devices are not built yet (issue
-// 37), and check passing a file that run then refuses would mislead.
-var encryptionNotBuilt = Finding{Path: "encryption", Msg: "this daemon does not yet give its agents devices to read encrypted rooms (issue 37): zooid run refuses encryption: true; remove it, and each agent bound to an encrypted room says in the room that it cannot read it"}
 
 // RegistrationFile is the registration file Check reads for cfg: opts.Registration, or
 // DefaultRegistration beside the config when it exists ("" when neither).
@@ -152,6 +144,22 @@ func checkRegistration(cfg *config.Config, opts Options) []Finding {
 	}
 	if reg.SenderLocalpart != want.SenderLocalpart {
 		msgs = append(msgs, fmt.Sprintf("its sender_localpart is %q, the matrix transport's is %q", reg.SenderLocalpart, want.SenderLocalpart))
+	}
+	if cfg.Encryption {
+		var missing []string
+		if !reg.EphemeralEvents && !reg.SoruEphemeralEvents {
+			missing = append(missing, "receive_ephemeral (room keys in transactions, MSC2409)")
+		}
+		if !reg.MSC3202 {
+			missing = append(missing, "org.matrix.msc3202 (one-time key counts and device lists in transactions)")
+		}
+		if !reg.MSC4190 {
+			missing = append(missing, "io.element.msc4190 (the agents' devices made without a login)")
+		}
+		if len(missing) > 0 {
+			msgs = append(msgs, fmt.Sprintf("encryption: true needs it to ask for %s, or the agents get no devices (start-up stops) or never hear their room keys",
+				strings.Join(missing, ", ")))
+		}
 	}
 	if mt.Listen != "" && strings.TrimRight(reg.URL, "/") != "http://"+mt.Listen {
 		msgs = append(msgs, fmt.Sprintf("its url is %q, but the daemon listens for pushes on %s (fine only if a proxy forwards one to the other)", reg.URL, mt.Listen))

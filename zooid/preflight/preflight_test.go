@@ -3,13 +3,14 @@ package preflight
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
 	"maunium.net/go/mautrix/appservice"
 
 	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/matrix"
 )
 
 // TestNamespacesMatchAsSynapseDoes: Synapse matches a namespace regex at the start of the id
@@ -63,15 +64,42 @@ func TestCommandsAreFoundAsTheAgentWill(t *testing.T) {
 	}
 }
 
-// TestCheckWarnsThatEncryptionIsNotBuilt: check agrees with zooid run, which
-// refuses encryption: true until the agents' devices exist.
-func TestCheckWarnsThatEncryptionIsNotBuilt(t *testing.T) {
+// TestCheckWantsTheRegistrationToAskForDevices: with encryption: true a
+// registration without MSC2409's, MSC3202's and MSC4190's keys is named with
+// what each is for; zooid registration's own output passes.
+func TestCheckWantsTheRegistrationToAskForDevices(t *testing.T) {
 	dir := t.TempDir()
-	for _, on := range []bool{false, true} {
-		cfg := &config.Config{File: filepath.Join(dir, "zooid.yaml"), Encryption: on}
-		got := slices.Contains(Check(cfg, Options{}), encryptionNotBuilt)
-		if got != on {
-			t.Errorf("encryption %v: warning given %v, want %v", on, got, on)
+	cfgFile := filepath.Join(dir, "zooid.yaml")
+	mt := &config.MatrixTransport{Homeserver: "http://127.0.0.1:8008", ServerName: "localhost", ASToken: "as", HSToken: "hs", Listen: "127.0.0.1:9000"}
+	cfg := &config.Config{File: cfgFile, Encryption: true, Transports: []config.Transport{{Name: "matrix", Type: "matrix", Matrix: mt}}}
+	write := func(reg *appservice.Registration) string {
+		path := filepath.Join(dir, "registration.yaml")
+		data, err := yaml.Marshal(reg)
+		if err != nil {
+			t.Fatal(err)
 		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	good := matrix.Registration(matrix.OptionsFromConfig(cfg, mt), "http://127.0.0.1:9000")
+	if got := Check(cfg, Options{Registration: write(good)}); len(got) != 0 {
+		t.Errorf("zooid registration's own output: findings %v, want none", got)
+	}
+	bare := *good
+	bare.EphemeralEvents, bare.SoruEphemeralEvents, bare.MSC3202, bare.MSC4190 = false, false, false, false
+	got := Check(cfg, Options{Registration: write(&bare)})
+	if len(got) != 1 {
+		t.Fatalf("a registration without the device keys: findings %v, want one", got)
+	}
+	for _, want := range []string{"encryption: true", "receive_ephemeral", "org.matrix.msc3202", "io.element.msc4190"} {
+		if !strings.Contains(got[0].Msg, want) {
+			t.Errorf("finding %q does not name %q", got[0].Msg, want)
+		}
+	}
+	cfg.Encryption = false
+	if got := Check(cfg, Options{Registration: write(&bare)}); len(got) != 0 {
+		t.Errorf("without encryption the same registration: findings %v, want none", got)
 	}
 }

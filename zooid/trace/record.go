@@ -168,7 +168,7 @@ const (
 	WhyTaskResult  = "task_result"      // a dev.zooid.thread_result never wakes anyone
 	WhyAgentPost   = "agent_post"       // an agent's own post wakes nobody
 	WhyNotNotified = "nobody_addressed" // no agent bound here was mentioned or addressed
-	WhyEncrypted   = "encrypted"        // an m.room.encrypted event: this daemon cannot read it
+	WhyEncrypted   = "encrypted"        // an m.room.encrypted event the daemon did not decrypt: encryption off, or its key never came
 	WhyTaskClosed  = "task_closed"      // a task root met again after its task closed: its assignee is not set to work
 )
 

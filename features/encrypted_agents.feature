@@ -1,0 +1,87 @@
+Feature: Agents read and answer in end-to-end encrypted rooms
+  In order to work with agents in the rooms Element makes, which are encrypted by default
+  As a person in such a room
+  I want an agent I mention to read my message and answer it, encrypted like the rest of the room
+
+  With zooid.yaml's encryption: true each agent has an end-to-end encryption device of its own,
+  made by the daemon as the appservice without a login (MSC4190), its keys in the state dir. Its
+  room keys, one-time key counts and device lists come in the transactions the homeserver pushes
+  (MSC2409, MSC3202). The daemon decrypts what is sent to a bound room before routing it, so an
+  encrypted mention wakes its agent as a plain one does, and what an agent posts in an encrypted
+  room is encrypted for the room's devices. A message whose room key never reaches the agents'
+  devices gets a notice in its thread instead of silence. The humans here have real devices
+  (mautrix's crypto): they encrypt what they say and decrypt what the agents answer.
+
+  Background:
+    Given the homeserver has users "ori" and "mia"
+    And agents "agent-a" and "agent-b" are bound to "#ops"
+    And the daemon reads encrypted rooms
+    And ori has an end-to-end encryption device
+    And mia has an end-to-end encryption device
+
+  Scenario: an encrypted mention is answered, encrypted, and no key is let out
+    Given "#ops" is end-to-end encrypted
+    And the daemon keeps a trace
+    And agent-a will reply "on it"
+    When ori says in "#ops", encrypted: "@agent-a can someone audit svc-a"
+    Then agent-a is prompted with "can someone audit svc-a"
+    And agent-a posts "on it" in the thread
+    And what agent-a posted in "#ops" went encrypted
+    And agent-b is not prompted with "can someone audit svc-a"
+    And the trace of "#ops" shows "can someone audit svc-a" waking agent-a (mention)
+    And no secret appears in the trace
+    And no secret appears in agent-a's environment, arguments or session/new
+    And no secret appears in the daemon's log
+
+  Scenario: a task delegated in an encrypted room is done and reported, every post encrypted
+    Given "#ops" is end-to-end encrypted
+    And agent-b will reply "svc-a is clean"
+    When ori says in "#ops", encrypted: "@agent-a get svc-a audited"
+    And agent-a calls zooid_start_task_threads with {"tasks": [{"agent": "agent-b", "prompt": "audit svc-a"}]}
+    Then task 1 is started
+    And agent-b is prompted once with the task "audit svc-a", under a header from agent-a
+    And the task "audit svc-a" ends complete with "svc-a is clean"
+    And agent-a's thread gets a notice with the result of "audit svc-a"
+    And what agent-a posted in "#ops" went encrypted
+    And what agent-b posted in "#ops" went encrypted
+
+  Scenario: a mention whose room key comes after it is answered once the key comes
+    Given "#ops" is end-to-end encrypted
+    And agent-a will reply "noted"
+    When ori says in "#ops", encrypted, its room key held back: "@agent-a the standby takes over at six"
+    And ori sends the room key it held back in "#ops"
+    Then agent-a is prompted with "the standby takes over at six"
+    And agent-a posts "noted" in the thread
+
+  Scenario: a message whose room key never comes gets a notice in its thread and wakes nobody
+    Given "#ops" is end-to-end encrypted
+    And the daemon keeps a trace
+    When ori says in "#ops", encrypted, its room key held back: "@agent-a the standby takes over at six"
+    Then agent-a posts "agent-a could not decrypt this message: its room key never reached the agents' devices, so no agent read it. Please send it again; if this keeps happening, check that your client shares room keys with unverified devices." in the thread
+    And agent-a is not prompted with "the standby takes over at six"
+    And the trace of "#ops" shows "the standby takes over at six" waking nobody (encrypted)
+
+  Scenario: a restarted daemon keeps its agents' devices and reads the room's keys from before
+    Given "#ops" is end-to-end encrypted
+    And the daemon runs as its own process
+    And agent-a will reply "on it"
+    And agent-a will reply "still here"
+    When ori says in "#ops", encrypted: "@agent-a can someone audit svc-a"
+    Then agent-a posts "on it" in the thread
+    And agent-a has one end-to-end encryption device
+    When the daemon is stopped and started again
+    And ori says in "#ops", encrypted: "@agent-a are you back?"
+    Then agent-a is prompted with "are you back?"
+    And agent-a posts "still here" in the thread
+    And agent-a has one end-to-end encryption device
+
+  Scenario: a room turning encrypted mid-conversation is read on, and answered encrypted
+    Given agent-a will reply "on it"
+    And agent-a will reply "still on it"
+    When ori says in "#ops": "@agent-a can someone audit svc-a"
+    Then agent-a posts "on it" in the thread
+    When ori turns on encryption in "#ops"
+    And ori says in "#ops", encrypted: "@agent-a is svc-a done?"
+    Then agent-a is prompted with "is svc-a done?"
+    And agent-a posts "still on it" in the thread
+    And agent-a has posted nothing containing "not set to read encrypted rooms"

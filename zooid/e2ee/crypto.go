@@ -1,0 +1,232 @@
+//go:build goolm
+
+package e2ee
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/crypto"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+)
+
+// transaction is the encryption part of a pushed transaction, as Synapse
+// names its fields: to-device messages (MSC2409; "to_device" once stable)
+// and one-time key counts and device list changes (MSC3202; Synapse sends
+// the counts under two spellings, either is read).
+type transaction struct {
+	ToDevice    []json.RawMessage                              `json:"de.sorunome.msc2409.to_device"`
+	ToDeviceV1  []json.RawMessage                              `json:"to_device"`
+	OTKCounts   map[id.UserID]map[id.DeviceID]mautrix.OTKCount `json:"org.matrix.msc3202.device_one_time_keys_count"`
+	OTKCountsV0 map[id.UserID]map[id.DeviceID]mautrix.OTKCount `json:"org.matrix.msc3202.device_one_time_key_counts"`
+	DeviceLists *mautrix.DeviceLists                           `json:"org.matrix.msc3202.device_lists"`
+}
+
+// Transaction hands the devices what a pushed transaction carries for them:
+// device list changes first (a room key's sender may be a device just
+// added), then each to-device message to its device (room keys, stored
+// before the transaction is acknowledged, so an acknowledged key is never
+// lost), then the one-time key counts (a device low on keys uploads more).
+// What is for a device the daemon does not have is logged and dropped.
+func (d *Devices) Transaction(ctx context.Context, body []byte) {
+	var txn transaction
+	if err := json.Unmarshal(body, &txn); err != nil {
+		d.log.Warn("reading the encryption data of a transaction", "err", err)
+		return
+	}
+	if txn.DeviceLists != nil && len(txn.DeviceLists.Changed) > 0 && len(d.order) > 0 {
+		// The agents' machines share one device store, so one of them
+		// fetching the changed users' keys serves all.
+		d.order[0].mach.HandleDeviceLists(ctx, txn.DeviceLists, "")
+	}
+	for _, raw := range append(txn.ToDevice, txn.ToDeviceV1...) {
+		d.toDevice(ctx, raw)
+	}
+	counts := txn.OTKCounts
+	if counts == nil {
+		counts = txn.OTKCountsV0
+	}
+	for user, devices := range counts {
+		dev := d.byUser[user]
+		if dev == nil {
+			continue
+		}
+		for devID, count := range devices {
+			if devID != dev.mach.Client.DeviceID {
+				continue
+			}
+			count.UserID, count.DeviceID = user, devID
+			dev.mach.HandleOTKCounts(ctx, &count)
+		}
+	}
+}
+
+// toDevice hands one to-device message to the device it is for.
+func (d *Devices) toDevice(ctx context.Context, raw json.RawMessage) {
+	evt := &event.Event{}
+	if err := json.Unmarshal(raw, evt); err != nil {
+		d.log.Warn("dropping a to-device message that is not an event", "err", err)
+		return
+	}
+	evt.Type.Class = event.ToDeviceEventType
+	dev := d.byUser[evt.ToUserID]
+	if dev == nil || evt.ToDeviceID != dev.mach.Client.DeviceID {
+		d.log.Debug("dropping a to-device message for a device the daemon does not have", "user", evt.ToUserID, "device", evt.ToDeviceID, "type", evt.Type.Type)
+		return
+	}
+	if err := evt.Content.ParseRaw(evt.Type); err != nil {
+		d.log.Debug("dropping a to-device message of a type mautrix does not know", "type", evt.Type.Type, "sender", evt.Sender, "err", err)
+		return
+	}
+	d.log.Debug("to-device message", "agent", dev.agent.Name, "type", evt.Type.Type, "sender", evt.Sender)
+	dev.mach.HandleToDeviceEvent(ctx, evt)
+}
+
+// Observe lets the devices see a room's membership change: a member leaving
+// or joining ends each agent's outbound session there, so the next post's key
+// goes to the room's members as they are now.
+func (d *Devices) Observe(ctx context.Context, ev *event.Event) {
+	if ev.Type != event.StateMember {
+		return
+	}
+	for _, dev := range d.order {
+		dev.mach.HandleMemberEvent(ctx, ev)
+	}
+}
+
+// ErrUndecryptable is wrapped by Decrypt's error when no agent's device has
+// the event's room key, even after waiting for it.
+var ErrUndecryptable = errors.New("no agent device holds the room key of this event")
+
+// Decrypt decrypts ev, an m.room.encrypted event, with the room key of any
+// agent joined to its room that holds it. Without one it waits, up to
+// Options.LateKeyWait, for the key to arrive in a later transaction (a room
+// key and its event may be pushed in either order), then fails wrapping
+// ErrUndecryptable. The decrypted event keeps ev's id, sender, room and
+// time; Mautrix.WasEncrypted is set.
+func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, error) {
+	if ev.Type != event.EventEncrypted {
+		return nil, fmt.Errorf("e2ee: %s is %s, not %s", ev.ID, ev.Type.Type, event.EventEncrypted.Type)
+	}
+	if ev.Content.Parsed == nil {
+		if err := ev.Content.ParseRaw(event.EventEncrypted); err != nil {
+			return nil, fmt.Errorf("e2ee: reading the encrypted content of %s: %w", ev.ID, err)
+		}
+	}
+	content, ok := ev.Content.Parsed.(*event.EncryptedEventContent)
+	if !ok {
+		return nil, fmt.Errorf("e2ee: %s has no encrypted content", ev.ID)
+	}
+	if content.Algorithm != id.AlgorithmMegolmV1 {
+		return nil, fmt.Errorf("e2ee: %s is encrypted with %q; only %s is read: %w", ev.ID, content.Algorithm, id.AlgorithmMegolmV1, ErrUndecryptable)
+	}
+	devs := d.inRoom(ctx, ev.RoomID)
+	if len(devs) == 0 {
+		return nil, fmt.Errorf("e2ee: no agent with a device is joined to %s: %w", ev.RoomID, ErrUndecryptable)
+	}
+	wait := d.opts.LateKeyWait
+	if wait <= 0 {
+		wait = DefaultLateKeyWait
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		var lastErr error
+		for _, dev := range devs {
+			// Each try parses its own copy: mautrix decrypts in place.
+			cp := *ev
+			dec, err := dev.mach.DecryptMegolmEvent(ctx, &cp)
+			if err == nil {
+				return dec, nil
+			}
+			lastErr = err
+			if !errors.Is(err, crypto.ErrNoSessionFound) {
+				return nil, fmt.Errorf("e2ee: %s's device decrypting %s: %w: %w", dev.agent.Name, ev.ID, err, ErrUndecryptable)
+			}
+		}
+		left := time.Until(deadline)
+		if left <= 0 || ctx.Err() != nil {
+			return nil, fmt.Errorf("e2ee: %s in %s (session %s) after waiting %s for its key: %w: %w", ev.ID, ev.RoomID, content.SessionID, wait, lastErr, ErrUndecryptable)
+		}
+		// Wakes when the first device stores that session; every agent's
+		// device gets the key in the same sending, so one is enough to wait
+		// on, and the bound makes the loop look at the others again.
+		devs[0].mach.WaitForSession(ctx, ev.RoomID, content.SenderKey, content.SessionID, min(left, time.Second))
+	}
+}
+
+// inRoom are the devices of the agents joined to room.
+func (d *Devices) inRoom(ctx context.Context, room id.RoomID) []*device {
+	rs, err := d.opts.Rooms.Room(ctx, room)
+	if err != nil {
+		return d.order
+	}
+	var out []*device
+	for _, dev := range d.order {
+		if rs.Joined(dev.agent.UserID) {
+			out = append(out, dev)
+		}
+	}
+	return out
+}
+
+// Encrypted says whether room is end-to-end encrypted, as the room state
+// holds it.
+func (d *Devices) Encrypted(ctx context.Context, room id.RoomID) bool {
+	enc, err := stateStore{d}.IsEncrypted(ctx, room)
+	return err == nil && enc
+}
+
+// Encrypt encrypts content of type evType for room as user's device: the
+// room's megolm session is shared first (a new one if there is none or the
+// membership changed) with every device of the room's joined and invited
+// members it was not shared with, as olm-encrypted to-device messages. The
+// result is the content of an m.room.encrypted event; its m.relates_to stays
+// in the clear so the thread it belongs to is known without a key.
+func (d *Devices) Encrypt(ctx context.Context, user id.UserID, room id.RoomID, evType event.Type, content any) (*event.EncryptedEventContent, error) {
+	dev := d.byUser[user]
+	if dev == nil {
+		return nil, fmt.Errorf("e2ee: %s has no device to encrypt with", user)
+	}
+	var lastErr error
+	// A membership change seen between sharing and encrypting ends the
+	// session just shared; the next round shares a new one.
+	for range 3 {
+		users, err := d.members(ctx, room)
+		if err != nil {
+			return nil, err
+		}
+		if err := dev.mach.ShareGroupSession(ctx, room, users); err != nil {
+			return nil, fmt.Errorf("e2ee: %s sharing the room key of %s: %w", dev.agent.Name, room, err)
+		}
+		enc, err := dev.mach.EncryptMegolmEvent(ctx, room, evType, content)
+		if err == nil {
+			return enc, nil
+		}
+		lastErr = err
+		if !errors.Is(err, crypto.ErrNoGroupSession) && !errors.Is(err, crypto.ErrSessionExpired) && !errors.Is(err, crypto.ErrSessionNotShared) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("e2ee: %s encrypting for %s: %w", dev.agent.Name, room, lastErr)
+}
+
+// members are room's joined and invited members: an invited member who
+// joins later reads what was sent since the invite, as Element does.
+func (d *Devices) members(ctx context.Context, room id.RoomID) ([]id.UserID, error) {
+	rs, err := d.opts.Rooms.Room(ctx, room)
+	if err != nil {
+		return nil, fmt.Errorf("e2ee: the members of %s: %w", room, err)
+	}
+	users := make([]id.UserID, 0, len(rs.Members))
+	for u, m := range rs.Members {
+		if m.Membership == event.MembershipJoin || m.Membership == event.MembershipInvite {
+			users = append(users, u)
+		}
+	}
+	return users, nil
+}
