@@ -85,3 +85,34 @@ Feature: Agents read and answer in end-to-end encrypted rooms
     Then agent-a is prompted with "is svc-a done?"
     And agent-a posts "still on it" in the thread
     And agent-a has posted nothing containing "not set to read encrypted rooms"
+
+  Scenario: an agent reads an encrypted thread back in plain text
+    Given "#ops" is end-to-end encrypted
+    And agent-a will reply "on it"
+    When ori says in "#ops", encrypted: "@agent-a can someone audit svc-a"
+    Then agent-a posts "on it" in the thread
+    When mia replies in the thread, encrypted: "and svc-b too"
+    And agent-a calls zooid_get_thread_history with {"thread_id": "$thread"}
+    Then the result includes:
+      """json
+      {"messages": [
+        {"sender": "@ori", "text": "@agent-a can someone audit svc-a"},
+        {"sender": "@agent-a", "text": "on it", "is_agent": true},
+        {"sender": "@mia", "text": "and svc-b too"}
+      ]}
+      """
+    And no message in the result is undecryptable
+
+  Scenario: reading history says which message the agent's device could not decrypt
+    Given "#ops" is end-to-end encrypted
+    When ori says in "#ops", encrypted: "deploys are frozen until noon"
+    And mia says in "#ops", encrypted, its room key held back: "the standby takes over at six"
+    Then agent-a posts "agent-a could not decrypt this message: its room key never reached the agents' devices, so no agent read it. Please send it again; if this keeps happening, check that your client shares room keys with unverified devices." in the thread
+    When agent-a calls zooid_get_history with {"limit": 10}
+    Then the result includes:
+      """json
+      {"messages": [
+        {"sender": "@ori", "text": "deploys are frozen until noon"},
+        {"sender": "@mia", "undecryptable": true, "text": "[undecryptable: this message's room key has not reached this agent's device]"}
+      ]}
+      """

@@ -338,7 +338,23 @@ func (d *Device) RoomKeys() []string {
 	return slices.Clone(d.roomKeys)
 }
 
+// SendThreadReply is SendText for a reply in the thread on root: its
+// m.relates_to is encrypted with the body and, as Element sends it, kept in
+// the clear too, so the homeserver can index the thread.
+func (d *Device) SendThreadReply(ctx context.Context, room id.RoomID, root id.EventID, text string) (id.EventID, error) {
+	if err := d.ShareRoomKey(ctx, room); err != nil {
+		return "", err
+	}
+	content := &event.MessageEventContent{MsgType: event.MsgText, Body: text}
+	content.RelatesTo = (&event.RelatesTo{}).SetThread(root, root)
+	return d.sendContent(ctx, room, content)
+}
+
 func (d *Device) send(ctx context.Context, room id.RoomID, text string) (id.EventID, error) {
+	return d.sendContent(ctx, room, &event.MessageEventContent{MsgType: event.MsgText, Body: text})
+}
+
+func (d *Device) sendContent(ctx context.Context, room id.RoomID, content *event.MessageEventContent) (id.EventID, error) {
 	if ogs, err := d.mach.CryptoStore.GetOutboundGroupSession(ctx, room); err == nil && ogs != nil {
 		// The content mautrix shared the session with: its key as the
 		// room's devices received it.
@@ -348,7 +364,6 @@ func (d *Device) send(ctx context.Context, room id.RoomID, text string) (id.Even
 			d.mu.Unlock()
 		}
 	}
-	content := &event.MessageEventContent{MsgType: event.MsgText, Body: text}
 	enc, err := d.mach.EncryptMegolmEvent(ctx, room, event.EventMessage, content)
 	if err != nil {
 		return "", fmt.Errorf("%s encrypting a message for %s: %w", d.cli.UserID, room, err)

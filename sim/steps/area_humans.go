@@ -40,6 +40,10 @@ func humanSteps(w *world) []stepDef {
 			example: `ori says in "#ops", encrypted: "@agent-a can someone audit svc-a"`,
 			doc:     "Posts a top-level m.room.encrypted event (m.megolm.v1.aes-sha2). A human with an end-to-end encryption device really encrypts the text, sharing the room key with the room's devices first; one without sends random bytes no key opens, standing for the text. Trace steps find it by the text.",
 			fn:      w.stepSaysEncrypted},
+		{area: "humans", pattern: `^([a-z0-9-]+) replies in the thread, encrypted: "([^"]*)"$`,
+			example: `mia replies in the thread, encrypted: "and svc-b too"`,
+			doc:     "The human's end-to-end encryption device replies in the current thread, the text and its thread relation encrypted (the relation also in the clear, as Element sends it), sharing the room key with the room's devices first.",
+			fn:      w.stepRepliesEncrypted},
 		{area: "humans", pattern: `^([a-z0-9-]+) says in "(#[a-z0-9-]+)", encrypted, its room key held back: "([^"]*)"$`,
 			example: `ori says in "#ops", encrypted, its room key held back: "@agent-a the standby takes over at six"`,
 			doc:     "The human's end-to-end encryption device sends the text encrypted with a room key it shares with no one yet: the room's devices hold the message before its key, as when a to-device message is slower than the room's event.",
@@ -185,6 +189,23 @@ func (w *world) stepSaysEncrypted(ctx context.Context, who, roomName, text strin
 		return fmt.Errorf("%s posting an encrypted message in %s: %w", who, roomName, err)
 	}
 	w.postedEncrypted(&post{room: r, id: resp.EventID, sender: who, text: text, core: stripMentions(text), root: resp.EventID})
+	return nil
+}
+
+func (w *world) stepRepliesEncrypted(ctx context.Context, who, text string) error {
+	if w.thread == nil {
+		return fmt.Errorf("there is no current thread yet")
+	}
+	root := w.thread
+	h, r, err := w.deviceIn(ctx, who, root.room.name)
+	if err != nil {
+		return err
+	}
+	evt, err := h.dev.SendThreadReply(ctx, r.id, root.id, text)
+	if err != nil {
+		return fmt.Errorf("%s replying encrypted in the thread of %s: %w", who, root.id, err)
+	}
+	w.encrypted = append(w.encrypted, &post{room: r, id: evt, sender: who, text: text, core: stripMentions(text), root: root.id})
 	return nil
 }
 

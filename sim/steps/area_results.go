@@ -56,6 +56,10 @@ func resultSteps(w *world) []stepDef {
 			example: `no thread in the result is a thread reply`,
 			doc:     "No entry is a reply: none is a generated or harness reply, none has a thread_id other than its own id.",
 			fn:      w.stepNoReplies},
+		{area: "results", pattern: `^no message in the result is undecryptable$`,
+			example: `no message in the result is undecryptable`,
+			doc:     "No entry of the last result carries undecryptable: true (each was decrypted, or was never encrypted).",
+			fn:      w.stepNoneUndecryptable},
 		{area: "results", pattern: `^every (?:thread|message|member|room) in the result has ([a-z_, ]+)$`,
 			example: `every thread in the result has reply_count and last_activity_at`,
 			doc:     "Each entry of the last result's list has these fields, not null.",
@@ -264,6 +268,22 @@ func (w *world) stepNoReplies() error {
 		}
 		if t, ok := e["thread_id"].(string); ok && t != "" && t != eid {
 			return fmt.Errorf("entry %s carries thread_id %s", eid, t)
+		}
+	}
+	return nil
+}
+
+func (w *world) stepNoneUndecryptable() error {
+	c, l, err := w.okList()
+	if err != nil {
+		return err
+	}
+	if len(l) == 0 {
+		return fmt.Errorf("the result has no entries to check: %s", c)
+	}
+	for i, e := range l {
+		if u, _ := e["undecryptable"].(bool); u {
+			return fmt.Errorf("entry %d is undecryptable: %v", i, e)
 		}
 	}
 	return nil

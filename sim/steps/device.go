@@ -12,6 +12,7 @@ import (
 // -tags goolm (device_goolm.go); without the tag newHumanDevice says so.
 type humanDevice interface {
 	SendText(ctx context.Context, room id.RoomID, text string) (id.EventID, error)
+	SendThreadReply(ctx context.Context, room id.RoomID, root id.EventID, text string) (id.EventID, error)
 	// SendTextKeyLater sends text encrypted with a room key shared with no
 	// one yet; deliver sends that key to the room's devices.
 	SendTextKeyLater(ctx context.Context, room id.RoomID, text string) (evt id.EventID, deliver func(context.Context) error, err error)

@@ -154,7 +154,7 @@ func (d *Daemon) adoptTaskRoots(ctx context.Context) {
 		}
 		// history.RecentMessages pages on where a server filters after the
 		// limit, so a run of reactions doesn't hide the root.
-		chunk, err := history.RecentMessages(ctx, d.transport.Client(reader), room, adoptDepth, adoptRequests)
+		chunk, err := history.RecentMessages(ctx, d.transport.Client(reader), room, adoptDepth, adoptRequests, d.transport.Decrypted)
 		if err != nil {
 			d.log.Warn("looking for task roots posted before a crash", "room", room, "err", err)
 		}
@@ -191,7 +191,7 @@ func (d *Daemon) recallThread(ctx context.Context, msg router.Message) ([]router
 	}
 	ctx, cancel := context.WithTimeout(ctx, recallTimeout)
 	defer cancel()
-	root, replies, err := history.ThreadTail(ctx, d.transport.Client(reader), msg.Room, msg.ThreadRoot, recallDepth)
+	root, replies, err := history.ThreadTail(ctx, d.transport.Client(reader), msg.Room, msg.ThreadRoot, recallDepth, d.transport.Decrypted)
 	if err != nil {
 		d.log.Warn("recalling thread memory", "room", msg.Room, "thread", msg.ThreadRoot, "err", err)
 		return nil, false

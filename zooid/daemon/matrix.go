@@ -98,6 +98,7 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		Workstation: cfg.Workstation,
 
 		Client:    tr.Client,
+		Decrypt:   tr.Decrypted,
 		Agents:    d.agentName,
 		CursorKey: key,
 		Transport: "matrix",

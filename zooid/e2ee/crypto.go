@@ -159,6 +159,30 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 	}
 }
 
+// DecryptAs decrypts ev with user's device and the room keys it holds now,
+// without waiting for a late one: what an agent reads of a room's history.
+func (d *Devices) DecryptAs(ctx context.Context, user id.UserID, ev *event.Event) (*event.Event, error) {
+	dev := d.byUser[user]
+	if dev == nil {
+		return nil, fmt.Errorf("e2ee: %s has no device: %w", user, ErrUndecryptable)
+	}
+	cp := *ev
+	if cp.Type != event.EventEncrypted {
+		return nil, fmt.Errorf("e2ee: %s is %s, not %s", ev.ID, ev.Type.Type, event.EventEncrypted.Type)
+	}
+	cp.Type.Class = event.MessageEventType
+	if _, ok := cp.Content.Parsed.(*event.EncryptedEventContent); !ok {
+		if err := cp.Content.ParseRaw(event.EventEncrypted); err != nil {
+			return nil, fmt.Errorf("e2ee: reading the encrypted content of %s: %w", ev.ID, err)
+		}
+	}
+	dec, err := dev.mach.DecryptMegolmEvent(ctx, &cp)
+	if err != nil {
+		return nil, fmt.Errorf("e2ee: %s's device decrypting %s: %w: %w", dev.agent.Name, ev.ID, err, ErrUndecryptable)
+	}
+	return dec, nil
+}
+
 // inRoom are the devices of the agents joined to room.
 func (d *Devices) inRoom(ctx context.Context, room id.RoomID) []*device {
 	rs, err := d.opts.Rooms.Room(ctx, room)

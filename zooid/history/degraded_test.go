@@ -122,7 +122,7 @@ func TestHistoryBehindAPageOfReactions(t *testing.T) {
 		t.Fatalf("recent threads: %s, has_more %v", got, threads.HasMore)
 	}
 	// What the daemon reads at start-up to adopt a task root.
-	recent, err := history.RecentMessages(ctx, asCli(r.hs, agent), r.c.Room, 500, 4)
+	recent, err := history.RecentMessages(ctx, asCli(r.hs, agent), r.c.Room, 500, 4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

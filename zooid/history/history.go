@@ -54,6 +54,36 @@ type Options struct {
 	// members and rooms are answered from it, asking the homeserver only
 	// where it is not current. When nil they are read from the homeserver.
 	State *roomstate.Cache
+	// Decrypt gives the plaintext of an m.room.encrypted event as the
+	// reading agent's device can decrypt it now; nil reads every event as
+	// the homeserver gives it.
+	Decrypt Decrypter
+}
+
+// Decrypter returns evt decrypted with as's device when evt is an
+// m.room.encrypted event whose room key the device holds, else evt itself
+// (a message it cannot decrypt reads as undecryptable, never as a gap).
+type Decrypter func(ctx context.Context, as id.UserID, evt *event.Event) *event.Event
+
+// plain is evt as as reads it.
+func (d Decrypter) plain(ctx context.Context, as id.UserID, evt *event.Event) *event.Event {
+	if d == nil || evt == nil || evt.Type != event.EventEncrypted {
+		return evt
+	}
+	return d(ctx, as, evt)
+}
+
+// plainAll decrypts what it can of evts in place.
+func (d Decrypter) plainAll(ctx context.Context, as id.UserID, room id.RoomID, evts []*event.Event) {
+	if d == nil {
+		return
+	}
+	for i, evt := range evts {
+		if evt.RoomID == "" {
+			evt.RoomID = room
+		}
+		evts[i] = d.plain(ctx, as, evt)
+	}
 }
 
 // Reader reads and posts room content as agents: the tools.Rooms the tools
@@ -229,7 +259,8 @@ func parseContent(evt *event.Event) (rawContent, bool) {
 // threadOf returns the thread root a message replies in, if any. Only messages
 // count: other events in a thread (a /clear, a task result) are not history.
 func threadOf(evt *event.Event) id.EventID {
-	if evt == nil || evt.Type != event.EventMessage {
+	// An undecryptable message's relation is in the clear.
+	if evt == nil || (evt.Type != event.EventMessage && evt.Type != event.EventEncrypted) {
 		return ""
 	}
 	return zevent.ThreadRoot(evt)
@@ -251,6 +282,14 @@ func bundledEdit(evt *event.Event) *event.Event {
 // textWith renders evt with the newest edit: the bundled one, else edit
 // (met by a scan or asked for), else the original text.
 func textWith(evt *event.Event, edit *event.Event) (string, bool) {
+	if evt != nil && evt.Type == event.EventEncrypted {
+		// A message the reader's device could not decrypt: an entry that
+		// says so (tools.Message.Undecryptable), never a gap.
+		if rel, ok := evt.Content.Raw["m.relates_to"].(map[string]any); ok && rel["rel_type"] == string(event.RelReplace) {
+			return "", false
+		}
+		return undecryptableText, true
+	}
 	rc, ok := parseContent(evt)
 	if !ok {
 		return "", false
@@ -296,13 +335,18 @@ func stamp(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
+// undecryptableText is the text of a message the reading agent's device
+// could not decrypt.
+const undecryptableText = "[undecryptable: this message's room key has not reached this agent's device]"
+
 func (h *Reader) message(evt *event.Event, body string) tools.Message {
 	m := tools.Message{
-		ID:        evt.ID,
-		Sender:    evt.Sender,
-		Text:      body,
-		Timestamp: stamp(evt.Timestamp),
-		ThreadID:  threadOf(evt),
+		ID:            evt.ID,
+		Sender:        evt.Sender,
+		Text:          body,
+		Timestamp:     stamp(evt.Timestamp),
+		ThreadID:      threadOf(evt),
+		Undecryptable: evt.Type == event.EventEncrypted,
 	}
 	if name, ok := h.opts.Agents(evt.Sender); ok {
 		m.IsAgent, m.AgentName = true, name
@@ -323,7 +367,8 @@ func isReplyIn(evt *event.Event, root id.EventID) bool {
 	return threadOf(evt) == root && isHistory(evt)
 }
 
-var messageFilter = &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}
+// messageFilter asks for messages, encrypted ones included.
+var messageFilter = &mautrix.FilterPart{Types: []event.Type{event.EventMessage, event.EventEncrypted}}
 
 // messageStream reads /messages backwards, message events only. The types
 // filter saves bytes, but a server that applies it after the page limit
@@ -336,6 +381,7 @@ type messageStream struct {
 	cli        *mautrix.Client
 	room       id.RoomID
 	unfiltered bool
+	decrypt    Decrypter
 }
 
 func (m *messageStream) fetch(ctx context.Context, from string, size int) ([]*event.Event, string, string, error) {
@@ -354,7 +400,10 @@ func (m *messageStream) fetch(ctx context.Context, from string, size int) ([]*ev
 	chunk := make([]*event.Event, 0, len(resp.Chunk))
 	for _, evt := range resp.Chunk {
 		evt.RoomID = m.room
-		if evt.Type.Type == event.EventMessage.Type {
+		if evt.Type.Type == event.EventEncrypted.Type {
+			evt = m.decrypt.plain(ctx, m.cli.UserID, evt)
+		}
+		if evt.Type.Type == event.EventMessage.Type || evt.Type.Type == event.EventEncrypted.Type {
 			chunk = append(chunk, evt)
 		}
 	}
@@ -365,8 +414,8 @@ func (m *messageStream) fetch(ctx context.Context, from string, size int) ([]*ev
 // most maxRequests /messages requests, with the fallback of messageStream:
 // what the daemon reads at start-up to adopt a task root posted just before a
 // crash.
-func RecentMessages(ctx context.Context, cli *mautrix.Client, room id.RoomID, n, maxRequests int) ([]*event.Event, error) {
-	ms := &messageStream{cli: cli, room: room}
+func RecentMessages(ctx context.Context, cli *mautrix.Client, room id.RoomID, n, maxRequests int, dec Decrypter) ([]*event.Event, error) {
+	ms := &messageStream{cli: cli, room: room, decrypt: dec}
 	var out []*event.Event
 	from := ""
 	for range maxRequests {
@@ -388,7 +437,7 @@ func RecentMessages(ctx context.Context, cli *mautrix.Client, room id.RoomID, n,
 	return out, nil
 }
 
-func relationsFetch(cli *mautrix.Client, room id.RoomID, root id.EventID) chunkFetch {
+func relationsFetch(cli *mautrix.Client, room id.RoomID, root id.EventID, dec Decrypter) chunkFetch {
 	return func(ctx context.Context, from string, size int) ([]*event.Event, string, string, error) {
 		resp, err := cli.GetRelations(ctx, room, root, &mautrix.ReqGetRelations{
 			RelationType: event.RelThread,
@@ -399,6 +448,7 @@ func relationsFetch(cli *mautrix.Client, room id.RoomID, root id.EventID) chunkF
 		if err != nil {
 			return nil, "", "", fmt.Errorf("reading thread %s relations: %w", root, err)
 		}
+		dec.plainAll(ctx, cli.UserID, room, resp.Chunk)
 		return resp.Chunk, "", resp.NextBatch, nil
 	}
 }
@@ -420,7 +470,7 @@ func (h *Reader) History(ctx context.Context, c tools.Caller, limit int, before 
 	}
 	h.awaitOwnPost(ctx, cli, c.UserID, c.Room)
 	st := newScanState()
-	w, top, complete, err := scanFrom(ctx, cli, c.Room, cur, h.carriedFor(before), min(limit+1, maxChunk), st)
+	w, top, complete, err := scanFrom(ctx, cli, c.Room, h.opts.Decrypt, cur, h.carriedFor(before), min(limit+1, maxChunk), st)
 	if err != nil {
 		return tools.MessagePage{}, err
 	}
@@ -463,7 +513,7 @@ func (h *Reader) RecentThreads(ctx context.Context, c tools.Caller, limit int, b
 	}
 	h.awaitOwnPost(ctx, cli, c.UserID, c.Room)
 	st := newScanState()
-	w, top, complete, err := scanFrom(ctx, cli, c.Room, cur, h.carriedFor(before), recentChunk, st)
+	w, top, complete, err := scanFrom(ctx, cli, c.Room, h.opts.Decrypt, cur, h.carriedFor(before), recentChunk, st)
 	if err != nil {
 		return tools.ThreadPage{}, err
 	}
@@ -503,7 +553,8 @@ func (h *Reader) getRoot(ctx context.Context, cli *mautrix.Client, room id.RoomI
 		return nil, notFound
 	}
 	evt.RoomID = room
-	if evt.Type != event.EventMessage {
+	evt = h.opts.Decrypt.plain(ctx, cli.UserID, evt)
+	if evt.Type != event.EventMessage && evt.Type != event.EventEncrypted {
 		return nil, notFound
 	}
 	if threadOf(evt) != "" {
@@ -559,7 +610,7 @@ func (h *Reader) ThreadHistory(ctx context.Context, c tools.Caller, thread id.Ev
 	st := newScanState()
 	top, complete := "", true
 	if mode == modeRelations {
-		w := &walker{fetch: relationsFetch(cli, c.Room, thread), size: min(want+1, maxChunk), observe: st.observe}
+		w := &walker{fetch: relationsFetch(cli, c.Room, thread, h.opts.Decrypt), size: min(want+1, maxChunk), observe: st.observe}
 		err = w.start(ctx, cur)
 		if err == nil {
 			items, more, pos, err = collect(ctx, w, want, isReply, nil)
@@ -579,7 +630,7 @@ func (h *Reader) ThreadHistory(ctx context.Context, c tools.Caller, thread id.Ev
 		// root (nothing older can reply to it); bounded by maxScan events per page.
 		st = newScanState()
 		var w *walker
-		w, top, complete, err = scanFrom(ctx, cli, c.Room, cur, h.carriedFor(before), maxChunk, st)
+		w, top, complete, err = scanFrom(ctx, cli, c.Room, h.opts.Decrypt, cur, h.carriedFor(before), maxChunk, st)
 		if err != nil {
 			return tools.MessagePage{}, err
 		}

@@ -22,8 +22,14 @@ const TailScanBound = 500
 // not a message of room (another room's, or not a message); when the server
 // refuses it (gone, or never readable by this reader) there is no thread to
 // read, and ThreadTail returns nothing and no error.
-func ThreadTail(ctx context.Context, cli *mautrix.Client, room id.RoomID, root id.EventID, n int) (*event.Event, []*event.Event, error) {
+func ThreadTail(ctx context.Context, cli *mautrix.Client, room id.RoomID, root id.EventID, n int, dec Decrypter) (*event.Event, []*event.Event, error) {
 	rootEvt, err := cli.GetEvent(ctx, room, root)
+	if err == nil {
+		if rootEvt.RoomID == "" {
+			rootEvt.RoomID = room
+		}
+		rootEvt = dec.plain(ctx, cli.UserID, rootEvt)
+	}
 	switch {
 	case err != nil && isRefusal(err):
 		// Gone, or never readable by this reader: there is no thread to recall.
@@ -36,14 +42,14 @@ func ThreadTail(ctx context.Context, cli *mautrix.Client, room id.RoomID, root i
 		rootEvt.RoomID = room
 	}
 	inThread := func(evt *event.Event) bool { return threadOf(evt) == root }
-	w := &walker{fetch: relationsFetch(cli, room, root), size: min(n+1, maxChunk)}
+	w := &walker{fetch: relationsFetch(cli, room, root, dec), size: min(n+1, maxChunk)}
 	err = w.start(ctx, nil)
 	var items []item
 	if err == nil {
 		items, _, _, err = collect(ctx, w, n, inThread, nil)
 	}
 	if err != nil && isUnsupported(err) {
-		ms := &messageStream{cli: cli, room: room}
+		ms := &messageStream{cli: cli, room: room, decrypt: dec}
 		w = &walker{fetch: ms.fetch, size: TailScanBound, bound: TailScanBound}
 		if err = w.start(ctx, nil); err == nil {
 			items, _, _, err = collect(ctx, w, n, inThread, func(evt *event.Event) bool { return evt.ID == root })

@@ -51,7 +51,7 @@ func tailBodies(t *testing.T, root *event.Event, replies []*event.Event) string 
 func TestThreadTailReadsTheRootAndNewestReplies(t *testing.T) {
 	r := newRoom(t, fakehs.Profile{}, tailRoom())
 	ctx := context.Background()
-	root, replies, err := history.ThreadTail(ctx, asCli(r.hs, agent), r.c.Room, r.ids[0], 10)
+	root, replies, err := history.ThreadTail(ctx, asCli(r.hs, agent), r.c.Room, r.ids[0], 10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestThreadTailReadsTheRootAndNewestReplies(t *testing.T) {
 		r.hs.Requests("GET", "/_matrix/client/v3/rooms/*/messages"); ev != 1 || rel != 1 || msgs != 0 {
 		t.Fatalf("requests: %d /event, %d /relations, %d /messages; want 1, 1, 0", ev, rel, msgs)
 	}
-	_, replies, err = history.ThreadTail(ctx, asCli(r.hs, agent), r.c.Room, r.ids[0], 2)
+	_, replies, err = history.ThreadTail(ctx, asCli(r.hs, agent), r.c.Room, r.ids[0], 2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestThreadTailReadsTheRootAndNewestReplies(t *testing.T) {
 // every other relation too) only the thread's replies come back.
 func TestThreadTailWhereRelationFiltersAreIgnored(t *testing.T) {
 	r := newRoom(t, fakehs.Degraded, tailRoom())
-	root, replies, err := history.ThreadTail(context.Background(), asCli(r.hs, agent), r.c.Room, r.ids[0], 10)
+	root, replies, err := history.ThreadTail(context.Background(), asCli(r.hs, agent), r.c.Room, r.ids[0], 10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,14 +98,14 @@ func TestThreadTailWithoutRelations(t *testing.T) {
 	fault := r.hs.InjectFault(fakehs.Fault{Method: "GET", PathPattern: "/_matrix/client/v1/rooms/*/relations/*/*", Status: http.StatusNotFound, Errcode: "M_UNRECOGNIZED"})
 	ctx := context.Background()
 	late := r.ids[len(r.ids)-2]
-	root, replies, err := history.ThreadTail(ctx, asCli(r.hs, agent), r.c.Room, late, 10)
+	root, replies, err := history.ThreadTail(ctx, asCli(r.hs, agent), r.c.Room, late, 10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := tailBodies(t, root, replies), "@agent-a late question [late answer]"; got != want {
 		t.Fatalf("ThreadTail of the late thread = %q, want %q", got, want)
 	}
-	root, replies, err = history.ThreadTail(ctx, asCli(r.hs, agent), r.c.Room, r.ids[0], 10)
+	root, replies, err = history.ThreadTail(ctx, asCli(r.hs, agent), r.c.Room, r.ids[0], 10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestThreadTailWithoutRelations(t *testing.T) {
 // thread to recall: nothing, and no error to log on every reply.
 func TestThreadTailOfAnUnknownRoot(t *testing.T) {
 	r := newRoom(t, fakehs.Profile{}, tailRoom())
-	root, replies, err := history.ThreadTail(context.Background(), asCli(r.hs, agent), r.c.Room, id.EventID("$nope"), 10)
+	root, replies, err := history.ThreadTail(context.Background(), asCli(r.hs, agent), r.c.Room, id.EventID("$nope"), 10, nil)
 	if err != nil || root != nil || len(replies) != 0 {
 		t.Fatalf("ThreadTail of an unknown root = %v, %d replies, %v; want nothing", root, len(replies), err)
 	}

@@ -184,8 +184,8 @@ func (h *Reader) carriedFor(cursor string) *scanState {
 // top and passes the earlier pages again, so st counts them; if maxScan
 // events don't reach the cursor, it resumes at the cursor and complete is
 // false (counts and edits from above that bound are missing).
-func scanFrom(ctx context.Context, cli *mautrix.Client, room id.RoomID, cur *cursor, carried *scanState, size int, st *scanState) (w *walker, top string, complete bool, err error) {
-	ms := &messageStream{cli: cli, room: room}
+func scanFrom(ctx context.Context, cli *mautrix.Client, room id.RoomID, dec Decrypter, cur *cursor, carried *scanState, size int, st *scanState) (w *walker, top string, complete bool, err error) {
+	ms := &messageStream{cli: cli, room: room, decrypt: dec}
 	if cur == nil {
 		w = &walker{fetch: ms.fetch, size: size, observe: st.observe}
 		if err := w.load(ctx, ""); err != nil {

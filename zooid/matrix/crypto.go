@@ -25,6 +25,9 @@ type Crypto interface {
 	// Decrypt decrypts an m.room.encrypted event, waiting a bounded time
 	// for a room key that has not arrived.
 	Decrypt(ctx context.Context, ev *event.Event) (*event.Event, error)
+	// DecryptAs decrypts an m.room.encrypted event with user's device and
+	// the keys it holds now, without waiting.
+	DecryptAs(ctx context.Context, user id.UserID, ev *event.Event) (*event.Event, error)
 	// Encrypted says whether room is end-to-end encrypted.
 	Encrypted(ctx context.Context, room id.RoomID) bool
 	// Encrypt gives the m.room.encrypted content of content as user's
@@ -113,4 +116,19 @@ func (t *Transport) sealed(ctx context.Context, as id.UserID, room id.RoomID, ev
 		return evType, nil, fmt.Errorf("sending %s to %s as %s: %w", evType.Type, room, as, err)
 	}
 	return event.EventEncrypted, enc, nil
+}
+
+// Decrypted is ev as user reads it: decrypted with user's device when ev is
+// an m.room.encrypted event whose key the device holds, else ev itself. The
+// tools read history through it (history.Options.Decrypt).
+func (t *Transport) Decrypted(ctx context.Context, user id.UserID, ev *event.Event) *event.Event {
+	if t.crypto == nil || ev == nil || ev.Type.Type != event.EventEncrypted.Type {
+		return ev
+	}
+	dec, err := t.crypto.DecryptAs(ctx, user, ev)
+	if err != nil {
+		t.log.Debug("an encrypted event read as undecryptable", "user", user, "room", ev.RoomID, "event", ev.ID, "err", err)
+		return ev
+	}
+	return dec
 }

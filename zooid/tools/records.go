@@ -22,6 +22,10 @@ type Message struct {
 	// ThreadID is the thread root's event id: set on replies, and on the root
 	// itself in thread history.
 	ThreadID id.EventID `json:"thread_id,omitempty"`
+	// Undecryptable marks a message of an encrypted room that the reading
+	// agent's device holds no room key for: its Text says so instead of
+	// the message, so history has no silent gap.
+	Undecryptable bool `json:"undecryptable,omitempty"`
 }
 
 // ThreadOverview is a top-level message or thread root with its activity.
