@@ -116,3 +116,14 @@ Feature: Agents read and answer in end-to-end encrypted rooms
         {"sender": "@mia", "undecryptable": true, "text": "[undecryptable: this message's room key has not reached this agent's device]"}
       ]}
       """
+
+  Scenario: a recording made with an agent's device holds the encrypted messages in plain text, each marked
+    Given "#ops" is end-to-end encrypted
+    And agent-a will reply "on it"
+    When mia says in "#ops": "a word in the clear"
+    And ori says in "#ops", encrypted: "@agent-a can someone audit svc-a"
+    Then agent-a posts "on it" in the thread
+    When "#ops" is recorded as agent-a with its device
+    Then the recording holds "@agent-a can someone audit svc-a" decrypted
+    And the recording holds "on it" decrypted
+    And the recording holds "a word in the clear" in the clear

@@ -7,12 +7,15 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
+	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/config"
+	"github.com/zooid-dev/zooid/zooid/e2ee"
 	"github.com/zooid-dev/zooid/zooid/recording"
 )
 
@@ -45,6 +48,8 @@ func runRecord(ctx context.Context, args []string, lookupEnv func(string) (strin
 	fs.Var(&strip, "strip-prefix", "prefix to cut from localparts to get names, e.g. zs- (repeatable)")
 	fs.Var(&agents, "agent", "a member (@user:server) that is an agent bound to this room with trigger mention (repeatable)")
 	fs.BoolVar(&o.Anonymize, "anonymize", false, "people become stable pseudonyms, text same-shape text; mentions, threads and msgtypes stay exact")
+	var decrypt bool
+	fs.BoolVar(&decrypt, "decrypt", false, "decrypt an encrypted room's events with the --as-user agent's device, from the --config daemon's state_dir (encryption: true); each is marked \"decrypted\"")
 	fs.StringVar(&o.TraceFile, "trace", "", "the daemon's trace directory (zooid run --trace DIR; the recorded room's files are taken) or one trace file, carried in the recording")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: ZOOID_RECORD_TOKEN=... zooid record --homeserver URL --room '#alias:server' [--as-user @bot:server] [--config zooid.yaml] [--anonymize] [--limit N] > scenarios/name.json")
@@ -83,11 +88,24 @@ func runRecord(ctx context.Context, args []string, lookupEnv func(string) (strin
 		o.AsUser = id.UserID(asUser)
 	}
 	o.Agents = map[id.UserID]recording.Agent{}
+	if decrypt && (configPath == "" || o.AsUser == "") {
+		fmt.Fprintln(stderr, "zooid record: --decrypt needs --config (the daemon whose state_dir holds the devices) and --as-user (the agent whose device reads)")
+		return 2
+	}
 	if configPath != "" {
 		cfg, err := config.Load(configPath)
 		if err != nil {
 			fmt.Fprintf(stderr, "zooid record: %v\n", err)
 			return 1
+		}
+		if decrypt {
+			reader, err := openRecordDevice(ctx, cfg, o)
+			if err != nil {
+				fmt.Fprintf(stderr, "zooid record: --decrypt: %v\n", err)
+				return 1
+			}
+			defer func() { _ = reader.Close() }()
+			o.Decrypt = reader.Decrypt
 		}
 		for _, a := range cfg.Agents {
 			if a.Matrix != nil {
@@ -122,6 +140,27 @@ func runRecord(ctx context.Context, args []string, lookupEnv func(string) (strin
 	}
 	fmt.Fprintf(stderr, "zooid record: %d events, %d members (%d agents)\n", len(rec.Events), len(rec.Members), len(rec.Agents))
 	return 0
+}
+
+// openRecordDevice opens the --as-user agent's device from cfg's state dir,
+// read-only in effect: it decrypts with the keys the daemon stored.
+func openRecordDevice(ctx context.Context, cfg *config.Config, o recording.RecordOptions) (*e2ee.Reader, error) {
+	if !cfg.Encryption {
+		return nil, fmt.Errorf("%s does not set encryption: true, so its agents have no devices", cfg.File)
+	}
+	agent := false
+	for _, a := range cfg.Agents {
+		agent = agent || (a.Matrix != nil && a.Matrix.UserID == o.AsUser)
+	}
+	if !agent {
+		return nil, fmt.Errorf("%s is not a Matrix agent of %s", o.AsUser, cfg.File)
+	}
+	cli, err := mautrix.NewClient(o.Homeserver, o.AsUser, o.Token)
+	if err != nil {
+		return nil, fmt.Errorf("client for %s: %w", o.Homeserver, err)
+	}
+	cli.SetAppServiceUserID = true
+	return e2ee.OpenReader(ctx, filepath.Join(cfg.StateDir, "e2ee"), o.AsUser, cli, nil)
 }
 
 // recordToken reads the access token from --token-file, else the environment.

@@ -154,6 +154,7 @@ func TestRecordBadArguments(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	plainCfg, encCfg := recordConfig(t, false), recordConfig(t, true)
 	cases := []struct {
 		args []string
 		env  string
@@ -169,6 +170,10 @@ func TestRecordBadArguments(t *testing.T) {
 		{[]string{"--homeserver", srv.URL(), "--room", "#ops:localhost"}, "", 2, "no access token: set $ZOOID_RECORD_TOKEN or give --token-file"},
 		{[]string{"--homeserver", srv.URL(), "--room", "#ops:localhost", "--token-file", empty}, "", 2, "is empty"},
 		{[]string{"--homeserver", srv.URL(), "--room", "#ops:localhost", "--token-file", tokFile, "--as-user", "bot"}, "", 2, "--as-user \"bot\" is not a user id"},
+		{[]string{"--homeserver", srv.URL(), "--room", "#ops:localhost", "--decrypt"}, tok, 2, "--decrypt needs --config (the daemon whose state_dir holds the devices) and --as-user"},
+		{[]string{"--homeserver", srv.URL(), "--room", "#ops:localhost", "--decrypt", "--as-user", "@agent-a:localhost", "--config", plainCfg}, tok, 1, "does not set encryption: true, so its agents have no devices"},
+		{[]string{"--homeserver", srv.URL(), "--room", "#ops:localhost", "--decrypt", "--as-user", "@ori:localhost", "--config", encCfg}, tok, 1, "@ori:localhost is not a Matrix agent of"},
+		{[]string{"--homeserver", srv.URL(), "--room", "#ops:localhost", "--decrypt", "--as-user", "@agent-a:localhost", "--config", encCfg}, tok, 1, "no devices in"},
 		// The token file wins over the environment: a wrong token there is used and refused.
 		{[]string{"--homeserver", srv.URL(), "--room", "!abc:localhost", "--token-file", tokFile}, "wrong", 1, "reading !abc:localhost: M_FORBIDDEN"},
 	}
@@ -179,6 +184,35 @@ func TestRecordBadArguments(t *testing.T) {
 			t.Errorf("zooid record %v: exit %d, stdout %q, stderr %q; want exit %d and %q", tc.args, code, out.String(), errb.String(), tc.code, tc.want)
 		}
 	}
+}
+
+// recordConfig writes a zooid.yaml with agent-a, encryption on or off.
+func recordConfig(t *testing.T, encryption bool) string {
+	t.Helper()
+	dir := t.TempDir()
+	body := fmt.Sprintf(`state_dir: %q
+encryption: %t
+transports:
+  matrix:
+    type: matrix
+    homeserver: http://127.0.0.1:8008
+    server_name: localhost
+    as_token: as-token-of-thirty-two-characters-x
+    hs_token: hs-token-of-thirty-two-characters-x
+    listen: 127.0.0.1:9000
+agents:
+  agent-a:
+    acp:
+      command: /bin/true
+    matrix:
+      user_id: "@agent-a:localhost"
+      rooms: ["#ops:localhost"]
+`, filepath.Join(dir, "state"), encryption)
+	path := filepath.Join(dir, "zooid.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 func sorted(s []string) []string {
@@ -349,7 +383,7 @@ func TestRecordKeepsTheWorld(t *testing.T) {
 	if len(rec.Events) != 8 {
 		t.Fatalf("%d events recorded, want 8 (9 sent, 1 encrypted):\n%s", len(rec.Events), out.String())
 	}
-	const why = "warning: left out 1 encrypted events: the room is end-to-end encrypted and zooid record holds no key to read them"
+	const why = "warning: left out 1 encrypted events: the room is end-to-end encrypted and zooid record read it without keys"
 	if rec.LeftOut["encrypted"] != 1 || !strings.Contains(errb.String(), why) {
 		t.Errorf("left out %v, stderr %q; want the encrypted event counted and warned of, saying why: %q", rec.LeftOut, errb.String(), why)
 	}

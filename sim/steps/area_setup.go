@@ -138,6 +138,10 @@ func setupSteps(w *world) []stepDef {
 			example: `"#ops" is played from the recording "svc-a-incident"`,
 			doc:     "Declares a room that will live through a recording (a name in scenarios/ or a path): its agents configured with their rooms and trigger, its humans declared, the room empty until the recording is played into the running daemon.",
 			fn:      w.stepPlayedFrom},
+		{area: "setup", pattern: `^"(#[a-z0-9-]+)" is recorded as ([a-z0-9-]+) with its device$`,
+			example: `"#ops" is recorded as agent-a with its device`,
+			doc:     "Runs the recorder of `zooid record --decrypt` on the room as that agent's appservice user: its encrypted events are decrypted with the agent's device, opened from the daemon's state dir (e2ee.OpenReader), and marked decrypted; the next step checks the recording.",
+			fn:      w.stepRecordWithDevice},
 		{area: "setup", pattern: `^"(#[a-z0-9-]+)" is recorded as ([a-z0-9-]+)$`,
 			example: `"#ops" is recorded as agent-a`,
 			doc:     "Runs the recorder of `zooid record` on the room as that agent's appservice user (?user_id=), the scenario's agents named as agents; the next step checks the recording.",
@@ -612,6 +616,10 @@ func (w *world) stepPlayedFrom(ctx context.Context, roomName, ref string) error 
 
 func (w *world) stepRecord(ctx context.Context, roomName, agent string) error {
 	return w.record(ctx, roomName, agent, false)
+}
+
+func (w *world) stepRecordWithDevice(ctx context.Context, roomName, agent string) error {
+	return w.recordWith(ctx, roomName, agent, false, true)
 }
 
 func (w *world) stepAgentMaxProcs(agent, n string) error {

@@ -16,6 +16,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/sim/replay"
+	"github.com/zooid-dev/zooid/zooid/recording"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
@@ -65,6 +66,10 @@ func traceSteps(w *world) []stepDef {
 			example: `the trace of "#ops" records coder prompted for the recorded event "deploy"`,
 			doc:     "Waits for a prompt record of the agent whose trigger is the played recording event with that label (or index): the daemon has started that turn, and a scripted agent has received its prompt. `zooid replay --feature` writes it before a recorded restart, so the kill lands where the recorded one did.",
 			fn:      w.stepTracePromptedFor},
+		{area: "trace", pattern: `^the recording holds "([^"]*)" (decrypted|in the clear)$`,
+			example: `the recording holds "on it" decrypted`,
+			doc:     "Exactly one event of the last recording has that body, and it is marked decrypted (it was end-to-end encrypted in the room) or not (it was sent in the clear).",
+			fn:      w.stepRecordingHolds},
 		{area: "trace", pattern: `^no secret appears in the daemon's log$`,
 			example: `no secret appears in the daemon's log`,
 			doc:     "None of the secrets (tokens, the humans' room keys, the agents' devices' pickle key) appears in any line the in-process daemon logged, debug included, since the daemon began reading encrypted rooms (the log is kept whole from then on).",
@@ -499,6 +504,28 @@ func (w *world) stepNoSecretInLog(ctx context.Context) error {
 		if secret != "" && strings.Contains(log, secret) {
 			return fmt.Errorf("a secret (%d bytes) appears in the daemon's log", len(secret))
 		}
+	}
+	return nil
+}
+
+func (w *world) stepRecordingHolds(text, how string) error {
+	if w.recording == nil {
+		return fmt.Errorf("no room was recorded yet")
+	}
+	var found []recording.Event
+	var bodies []string
+	for _, e := range w.recording.Events {
+		body, _ := e.Content["body"].(string)
+		bodies = append(bodies, fmt.Sprintf("%q (decrypted %t)", body, e.Decrypted))
+		if body == text {
+			found = append(found, e)
+		}
+	}
+	if len(found) != 1 {
+		return fmt.Errorf("the recording has %d events with body %q, want 1; it holds %s", len(found), text, strings.Join(bodies, ", "))
+	}
+	if want := how == "decrypted"; found[0].Decrypted != want {
+		return fmt.Errorf("%q is marked decrypted %t, want %t", text, found[0].Decrypted, want)
 	}
 	return nil
 }

@@ -10,11 +10,13 @@ import (
 	"strings"
 	"sync"
 
+	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/fakeagent"
 	"github.com/zooid-dev/zooid/fakehs"
 	"github.com/zooid-dev/zooid/sim/replay"
+	"github.com/zooid-dev/zooid/zooid/e2ee"
 	"github.com/zooid-dev/zooid/zooid/recording"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
@@ -443,6 +445,12 @@ func wantIDs(xs []expected) []id.EventID {
 // record runs the recorder on a room of the scenario; withTrace carries the
 // daemon's trace of it along (the daemon must keep one).
 func (w *world) record(ctx context.Context, roomName, agent string, withTrace bool) error {
+	return w.recordWith(ctx, roomName, agent, withTrace, false)
+}
+
+// recordWith is record; withDevice decrypts the room's encrypted events
+// with the agent's device, as zooid record --decrypt does.
+func (w *world) recordWith(ctx context.Context, roomName, agent string, withTrace, withDevice bool) error {
 	if err := w.start(ctx); err != nil {
 		return err
 	}
@@ -474,6 +482,22 @@ func (w *world) record(ctx context.Context, roomName, agent string, withTrace bo
 			return errors.New("the daemon keeps no trace; add: the daemon keeps a trace")
 		}
 		opts.TraceFile = w.traceDir
+	}
+	if withDevice {
+		if !w.encryption {
+			return errors.New("the daemon does not read encrypted rooms, so its agents have no devices; add: the daemon reads encrypted rooms")
+		}
+		cli, err := mautrix.NewClient(opts.Homeserver, opts.AsUser, opts.Token)
+		if err != nil {
+			return err
+		}
+		cli.SetAppServiceUserID = true
+		dev, err := e2ee.OpenReader(ctx, filepath.Join(w.stateDir(), "e2ee"), opts.AsUser, cli, w.log)
+		if err != nil {
+			return fmt.Errorf("opening %s's device: %w", agent, err)
+		}
+		defer func() { _ = dev.Close() }()
+		opts.Decrypt = dev.Decrypt
 	}
 	// A server may show a sent event to /messages a moment later (Synapse's
 	// workers, fakehs's degraded profile): record until what the harness put
@@ -507,6 +531,8 @@ func (w *world) record(ctx context.Context, roomName, agent string, withTrace bo
 	if err != nil {
 		return err
 	}
+	// Saying how many it decrypted is not leaving something out.
+	notes = slices.DeleteFunc(notes, func(n string) bool { return withDevice && strings.HasPrefix(n, "decrypted ") })
 	if len(notes) > 0 {
 		return fmt.Errorf("recording %s left something out: %s", roomName, strings.Join(notes, "; "))
 	}

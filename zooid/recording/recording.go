@@ -106,6 +106,11 @@ type Event struct {
 	// Other is any other relation (m.reference, or a rel_type this package
 	// does not know), kept verbatim; nil when absent.
 	Other *Relation
+	// Decrypted marks an event that was end-to-end encrypted in the room:
+	// the recording holds its plaintext as the recording agent's device
+	// decrypted it (zooid record --decrypt). A replay sends it as the
+	// plain message it was.
+	Decrypted bool
 }
 
 // Relation is a relation kept verbatim: its rel_type, the event it points
@@ -166,6 +171,8 @@ type fileEvent struct {
 	ReactsTo *Ref           `json:"reacts_to,omitempty"`
 	Key      string         `json:"key,omitempty"`
 	Relates  map[string]any `json:"relates,omitempty"`
+	// Decrypted is Event.Decrypted.
+	Decrypted bool `json:"decrypted,omitempty"`
 }
 
 // Ref names an earlier event by index (a JSON number) or label (a string).
@@ -438,7 +445,7 @@ func Parse(in io.Reader, path string) (*Recording, error) {
 // event validates one event against the ones before it.
 func (rec *Recording) event(i int, fe fileEvent, members map[string]bool, labels map[string]int) (Event, error) {
 	e := Event{Label: fe.Label, Sender: fe.Sender, Type: fe.Type, Content: fe.Content, Key: fe.Key,
-		Thread: -1, ReplyTo: -1, Edits: -1, ReactsTo: -1}
+		Thread: -1, ReplyTo: -1, Edits: -1, ReactsTo: -1, Decrypted: fe.Decrypted}
 	if e.Label != "" {
 		if !labelRE.MatchString(e.Label) {
 			return e, fmt.Errorf("label %q: want letters, digits, _ . - and not starting with a digit", e.Label)
@@ -807,7 +814,7 @@ func (rec *Recording) Write(out io.Writer) error {
 	for _, e := range rec.Events {
 		fe := fileEvent{Label: e.Label, Sender: e.Sender, TS: e.Timestamp.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
 			Content: e.Content, Thread: ref(e.Thread), ReplyTo: ref(e.ReplyTo), Edits: ref(e.Edits),
-			ReactsTo: ref(e.ReactsTo), Key: e.Key}
+			ReactsTo: ref(e.ReactsTo), Key: e.Key, Decrypted: e.Decrypted}
 		if len(fe.Content) == 0 {
 			fe.Content = nil
 		}
