@@ -127,3 +127,11 @@ Feature: Agents read and answer in end-to-end encrypted rooms
     Then the recording holds "@agent-a can someone audit svc-a" decrypted
     And the recording holds "on it" decrypted
     And the recording holds "a word in the clear" in the clear
+
+  Scenario: an agent's device tops its one-time keys up when people's devices have claimed most of them
+    Given "#ops" is end-to-end encrypted
+    And agent-a will reply "on it"
+    When 45 one-time keys of agent-a's device are claimed
+    And ori says in "#ops", encrypted: "@agent-a can someone audit svc-a"
+    Then agent-a posts "on it" in the thread
+    And agent-a's device has at least 45 one-time keys on the homeserver

@@ -210,10 +210,20 @@ func (w *world) stepRepliesEncrypted(ctx context.Context, who, text string) erro
 }
 
 // postedEncrypted notes a top-level encrypted post, found by its text, and
-// makes it the current thread (for "agent-a posts … in the thread").
+// makes it the current thread (for "agent-a posts … in the thread") and the
+// thread of each agent it mentions.
 func (w *world) postedEncrypted(p *post) {
 	w.encrypted = append(w.encrypted, p)
 	w.thread = p
+	// As for a plain post: an agent it mentions has it as its thread (where
+	// "agent-a calls …" asks it to go on).
+	if _, mentioned, err := w.expandMentions(p.text); err == nil {
+		for _, n := range mentioned {
+			if _, ok := w.agents[n]; ok {
+				w.focus[n] = p
+			}
+		}
+	}
 }
 
 // decryptTimeout bounds a read of an encrypted message: the room key comes

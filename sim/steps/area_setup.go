@@ -111,6 +111,14 @@ func setupSteps(w *world) []stepDef {
 			example: `agent-a has one end-to-end encryption device`,
 			doc:     "Asks the homeserver for the agent user's device keys (/keys/query, as the first human): exactly one device, with signed identity keys. The first time the step notes the device; every later time it must be the same device id with the same curve25519 and ed25519 keys (a restart kept them).",
 			fn:      w.stepAgentOneDevice},
+		{area: "setup", pattern: `^(\d+) one-time keys of ([a-z0-9-]+)'s device are claimed$`,
+			example: `45 one-time keys of agent-a's device are claimed`,
+			doc:     "The first human claims that many signed_curve25519 one-time keys of the agent's device (/keys/claim, one a request, as people's devices do when they open an olm session with it); fails if the homeserver runs out first.",
+			fn:      w.stepClaimAgentKeys},
+		{area: "setup", pattern: `^([a-z0-9-]+)'s device has at least (\d+) one-time keys on the homeserver$`,
+			example: `agent-a's device has at least 45 one-time keys on the homeserver`,
+			doc:     "Waits until the homeserver counts at least that many signed_curve25519 one-time keys for the agent's device (asked as the device through the appservice, /keys/upload with nothing to upload).",
+			fn:      w.stepAgentKeysAtLeast},
 		{area: "setup", pattern: `^([a-z0-9-]+) has an end-to-end encryption device$`,
 			example: `ori has an end-to-end encryption device`,
 			doc:     "Gives the human's login a device with mautrix's own crypto (fakehs/e2eeclient; a harness built with -tags goolm): its device and one-time keys uploaded, its /sync taking room keys; from then on the human's encrypted messages are really encrypted, its room key shared with the room's devices, and the human can read encrypted messages back.",
@@ -1075,4 +1083,67 @@ func (w *world) stepAgentOneDevice(ctx context.Context, agent string) error {
 		return fmt.Errorf("%s's device is %s (identity key %s), but was %s (identity key %s): its keys were not kept", agent, got.DeviceID, got.IdentityKey, was.DeviceID, was.IdentityKey)
 	}
 	return nil
+}
+
+// agentDeviceID is the agent's one device, as the homeserver lists its keys.
+func (w *world) agentDeviceID(ctx context.Context, agent string) (id.DeviceID, error) {
+	uid := w.agentUser(agent)
+	resp, err := w.humans[w.humanSeq[0]].cli.QueryKeys(ctx, &mautrix.ReqQueryKeys{DeviceKeys: mautrix.DeviceKeysRequest{uid: {}}})
+	if err != nil {
+		return "", fmt.Errorf("asking for %s's device keys: %w", agent, err)
+	}
+	if len(resp.DeviceKeys[uid]) != 1 {
+		return "", fmt.Errorf("%s has %d devices with keys, want 1", agent, len(resp.DeviceKeys[uid]))
+	}
+	for dev := range resp.DeviceKeys[uid] {
+		return dev, nil
+	}
+	return "", nil
+}
+
+func (w *world) stepClaimAgentKeys(ctx context.Context, n, agent string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	dev, err := w.agentDeviceID(ctx, agent)
+	if err != nil {
+		return err
+	}
+	count, _ := strconv.Atoi(n)
+	uid := w.agentUser(agent)
+	cli := w.humans[w.humanSeq[0]].cli
+	for i := range count {
+		resp, err := cli.ClaimKeys(ctx, &mautrix.ReqClaimKeys{OneTimeKeys: mautrix.OneTimeKeysRequest{uid: {dev: id.KeyAlgorithmSignedCurve25519}}})
+		if err != nil {
+			return fmt.Errorf("claiming %s's one-time key %d: %w", agent, i+1, err)
+		}
+		if len(resp.OneTimeKeys[uid][dev]) == 0 {
+			return fmt.Errorf("%s's device had only %d one-time keys to claim, want %d", agent, i, count)
+		}
+	}
+	return nil
+}
+
+func (w *world) stepAgentKeysAtLeast(ctx context.Context, agent, n string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	dev, err := w.agentDeviceID(ctx, agent)
+	if err != nil {
+		return err
+	}
+	want, _ := strconv.Atoi(n)
+	cli, err := mautrix.NewClient(w.lease.hs.baseURL(), w.agentUser(agent), w.lease.reg.AppToken)
+	if err != nil {
+		return err
+	}
+	cli.SetAppServiceUserID, cli.DeviceID, cli.SetAppServiceDeviceID = true, dev, true
+	return w.eventually(ctx, fmt.Sprintf("%s's device to have %d one-time keys", agent, want), func() (bool, string, error) {
+		resp, err := cli.UploadKeys(ctx, &mautrix.ReqUploadKeys{})
+		if err != nil {
+			return false, "", fmt.Errorf("asking for %s's one-time key count: %w", agent, err)
+		}
+		got := resp.OneTimeKeyCounts.SignedCurve25519
+		return got >= want, fmt.Sprintf("%d one-time keys", got), nil
+	})
 }
