@@ -127,6 +127,7 @@ Feature: Agents read and answer in end-to-end encrypted rooms
     Then the recording holds "@agent-a can someone audit svc-a" decrypted
     And the recording holds "on it" decrypted
     And the recording holds "a word in the clear" in the clear
+    And no secret appears in the recording
 
   Scenario: an agent's device tops its one-time keys up when people's devices have claimed most of them
     Given "#ops" is end-to-end encrypted
@@ -135,3 +136,16 @@ Feature: Agents read and answer in end-to-end encrypted rooms
     And ori says in "#ops", encrypted: "@agent-a can someone audit svc-a"
     Then agent-a posts "on it" in the thread
     And agent-a's device has at least 45 one-time keys on the homeserver
+
+  Scenario: a person who left is not given the room key of what an agent says while they are away
+    Given "#ops" is end-to-end encrypted
+    And agent-a will reply "on it"
+    And agent-a will reply "svc-a has one open port"
+    When ori says in "#ops", encrypted: "@agent-a can someone audit svc-a"
+    Then agent-a posts "on it" in the thread
+    And mia can decrypt what agent-a posted: "on it"
+    When mia leaves "#ops"
+    And ori says in "#ops", encrypted: "@agent-a what did you find?"
+    Then agent-a posts "svc-a has one open port" in the thread
+    When mia joins "#ops"
+    Then mia cannot decrypt what agent-a posted: "svc-a has one open port"

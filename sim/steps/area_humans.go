@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
@@ -40,6 +41,10 @@ func humanSteps(w *world) []stepDef {
 			example: `ori says in "#ops", encrypted: "@agent-a can someone audit svc-a"`,
 			doc:     "Posts a top-level m.room.encrypted event (m.megolm.v1.aes-sha2). A human with an end-to-end encryption device really encrypts the text, sharing the room key with the room's devices first; one without sends random bytes no key opens, standing for the text. Trace steps find it by the text.",
 			fn:      w.stepSaysEncrypted},
+		{area: "humans", pattern: `^([a-z0-9-]+) (can|cannot) decrypt what ([a-z0-9-]+) posted: "([^"]*)"$`,
+			example: `mia cannot decrypt what agent-a posted: "still on it"`,
+			doc:     "Finds the agent's encrypted post with that text (decrypted by the first human's device), then has the human's own device decrypt it: can waits until it decrypts to that text; cannot checks, after a barrier, that the device holds no room key for it (mautrix's ErrNoSessionFound).",
+			fn:      w.stepDecryptAgentPost},
 		{area: "humans", pattern: `^([a-z0-9-]+) replies in the thread, encrypted: "([^"]*)"$`,
 			example: `mia replies in the thread, encrypted: "and svc-b too"`,
 			doc:     "The human's end-to-end encryption device replies in the current thread, the text and its thread relation encrypted (the relation also in the clear, as Element sends it), sharing the room key with the room's devices first.",
@@ -698,6 +703,83 @@ func (w *world) stepDisplayName(ctx context.Context, who, name string) error {
 	}
 	if err := h.cli.SetDisplayName(ctx, name); err != nil {
 		return fmt.Errorf("%s setting display name %q: %w", who, name, err)
+	}
+	return nil
+}
+
+func (w *world) stepDecryptAgentPost(ctx context.Context, who, can, agent, text string) error {
+	h, err := w.human(who)
+	if err != nil {
+		return err
+	}
+	if h.dev == nil {
+		return fmt.Errorf("%s has no end-to-end encryption device", who)
+	}
+	if _, err := w.agent(agent); err != nil {
+		return err
+	}
+	uid := w.agentUser(agent)
+	reader := w.humans[w.humanSeq[0]]
+	// The agent's post, as the first human's device reads it, and its
+	// ciphertext as the homeserver holds it.
+	var raw *event.Event
+	find := func() (bool, string, error) {
+		for _, r := range w.rooms {
+			if !r.created {
+				continue
+			}
+			resp, err := reader.cli.Messages(ctx, r.id, "", "", mautrix.DirectionBackward, nil, 100)
+			if err != nil {
+				return false, "", err
+			}
+			for _, ev := range resp.Chunk {
+				if ev.Sender != uid || ev.Type != event.EventEncrypted {
+					continue
+				}
+				cp := *ev
+				cp.RoomID = r.id
+				if m := seenOf(reader.plain(ctx, &cp)); m.body == text {
+					ev.RoomID = r.id
+					raw = ev
+					return true, "", nil
+				}
+			}
+		}
+		return false, fmt.Sprintf("no encrypted post of %s reads %q to %s", agent, text, reader.name), nil
+	}
+	if err := w.eventually(ctx, fmt.Sprintf("%s's encrypted post %q", agent, text), find); err != nil {
+		return err
+	}
+	try := func() (string, error) {
+		cp := *raw
+		if err := cp.Content.ParseRaw(event.EventEncrypted); err != nil {
+			return "", err
+		}
+		dec, err := h.dev.Decrypt(ctx, &cp)
+		if err != nil {
+			return "", err
+		}
+		return seenOf(dec).body, nil
+	}
+	if can == "can" {
+		return w.eventually(ctx, fmt.Sprintf("%s to decrypt %s's %q", who, agent, text), func() (bool, string, error) {
+			got, err := try()
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return got == text, fmt.Sprintf("decrypted to %q", got), nil
+		})
+	}
+	// Keys the device could still be sent come before a barrier's answer.
+	if err := w.barrier(ctx, agent); err != nil {
+		return err
+	}
+	got, err := try()
+	switch {
+	case err == nil:
+		return fmt.Errorf("%s decrypted %s's %q (to %q): it was sent the room key", who, agent, text, got)
+	case !strings.Contains(err.Error(), "no session with given ID found"):
+		return fmt.Errorf("%s decrypting %s's %q failed, but not for want of its key: %w", who, agent, text, err)
 	}
 	return nil
 }

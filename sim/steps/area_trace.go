@@ -70,6 +70,10 @@ func traceSteps(w *world) []stepDef {
 			example: `the recording holds "on it" decrypted`,
 			doc:     "Exactly one event of the last recording has that body, and it is marked decrypted (it was end-to-end encrypted in the room) or not (it was sent in the clear).",
 			fn:      w.stepRecordingHolds},
+		{area: "trace", pattern: `^no secret appears in the recording$`,
+			example: `no secret appears in the recording`,
+			doc:     "None of the secrets (tokens, the humans' room keys, the agents' devices' pickle key) appears in the last recording as written to a file.",
+			fn:      w.stepNoSecretInRecording},
 		{area: "trace", pattern: `^no secret appears in the daemon's log$`,
 			example: `no secret appears in the daemon's log`,
 			doc:     "None of the secrets (tokens, the humans' room keys, the agents' devices' pickle key) appears in any line the in-process daemon logged, debug included, since the daemon began reading encrypted rooms (the log is kept whole from then on).",
@@ -526,6 +530,22 @@ func (w *world) stepRecordingHolds(text, how string) error {
 	}
 	if want := how == "decrypted"; found[0].Decrypted != want {
 		return fmt.Errorf("%q is marked decrypted %t, want %t", text, found[0].Decrypted, want)
+	}
+	return nil
+}
+
+func (w *world) stepNoSecretInRecording() error {
+	if w.recording == nil {
+		return fmt.Errorf("no room was recorded yet")
+	}
+	var buf bytes.Buffer
+	if err := w.recording.Write(&buf); err != nil {
+		return err
+	}
+	for _, secret := range w.secrets() {
+		if secret != "" && strings.Contains(buf.String(), secret) {
+			return fmt.Errorf("a secret (%d bytes) appears in the recording", len(secret))
+		}
 	}
 	return nil
 }
