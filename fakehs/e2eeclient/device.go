@@ -255,6 +255,14 @@ func (d *Device) share(ctx context.Context, room id.RoomID, users []id.UserID) e
 	if err := d.encryptionOf(ctx, room); err != nil {
 		return err
 	}
+	// The members' devices as the homeserver lists them now, not as this
+	// device's /sync last told it: a device made a moment ago (an agent's,
+	// as its daemon starts) reaches the /sync a moment later, and a key
+	// shared before that would miss it. A new device found here ends the
+	// room's outbound session, so the key goes to it too.
+	if _, err := d.mach.FetchKeys(ctx, users, true); err != nil {
+		return fmt.Errorf("%s fetching the device keys of %v: %w", d.cli.UserID, users, err)
+	}
 	if err := d.mach.ShareGroupSession(ctx, room, users); err != nil {
 		return fmt.Errorf("%s sharing the room key of %s with %v: %w", d.cli.UserID, room, users, err)
 	}

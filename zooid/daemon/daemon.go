@@ -144,6 +144,9 @@ type Daemon struct {
 	encLogged  map[id.RoomID]bool
 	encNoticed map[string]bool
 	encFailed  map[string]bool
+	// undecNoticed are the (room, megolm session) pairs whose first
+	// undecryptable message got its notice this run (encrypted.go).
+	undecNoticed map[string]bool
 
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -202,11 +205,12 @@ func New(opts Options) (*Daemon, error) {
 		agents: make(map[string]*agentRuntime),
 		byUser: make(map[id.UserID]*agentRuntime),
 
-		intakeOpen: make(chan struct{}),
-		trace:      trace.Off,
-		encLogged:  map[id.RoomID]bool{},
-		encNoticed: map[string]bool{},
-		encFailed:  map[string]bool{},
+		intakeOpen:   make(chan struct{}),
+		trace:        trace.Off,
+		encLogged:    map[id.RoomID]bool{},
+		encNoticed:   map[string]bool{},
+		encFailed:    map[string]bool{},
+		undecNoticed: map[string]bool{},
 	}
 	d.spareCtx, d.spareStop = context.WithCancel(context.Background())
 	d.pool = newProcPool(orDefault(opts.Config.MaxProcesses, config.DefaultMaxProcesses))

@@ -205,11 +205,17 @@ func undecryptableNotice(agent string) string {
 		"Please send it again; if this keeps happening, check that your client shares room keys with unverified devices.", agent)
 }
 
+// maxUndecryptableSessions bounds the sessions undecryptable remembers
+// having answered; past it the memory starts again (a second notice for an
+// old session is the worst it costs).
+const maxUndecryptableSessions = 4096
+
 // undecryptable is encryptedRoom's part for an encrypted event the agents'
 // devices could not decrypt, even after waiting for a late key: the first
-// agent bound to the room and joined there says so, in the event's thread
-// (the relation stays in the clear), replying to it. The txn id is the
-// event's, so a redelivery after a restart does not say it twice.
+// agent bound to the room says so, in the event's thread (the relation
+// stays in the clear), replying to it, once per megolm session (per run).
+// The txn id is the event's, so a redelivery after a restart does not say
+// it twice.
 func (d *Daemon) undecryptable(ctx context.Context, ev *event.Event) {
 	if _, ours := d.routerOnce().IsAgent(ev.Sender); ours {
 		return
@@ -223,8 +229,28 @@ func (d *Daemon) undecryptable(ctx context.Context, ev *event.Event) {
 		return
 	}
 	rt := agents[0]
+	// One notice per megolm session the agents lack: every later message a
+	// person's client sends under it fails the same way, and a notice for
+	// each would bury the room.
+	c, _ := ev.Content.Parsed.(*event.EncryptedEventContent)
+	if c != nil && c.SessionID != "" {
+		key := string(ev.RoomID) + "\x00" + string(c.SessionID)
+		d.encMu.Lock()
+		seen := d.undecNoticed[key]
+		if !seen {
+			if len(d.undecNoticed) >= maxUndecryptableSessions {
+				clear(d.undecNoticed)
+			}
+			d.undecNoticed[key] = true
+		}
+		d.encMu.Unlock()
+		if seen {
+			d.log.Info("an encrypted message stays undecryptable; its session's first one was answered with a notice already", "room", ev.RoomID, "event", ev.ID, "session", c.SessionID)
+			return
+		}
+	}
 	root := ev.ID
-	if c, ok := ev.Content.Parsed.(*event.EncryptedEventContent); ok && c.RelatesTo != nil && c.RelatesTo.Type == event.RelThread && c.RelatesTo.EventID != "" {
+	if c != nil && c.RelatesTo != nil && c.RelatesTo.Type == event.RelThread && c.RelatesTo.EventID != "" {
 		root = c.RelatesTo.EventID
 	}
 	content := &event.MessageEventContent{MsgType: event.MsgNotice, Body: undecryptableNotice(rt.cfg.Name), Mentions: &event.Mentions{}}
