@@ -149,3 +149,14 @@ Feature: Agents read and answer in end-to-end encrypted rooms
     Then agent-a posts "svc-a has one open port" in the thread
     When mia joins "#ops"
     Then mia cannot decrypt what agent-a posted: "svc-a has one open port"
+
+  Scenario: messages sent with one room key that never comes get one notice between them
+    Given the homeserver has user "sam"
+    And "#ops" is end-to-end encrypted
+    And the daemon keeps a trace
+    When sam says in "#ops", encrypted: "@agent-a the standby takes over at six"
+    Then agent-a posts "agent-a could not decrypt this message: its room key never reached the agents' devices, so no agent read it. Please send it again; if this keeps happening, check that your client shares room keys with unverified devices." in the thread
+    When sam says in "#ops", encrypted: "@agent-a and the pager goes to mia"
+    Then the trace of "#ops" shows "and the pager goes to mia" waking nobody (encrypted)
+    And agent-a is not prompted with "and the pager goes to mia"
+    And the trace of "#ops" records agent-a posting "could not decrypt this message" once

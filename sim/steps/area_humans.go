@@ -181,11 +181,18 @@ func (w *world) stepSaysEncrypted(ctx context.Context, who, roomName, text strin
 		return nil
 	}
 	// Opaque: no session with this id was ever shared, so nobody can decrypt
-	// it; the fields are those a megolm event carries.
+	// it; the fields are those a megolm event carries, the session the same
+	// for the human's messages in the room.
+	if h.opaqueSessions == nil {
+		h.opaqueSessions = map[*room]string{}
+	}
+	if h.opaqueSessions[r] == "" {
+		h.opaqueSessions[r] = randid.Hex(16)
+	}
 	content := map[string]any{
 		"algorithm":  id.AlgorithmMegolmV1,
 		"ciphertext": base64.RawStdEncoding.EncodeToString([]byte(randid.Hex(48))),
-		"session_id": randid.Hex(16),
+		"session_id": h.opaqueSessions[r],
 		"sender_key": randid.Hex(16),
 		"device_id":  h.cli.DeviceID,
 	}

@@ -144,6 +144,10 @@ type human struct {
 	// heldKeys are the room keys dev sent messages with and has not
 	// delivered yet, per room, oldest first.
 	heldKeys map[*room][]func(context.Context) error
+	// opaqueSessions are the made-up megolm session ids of the human's
+	// encrypted messages without a device, one per room: a client's
+	// messages go under one session until it rotates, so they fail alike.
+	opaqueSessions map[*room]string
 }
 
 // agentDecl is an agent as the scenario configured it.

@@ -261,5 +261,9 @@ func (d *Daemon) undecryptable(ctx context.Context, ev *event.Event) {
 		d.log.Error("posting the undecryptable-message notice", "agent", rt.cfg.Name, "room", ev.RoomID, "event", ev.ID, "err", err)
 		return
 	}
-	d.log.Info("told a thread its message stayed undecryptable", "agent", rt.cfg.Name, "room", ev.RoomID, "event", ev.ID, "notice", evID)
+	session := id.SessionID("")
+	if c != nil {
+		session = c.SessionID
+	}
+	d.log.Info("told a thread its message stayed undecryptable", "agent", rt.cfg.Name, "room", ev.RoomID, "event", ev.ID, "session", session, "notice", evID)
 }
