@@ -199,10 +199,15 @@ func (d *Devices) inRoom(ctx context.Context, room id.RoomID) []*device {
 }
 
 // Encrypted says whether room is end-to-end encrypted, as the room state
-// holds it.
-func (d *Devices) Encrypted(ctx context.Context, room id.RoomID) bool {
-	enc, err := stateStore{d}.IsEncrypted(ctx, room)
-	return err == nil && enc
+// holds it (read from the homeserver when it is not current).
+// A room the daemon is not bound to is an error: its encryption is not
+// followed, and a post must not go there in the clear by mistake.
+func (d *Devices) Encrypted(ctx context.Context, room id.RoomID) (bool, error) {
+	rs, err := d.opts.Rooms.Room(ctx, room)
+	if err != nil {
+		return false, fmt.Errorf("e2ee: the encryption of %s: %w", room, err)
+	}
+	return rs.Encryption != "", nil
 }
 
 // Encrypt encrypts content of type evType for room as user's device: the

@@ -28,8 +28,9 @@ type Crypto interface {
 	// DecryptAs decrypts an m.room.encrypted event with user's device and
 	// the keys it holds now, without waiting.
 	DecryptAs(ctx context.Context, user id.UserID, ev *event.Event) (*event.Event, error)
-	// Encrypted says whether room is end-to-end encrypted.
-	Encrypted(ctx context.Context, room id.RoomID) bool
+	// Encrypted says whether room is end-to-end encrypted; an error when
+	// that cannot be known (nothing is then sent in the clear).
+	Encrypted(ctx context.Context, room id.RoomID) (bool, error)
 	// Encrypt gives the m.room.encrypted content of content as user's
 	// device sends it in room.
 	Encrypt(ctx context.Context, user id.UserID, room id.RoomID, evType event.Type, content any) (*event.EncryptedEventContent, error)
@@ -78,25 +79,40 @@ func (t *Transport) awaitCrypto(ctx context.Context, body []byte) error {
 	case <-t.closed:
 		return errNoDevices
 	}
-	if t.crypto == nil {
+	c := t.devices()
+	if c == nil {
 		return errNoDevices
 	}
-	t.crypto.Transaction(ctx, body)
+	c.Transaction(ctx, body)
 	return nil
+}
+
+// devices are the opened devices, nil before openCrypto is done or without
+// them: reading t.crypto only after cryptoReady is closed is what orders it
+// after openCrypto's write.
+func (t *Transport) devices() Crypto {
+	select {
+	case <-t.cryptoReady:
+		return t.crypto
+	default:
+		return nil
+	}
 }
 
 // decrypted is what the handler is given for ev: ev decrypted when it is an
 // m.room.encrypted event and a device holds its key, else ev itself (an
-// encrypted event the handler then knows could not be read).
+// encrypted event the handler then knows could not be read). The dispatcher
+// starts after openCrypto, so devices are open by then when configured.
 func (t *Transport) decrypted(ctx context.Context, ev *event.Event) *event.Event {
-	if t.crypto == nil {
+	c := t.devices()
+	if c == nil {
 		return ev
 	}
-	t.crypto.Observe(ctx, ev)
+	c.Observe(ctx, ev)
 	if ev.Type != event.EventEncrypted {
 		return ev
 	}
-	dec, err := t.crypto.Decrypt(ctx, ev)
+	dec, err := c.Decrypt(ctx, ev)
 	if err != nil {
 		t.log.Warn("an encrypted event stays undecryptable", "room", ev.RoomID, "event", ev.ID, "sender", ev.Sender, "err", err)
 		return ev
@@ -106,12 +122,30 @@ func (t *Transport) decrypted(ctx context.Context, ev *event.Event) *event.Event
 }
 
 // sealed is what Send sends for content: in an encrypted room with devices,
-// its m.room.encrypted content; otherwise content as it is.
+// its m.room.encrypted content; otherwise content as it is. With devices
+// configured it waits for them to open, and fails rather than send in the
+// clear when they did not open or the room's encryption cannot be known.
 func (t *Transport) sealed(ctx context.Context, as id.UserID, room id.RoomID, evType event.Type, content any) (event.Type, any, error) {
-	if t.crypto == nil || !t.crypto.Encrypted(ctx, room) {
+	if t.opts.OpenCrypto == nil {
 		return evType, content, nil
 	}
-	enc, err := t.crypto.Encrypt(ctx, as, room, evType, content)
+	select {
+	case <-t.cryptoReady:
+	case <-ctx.Done():
+		return evType, nil, fmt.Errorf("sending %s to %s as %s: waiting for the encryption devices: %w", evType.Type, room, as, ctx.Err())
+	}
+	c := t.devices()
+	if c == nil {
+		return evType, nil, fmt.Errorf("sending %s to %s as %s: %w", evType.Type, room, as, errNoDevices)
+	}
+	encrypted, err := c.Encrypted(ctx, room)
+	if err != nil {
+		return evType, nil, fmt.Errorf("sending %s to %s as %s: is the room encrypted? %w", evType.Type, room, as, err)
+	}
+	if !encrypted {
+		return evType, content, nil
+	}
+	enc, err := c.Encrypt(ctx, as, room, evType, content)
 	if err != nil {
 		return evType, nil, fmt.Errorf("sending %s to %s as %s: %w", evType.Type, room, as, err)
 	}
@@ -122,10 +156,11 @@ func (t *Transport) sealed(ctx context.Context, as id.UserID, room id.RoomID, ev
 // an m.room.encrypted event whose key the device holds, else ev itself. The
 // tools read history through it (history.Options.Decrypt).
 func (t *Transport) Decrypted(ctx context.Context, user id.UserID, ev *event.Event) *event.Event {
-	if t.crypto == nil || ev == nil || ev.Type.Type != event.EventEncrypted.Type {
+	c := t.devices()
+	if c == nil || ev == nil || ev.Type.Type != event.EventEncrypted.Type {
 		return ev
 	}
-	dec, err := t.crypto.DecryptAs(ctx, user, ev)
+	dec, err := c.DecryptAs(ctx, user, ev)
 	if err != nil {
 		t.log.Debug("an encrypted event read as undecryptable", "user", user, "room", ev.RoomID, "event", ev.ID, "err", err)
 		return ev

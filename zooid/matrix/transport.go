@@ -454,8 +454,8 @@ func (t *Transport) Close() error {
 		t.wg.Wait()
 		t.state.Close()
 		t.closeErr = t.store.close()
-		if t.crypto != nil {
-			t.closeErr = errors.Join(t.closeErr, t.crypto.Close())
+		if c := t.devices(); c != nil {
+			t.closeErr = errors.Join(t.closeErr, c.Close())
 		}
 	})
 	return t.closeErr
