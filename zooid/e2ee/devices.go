@@ -167,7 +167,11 @@ func openDB(ctx context.Context, path string) (*dbutil.Database, error) {
 	if err := os.Chmod(path, 0o600); err != nil {
 		return nil, fmt.Errorf("e2ee: making %s private: %w", path, err)
 	}
-	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)")
+	// A rollback journal, not WAL: the file is the whole store between
+	// writes (no -wal or -shm left beside it for a backup to miss), and
+	// zooid record --decrypt shares it with a running daemon through
+	// sqlite's locks, waiting out the other's writes (busy_timeout).
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)&_pragma=journal_mode(DELETE)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)")
 	if err != nil {
 		return nil, fmt.Errorf("e2ee: opening %s: %w", path, err)
 	}
