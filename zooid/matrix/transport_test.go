@@ -561,13 +561,15 @@ func TestSyncFillsGapAfterDowntime(t *testing.T) {
 func TestSyncRecoversFromFailures(t *testing.T) {
 	e := newEnv(t, false)
 	rec := newRecorder()
+	// Injected before the loops start, so no /sync already long-polling
+	// can carry the message past the storm.
+	h := e.hs.InjectFault(fakehs.Fault{Method: http.MethodGet, PathPattern: "/_matrix/client/v3/sync", Status: http.StatusBadGateway, Errcode: "M_UNKNOWN", Count: 4})
 	tr := start(t, e.opts, rec.handle)
 	general, _ := tr.RoomID("#general:localhost")
 	ctx := context.Background()
 	if _, err := e.human.JoinRoomByID(ctx, general); err != nil {
 		t.Fatal(err)
 	}
-	h := e.hs.InjectFault(fakehs.Fault{Method: http.MethodGet, PathPattern: "/_matrix/client/v3/sync", Status: http.StatusBadGateway, Errcode: "M_UNKNOWN", Count: 4})
 	sendText(t, e.human, general, "through the storm")
 	rec.waitBodies(t, general, "through the storm")
 	if n := h.Hits(); n != 4 {
