@@ -274,12 +274,9 @@ func (w *world) stepNoReplies() error {
 }
 
 func (w *world) stepNoneUndecryptable() error {
-	c, l, err := w.okList()
+	l, err := w.entriesToCheck()
 	if err != nil {
 		return err
-	}
-	if len(l) == 0 {
-		return fmt.Errorf("the result has no entries to check: %s", c)
 	}
 	for i, e := range l {
 		if u, _ := e["undecryptable"].(bool); u {
@@ -289,13 +286,23 @@ func (w *world) stepNoneUndecryptable() error {
 	return nil
 }
 
-func (w *world) stepEveryHas(fields string) error {
+// entriesToCheck are the last result's entries; none is an error, since a
+// step about every entry would otherwise pass on nothing.
+func (w *world) entriesToCheck() ([]map[string]any, error) {
 	c, l, err := w.okList()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(l) == 0 {
-		return fmt.Errorf("the result has no entries to check: %s", c)
+		return nil, fmt.Errorf("the result has no entries to check: %s", c)
+	}
+	return l, nil
+}
+
+func (w *world) stepEveryHas(fields string) error {
+	l, err := w.entriesToCheck()
+	if err != nil {
+		return err
 	}
 	for i, e := range l {
 		for _, f := range bareList(fields) {

@@ -137,9 +137,7 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 	for {
 		var lastErr error
 		for _, dev := range devs {
-			// Each try parses its own copy: mautrix decrypts in place.
-			cp := *ev
-			dec, err := dev.mach.DecryptMegolmEvent(ctx, &cp)
+			dec, err := decryptWith(ctx, dev.mach, ev)
 			if err == nil {
 				return dec, nil
 			}
@@ -166,17 +164,7 @@ func (d *Devices) DecryptAs(ctx context.Context, user id.UserID, ev *event.Event
 	if dev == nil {
 		return nil, fmt.Errorf("e2ee: %s has no device: %w", user, ErrUndecryptable)
 	}
-	cp := *ev
-	if cp.Type != event.EventEncrypted {
-		return nil, fmt.Errorf("e2ee: %s is %s, not %s", ev.ID, ev.Type.Type, event.EventEncrypted.Type)
-	}
-	cp.Type.Class = event.MessageEventType
-	if _, ok := cp.Content.Parsed.(*event.EncryptedEventContent); !ok {
-		if err := cp.Content.ParseRaw(event.EventEncrypted); err != nil {
-			return nil, fmt.Errorf("e2ee: reading the encrypted content of %s: %w", ev.ID, err)
-		}
-	}
-	dec, err := dev.mach.DecryptMegolmEvent(ctx, &cp)
+	dec, err := decryptWith(ctx, dev.mach, ev)
 	if err != nil {
 		return nil, fmt.Errorf("e2ee: %s's device decrypting %s: %w: %w", dev.agent.Name, ev.ID, err, ErrUndecryptable)
 	}

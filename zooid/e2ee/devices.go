@@ -22,6 +22,7 @@ import (
 	"maunium.net/go/mautrix/crypto"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
+
 	// The pure-Go sqlite behind mautrix's SQL crypto store: no cgo, as goolm.
 	_ "modernc.org/sqlite"
 
@@ -204,12 +205,11 @@ func (d *Devices) openDevice(ctx context.Context, a Agent, pickleKey []byte, zl 
 	cli.SetAppServiceUserID = true
 	cli.Log = zl
 
-	var devID id.DeviceID
-	err = d.db.QueryRow(ctx, `SELECT device_id FROM zooid_device WHERE user_id = $1`, a.UserID).Scan(&devID)
-	fresh := errors.Is(err, sql.ErrNoRows)
-	if err != nil && !fresh {
-		return nil, fmt.Errorf("e2ee: reading %s's device id: %w", a.UserID, err)
+	devID, err := deviceIDOf(ctx, d.db, a.UserID)
+	if err != nil {
+		return nil, err
 	}
+	fresh := devID == ""
 	if fresh {
 		devID = newDeviceID()
 	}
@@ -223,13 +223,10 @@ func (d *Devices) openDevice(ctx context.Context, a Agent, pickleKey []byte, zl 
 			return nil, fmt.Errorf("e2ee: recording %s's device id: %w", a.UserID, err)
 		}
 	}
-	store := crypto.NewSQLCryptoStore(d.db, dbutil.ZeroLogger(zl), string(a.UserID), devID, pickleKey)
-	if err := store.DB.Upgrade(ctx); err != nil {
-		return nil, fmt.Errorf("e2ee: preparing the crypto store: %w", err)
-	}
-	mach := crypto.NewOlmMachine(cli, &zl, store, stateStore{d})
-	if err := mach.Load(ctx); err != nil {
-		return nil, fmt.Errorf("e2ee: loading %s's olm account: %w", a.UserID, err)
+	cli.DeviceID = devID
+	mach, err := loadMachine(ctx, d.db, cli, pickleKey, zl, stateStore{d})
+	if err != nil {
+		return nil, err
 	}
 	if mach.GetAccount().Shared {
 		// The homeserver may have lost the device's keys (a device deleted
@@ -258,6 +255,49 @@ func (d *Devices) serverHasKeys(ctx context.Context, cli *mautrix.Client, devID 
 	}
 	_, ok := resp.DeviceKeys[cli.UserID][devID]
 	return ok, nil
+}
+
+// deviceIDOf is the device id kept for user, "" when none was made yet.
+func deviceIDOf(ctx context.Context, db *dbutil.Database, user id.UserID) (id.DeviceID, error) {
+	var devID id.DeviceID
+	err := db.QueryRow(ctx, `SELECT device_id FROM zooid_device WHERE user_id = $1`, user).Scan(&devID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("e2ee: reading %s's device id: %w", user, err)
+	}
+	return devID, nil
+}
+
+// loadMachine is the olm machine of cli's user and device over the crypto
+// store in db: its account as stored (or a new one, not yet saved).
+func loadMachine(ctx context.Context, db *dbutil.Database, cli *mautrix.Client, pickleKey []byte, zl zerolog.Logger, rooms crypto.StateStore) (*crypto.OlmMachine, error) {
+	store := crypto.NewSQLCryptoStore(db, dbutil.ZeroLogger(zl), string(cli.UserID), cli.DeviceID, pickleKey)
+	if err := store.DB.Upgrade(ctx); err != nil {
+		return nil, fmt.Errorf("e2ee: preparing the crypto store: %w", err)
+	}
+	mach := crypto.NewOlmMachine(cli, &zl, store, rooms)
+	if err := mach.Load(ctx); err != nil {
+		return nil, fmt.Errorf("e2ee: loading %s's olm account: %w", cli.UserID, err)
+	}
+	return mach, nil
+}
+
+// decryptWith decrypts ev, an m.room.encrypted event, with mach's room keys
+// as they are now. It works on a copy: mautrix decrypts in place.
+func decryptWith(ctx context.Context, mach *crypto.OlmMachine, ev *event.Event) (*event.Event, error) {
+	if ev.Type.Type != event.EventEncrypted.Type {
+		return nil, fmt.Errorf("e2ee: %s is %s, not %s", ev.ID, ev.Type.Type, event.EventEncrypted.Type)
+	}
+	cp := *ev
+	cp.Type.Class = event.MessageEventType
+	if _, ok := cp.Content.Parsed.(*event.EncryptedEventContent); !ok {
+		if err := cp.Content.ParseRaw(event.EventEncrypted); err != nil {
+			return nil, fmt.Errorf("e2ee: reading the encrypted content of %s: %w", ev.ID, err)
+		}
+	}
+	return mach.DecryptMegolmEvent(ctx, &cp)
 }
 
 // newDeviceID is a device id of the kind Synapse makes: ten capital letters,

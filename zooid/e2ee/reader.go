@@ -4,8 +4,6 @@ package e2ee
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -46,28 +44,21 @@ func OpenReader(ctx context.Context, dir string, user id.UserID, cli *mautrix.Cl
 	if err != nil {
 		return nil, err
 	}
-	var devID id.DeviceID
-	err = db.QueryRow(ctx, `SELECT device_id FROM zooid_device WHERE user_id = $1`, user).Scan(&devID)
-	if errors.Is(err, sql.ErrNoRows) {
-		_ = db.Close()
-		return nil, fmt.Errorf("e2ee: %s has no device in %s: is it one of that daemon's agents?", user, dir)
+	devID, err := deviceIDOf(ctx, db, user)
+	if err == nil && devID == "" {
+		err = fmt.Errorf("e2ee: %s has no device in %s: is it one of that daemon's agents?", user, dir)
 	}
 	if err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("e2ee: reading %s's device id: %w", user, err)
+		return nil, err
 	}
 	zl := zerolog.New(slogWriter{log: log.With("component", "e2ee")}).Level(zerolog.WarnLevel)
-	store := crypto.NewSQLCryptoStore(db, dbutil.ZeroLogger(zl), string(user), devID, pickleKey)
-	if err := store.DB.Upgrade(ctx); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("e2ee: preparing the crypto store: %w", err)
-	}
 	cli.DeviceID = devID
 	cli.Log = zl
-	mach := crypto.NewOlmMachine(cli, &zl, store, noRooms{})
-	if err := mach.Load(ctx); err != nil {
+	mach, err := loadMachine(ctx, db, cli, pickleKey, zl, noRooms{})
+	if err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("e2ee: loading %s's olm account: %w", user, err)
+		return nil, err
 	}
 	return &Reader{db: db, mach: mach}, nil
 }
@@ -75,14 +66,7 @@ func OpenReader(ctx context.Context, dir string, user id.UserID, cli *mautrix.Cl
 // Decrypt decrypts ev, an m.room.encrypted event, with the room keys the
 // device holds now.
 func (r *Reader) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, error) {
-	cp := *ev
-	cp.Type.Class = event.MessageEventType
-	if _, ok := cp.Content.Parsed.(*event.EncryptedEventContent); !ok {
-		if err := cp.Content.ParseRaw(event.EventEncrypted); err != nil {
-			return nil, fmt.Errorf("e2ee: reading the encrypted content of %s: %w", ev.ID, err)
-		}
-	}
-	dec, err := r.mach.DecryptMegolmEvent(ctx, &cp)
+	dec, err := decryptWith(ctx, r.mach, ev)
 	if err != nil {
 		return nil, fmt.Errorf("e2ee: decrypting %s: %w: %w", ev.ID, err, ErrUndecryptable)
 	}
