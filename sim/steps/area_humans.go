@@ -119,7 +119,7 @@ func humanSteps(w *world) []stepDef {
 		// daemon.
 		{area: "humans", pattern: `^the recording of "(#[a-z0-9-]+)" is played(?: up to "([^"]+)")?$`,
 			example: `the recording of "#ops" is played up to "rollback"`,
-			doc:     "Sends the recorded events (the rest, or up to and including the one with that label or index) in recorded order, each as its recorded sender (agents through the appservice), so the daemon is pushed them as a homeserver pushes live events. When the recording carries the daemon's trace, the agents answer with their recorded turns and the events the daemon posted are left to the daemon (the step waits for each), and before each event it sends the step waits for the turns the recorded daemon had started by then (their prompts in the live trace) and for the end of those that had ended, so an event that came in mid-turn comes in mid-turn again.",
+			doc:     "Sends the recorded events (the rest, or up to and including the one with that label or index) in recorded order, each as its recorded sender (agents through the appservice), so the daemon is pushed them as a homeserver pushes live events. When the recording carries the daemon's trace, the agents answer with their recorded turns and the events the daemon posted are left to the daemon (the step waits for each), and before each event it sends the step waits for the turns the recorded daemon had started by then (their prompts in the live trace) and for the end of those that had ended, so an event that came in mid-turn comes in mid-turn again. Played up to a point, it ends by waiting the same way for the turns the recorded daemon had started and ended before the next event, so a restart or reply that follows meets them as the recorded one did.",
 			fn:      w.stepPlay},
 		{area: "humans", pattern: `^([a-z0-9-]+) replies in the recorded thread "([^"]+)" of "(#[a-z0-9-]+)": "([^"]*)"$`,
 			example: `ori replies in the recorded thread "postmortem" of "#ops": "who owns the fix?"`,
@@ -552,6 +552,17 @@ func (w *world) stepPlay(ctx context.Context, roomName, upTo string) error {
 		}
 		r.seeded[i] = s
 		rp.next = i + 1
+	}
+	// Played up to a point, the room is left as the recording had it just
+	// before the next event: the turns the recorded daemon had started are
+	// running and those it had ended have ended. A step that follows (a
+	// restart, a reply) then meets them as the recorded one did; without
+	// this a kill could cut a turn the recording shows finished, whose end
+	// the next event then waits for in vain.
+	if last+1 < len(rec.Events) && rp.script != nil && !rp.script.MadeByDaemon(last+1) {
+		if err := w.waitRecordedTurns(ctx, r, last+1); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -93,11 +93,13 @@ func (t *logTail) String(scenario string, err error) string {
 	return b.String()
 }
 
-// report prints the tail of a failed scenario: in the scenario's own
-// subtest under go test (so go test -json files it under that test, which
-// a write to stdout from a scenario among parallel ones is not), else on out.
-func (t *logTail) report(ctx context.Context, underTest bool, out io.Writer, scenario string, err error) {
-	text := t.String(scenario, err)
+// report prints the tail of a failed scenario, and more after it (the log of
+// a daemon run as its own process, which writes to a file, not to the tail):
+// in the scenario's own subtest under go test (so go test -json files it
+// under that test, which a write to stdout from a scenario among parallel
+// ones is not), else on out.
+func (t *logTail) report(ctx context.Context, underTest bool, out io.Writer, scenario string, err error, more string) {
+	text := t.String(scenario, err) + more
 	if gt := godog.T(ctx); underTest && gt != nil {
 		gt.Log(text)
 		return

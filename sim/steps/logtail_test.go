@@ -26,6 +26,11 @@ func TestAFailedScenarioPrintsItsLog(t *testing.T) {
   Scenario: an agent waited for in vain
     When ori says in "#ops": "@agent-a how is svc-b?"
     Then agent-b is prompted with "how is svc-b?"
+
+  Scenario: an agent of a daemon process waited for in vain
+    Given the daemon runs as its own process
+    When ori says in "#ops": "@agent-a how is svc-c?"
+    Then agent-b is prompted with "how is svc-c?"
 `
 	path := filepath.Join(t.TempDir(), "log.feature")
 	if err := os.WriteFile(path, []byte(feature), 0o600); err != nil {
@@ -41,10 +46,17 @@ func TestAFailedScenarioPrintsItsLog(t *testing.T) {
 		`--- the log of failed scenario "an agent waited for in vain" (agent-b prompted with "how is svc-b?": not within 2s`,
 		`msg="waking agent" component=daemon agent=agent-a`,
 		`--- end of the log of "an agent waited for in vain"`,
+		// A daemon run as its own process logs to a file: its end follows.
+		`--- the log of failed scenario "an agent of a daemon process waited for in vain"`,
+		`--- the daemon process's log (`,
+		`--- end of the daemon process's log`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
+	}
+	if _, child, ok := strings.Cut(got, "--- the daemon process's log ("); !ok || !strings.Contains(child, "=== daemon run 1") || !strings.Contains(child, `"waking agent"`) {
+		t.Errorf("the daemon process's log lacks its run header or its waking line:\n%s", got)
 	}
 	if strings.Contains(got, `failed scenario "an agent prompted as expected"`) {
 		t.Errorf("the passing scenario's log was printed:\n%s", got)

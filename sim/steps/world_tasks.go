@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -275,6 +276,29 @@ func (w *world) daemonLogTail() string {
 		return p.LogTail()
 	}
 	return "(no daemon process)"
+}
+
+// childLogLines is the last n lines of the daemon process's log, every run
+// of it, under a header; "" when the daemon runs in-process (its log is in
+// the scenario's tail).
+func (w *world) childLogLines(n int) string {
+	p := w.tw().proc
+	if p == nil {
+		return ""
+	}
+	b, err := os.ReadFile(p.LogPath())
+	if err != nil {
+		return fmt.Sprintf("--- the daemon process's log: %v\n", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	kept := lines[max(0, len(lines)-n):]
+	for i, l := range kept {
+		if len(l) > logTailLineMax {
+			kept[i] = l[:logTailLineMax] + " …"
+		}
+	}
+	return fmt.Sprintf("--- the daemon process's log (%s): its last %d of %d lines\n%s\n--- end of the daemon process's log\n",
+		p.LogPath(), len(kept), len(lines), strings.Join(kept, "\n"))
 }
 
 // resultOf waits for the task's dev.zooid.thread_result events.
