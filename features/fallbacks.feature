@@ -58,6 +58,21 @@ Feature: Working with homeservers that do less or push back
     Then agent-a got a result from zooid_get_history
     And the result includes {"messages": [{"sender": "@ori", "is_agent": false}]}
 
+  # A warm session's prompt goes out before its trigger is readable; the
+  # agent's tool calls are what wait for it (zooid/daemon/visible.go readGate).
+  @mcp
+  Scenario: an agent woken again in its thread reads the new message at once, however late the homeserver shows it
+    Given agent-a will reply "looking"
+    When ori says in "#ops": "@agent-a what changed in svc-a?"
+    Then agent-a posts "looking" in the thread
+    Given the homeserver shows new events 700 ms after their send
+    And agent-a will take a turn that:
+      | calls | zooid_get_thread_history with {"thread_id": "$thread"} |
+      | says  | read it                                                |
+    When ori replies in the thread: "and svc-b?"
+    Then agent-a got a result from zooid_get_thread_history
+    And the result includes {"messages": [{"sender": "@ori", "text": "and svc-b?"}]}
+
   @mcp
   Scenario: where the homeserver serves history to non-members, the daemon still refuses them
     Given "#ops" has 20 messages in 2 threads from ori and mia

@@ -106,7 +106,10 @@ type Daemon struct {
 	router     *router.Router
 	routerInit sync.Once
 	mcp        *mcpserver.Server
-	sessions   *sessions
+	// reads holds a session's tool calls until its turn's trigger is
+	// readable (visible.go).
+	reads    readGate
+	sessions *sessions
 	// docker starts and removes agent containers; nil when no agent has
 	// runtime docker.
 	docker *container.Docker

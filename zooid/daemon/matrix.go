@@ -138,6 +138,7 @@ func (d *Daemon) startMatrix(ctx context.Context, mt *config.MatrixTransport) er
 		Trace:         d.trace,
 		AgentUsers:    cfg.AgentUsers(),
 		CallTimeout:   cfg.ToolTimeout,
+		BeforeCall:    d.reads.await,
 	})
 	if err != nil {
 		return fmt.Errorf("starting mcp server: %w", err)

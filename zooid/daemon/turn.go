@@ -153,7 +153,13 @@ func (d *Daemon) runTurn(ctx context.Context, s *session, req turnRequest) {
 	}
 
 	if !fresh {
-		d.triggerVisible(ctx, rt, s.key.room, req)
+		// The prompt goes out now; what the agent reads waits for its trigger
+		// to be readable (readGate), which the check started at queueing
+		// mostly has seen by the time the agent's first tool call comes.
+		if visible := d.visibleCheck(s.key, req); visible != nil {
+			d.reads.hold(s.key, visible)
+			defer d.reads.release(s.key, visible)
+		}
 	}
 	turnCtx, cancel := context.WithTimeout(ctx, d.opts.TurnTimeout)
 	defer cancel()

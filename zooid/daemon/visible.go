@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 
 	"maunium.net/go/mautrix"
@@ -11,6 +12,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/zooid/internal/mxcall"
+	"github.com/zooid-dev/zooid/zooid/tools"
 )
 
 // visibleWait bounds how long a turn waits for its trigger to be readable.
@@ -19,7 +21,9 @@ const visibleWait = 5 * time.Second
 // awaitVisible waits until the event that woke an agent is readable by the
 // agent (GET /event). A homeserver may push an event before /messages,
 // /event and /relations show it; an agent that reads its thread at once
-// would then find its own trigger missing, or the thread root unknown. On
+// would then find its own trigger missing, or the thread root unknown. A
+// new session's prompt waits for it (it runs while the agent starts); a
+// warm session's prompt does not, its tool calls do (readGate). On
 // a server that shows events at once this costs one request per turn; on
 // timeout or another error the turn goes ahead. An agent that is not a joined
 // member (removed while still bound) will never read its trigger, so the
@@ -63,6 +67,61 @@ func (d *Daemon) checkVisible(key sessionKey, trigger id.EventID) <-chan struct{
 		d.awaitVisible(m.ctx, rt.userID, key.room, trigger)
 	}()
 	return done
+}
+
+// visibleCheck is the check that req's trigger is readable by key's agent:
+// the one started as the turn was queued, else one started now; nil when
+// there is nothing to check.
+func (d *Daemon) visibleCheck(key sessionKey, req turnRequest) <-chan struct{} {
+	if req.visible != nil {
+		return req.visible
+	}
+	return d.checkVisible(key, req.trigger)
+}
+
+// readGate holds a session's tool calls while the check that its turn's
+// trigger is readable runs. The prompt of a warm session goes out without
+// waiting for that check (a homeserver round trip on every turn, the larger
+// part of push-to-prompt under load); an agent that reads its thread at once
+// is the one that needs its trigger shown, and its reads all go through the
+// Zooid tools, so they are what waits (mcpserver.Options.BeforeCall).
+type readGate struct {
+	mu    sync.Mutex
+	until map[string]<-chan struct{} // by sessionKey.String()
+}
+
+// hold makes key's tool calls wait until visible is closed.
+func (g *readGate) hold(key sessionKey, visible <-chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.until == nil {
+		g.until = map[string]<-chan struct{}{}
+	}
+	g.until[key.String()] = visible
+}
+
+// release forgets key's hold when it is still visible's: the turn ended.
+func (g *readGate) release(key sessionKey, visible <-chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.until[key.String()] == visible {
+		delete(g.until, key.String())
+	}
+}
+
+// await waits, before one of c's tool calls, until c's session holds no
+// unfinished check, or ctx ends (the call then meets its own deadline).
+func (g *readGate) await(ctx context.Context, c tools.Caller) {
+	g.mu.Lock()
+	visible := g.until[c.SessionKey]
+	g.mu.Unlock()
+	if visible == nil {
+		return
+	}
+	select {
+	case <-visible:
+	case <-ctx.Done():
+	}
 }
 
 // triggerVisible waits until req's trigger is readable by rt's agent (or

@@ -69,6 +69,11 @@ type Options struct {
 	// server creates is then 0711 (rundir.PrepareSearchable), so each reaches
 	// its own socket directory (ListenAgentAs).
 	AgentUsers bool
+	// BeforeCall, when set, runs before each tool call and may hold it until
+	// ctx (the call's deadline) ends: the daemon holds a session's calls until
+	// the event that woke its turn is readable, so the prompt need not wait
+	// for that check (zooid/daemon/visible.go).
+	BeforeCall func(ctx context.Context, c tools.Caller)
 }
 
 // Server is the daemon's MCP server: per-agent sockets, session bindings and

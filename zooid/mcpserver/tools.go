@@ -55,6 +55,9 @@ func (s *Server) handler(name string) server.ToolHandlerFunc {
 		start := time.Now()
 		ctx, cancel := context.WithTimeoutCause(ctx, s.opts.CallTimeout, errCallTimeout)
 		defer cancel()
+		if s.opts.BeforeCall != nil {
+			s.opts.BeforeCall(ctx, caller)
+		}
 		res, terr, cause := tools.Call(ctx, tools.Backends{Rooms: s.opts.Rooms, Tasks: s.opts.Tasks}, caller, name, args)
 		if terr != nil && terr.Code == tools.CodeUnavailable && context.Cause(ctx) == errCallTimeout {
 			terr = s.timedOut(name, caller)
