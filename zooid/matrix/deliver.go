@@ -15,10 +15,16 @@ import (
 // not hold up the others while each room keeps its order. A record leaves the inbox only
 // after handle returns, so a crash redelivers rather than loses.
 type dispatcher struct {
-	t       *Transport
-	handle  Handler
-	last    uint64 // highest sequence handed to a worker
-	scanned bool   // the inbox was read once: what it held at start is dispatched
+	t      *Transport
+	handle Handler
+	// mu serialises pumps: the dispatcher's own loop and the pushes that
+	// pump what they filed themselves (pumpFiled). It guards the fields up
+	// to wg.
+	mu      sync.Mutex
+	ctx     context.Context // run's: the workers' lifetime
+	stopped bool            // run is waiting for the workers: none may start
+	last    uint64          // highest sequence handed to a worker
+	scanned bool            // the inbox was read once: what it held at start is dispatched
 	workers map[id.RoomID]*roomWorker
 	wg      sync.WaitGroup
 	acks    acks
@@ -57,11 +63,24 @@ func (d *dispatcher) run(ctx context.Context) {
 	defer func() { <-ackDone }()
 	defer stopAcks()
 	defer d.wg.Wait()
-	// A periodic rescan covers a failed read; the wake channel covers the normal case.
+	defer func() {
+		d.mu.Lock()
+		d.stopped = true
+		d.mu.Unlock()
+	}()
+	d.mu.Lock()
+	d.ctx = ctx
+	d.mu.Unlock()
+	// A periodic rescan covers a failed read; the wake channel covers the
+	// first pump and a push that found the dispatcher busy.
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
 	for {
-		d.pump(ctx)
+		d.mu.Lock()
+		if ctx.Err() == nil {
+			d.pump(ctx)
+		}
+		d.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return
@@ -71,7 +90,26 @@ func (d *dispatcher) run(ctx context.Context) {
 	}
 }
 
-// pump dispatches the inbox's records after the last one dispatched. Records
+// pumpFiled pumps on the caller's goroutine, for a push that has just filed
+// records: they reach their room's worker without waiting for the
+// dispatcher's loop to be scheduled (a hop that, on a loaded machine, was
+// the larger part of a push's way to its prompt). It reports false, having
+// done nothing, before run has started, after it stopped, or while another
+// pump runs (that one, or the loop nudged after it, takes the records).
+func (d *dispatcher) pumpFiled() bool {
+	if !d.mu.TryLock() {
+		return false
+	}
+	defer d.mu.Unlock()
+	if d.ctx == nil || d.stopped || d.ctx.Err() != nil {
+		return false
+	}
+	d.pump(d.ctx)
+	return true
+}
+
+// pump dispatches the inbox's records after the last one dispatched; d.mu is
+// held. Records
 // just filed come handed over (Transport.handOver) and are taken as they are
 // when they follow on without a gap; otherwise (the first pump, records filed
 // by two /sync loops out of order, a failed read before) the inbox is read.

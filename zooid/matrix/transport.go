@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"maunium.net/go/mautrix"
@@ -168,8 +169,10 @@ type Transport struct {
 	// so it need not read them back from the inbox (deliver.go's pump).
 	handedMu sync.Mutex
 	handed   []pending
-	ready    chan struct{}
-	closed   chan struct{}
+	// disp is the running dispatcher, which a push pumps itself (handOver).
+	disp   atomic.Pointer[dispatcher]
+	ready  chan struct{}
+	closed chan struct{}
 
 	mu        sync.Mutex
 	started   bool
@@ -404,6 +407,7 @@ func (t *Transport) Start(ctx context.Context, handle Handler) error {
 	// dispatcher delivers from now on is applied on top (roomstate.Seed).
 	t.state.Seed(t.boundRooms()...)
 	d := newDispatcher(t, handle)
+	t.disp.Store(d)
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
@@ -461,7 +465,9 @@ func (t *Transport) Close() error {
 	return t.closeErr
 }
 
-// handOver gives records just filed to the dispatcher and nudges it.
+// handOver gives records just filed to the dispatcher: it pumps them to
+// their rooms' workers on this goroutine when it can, else nudges the
+// dispatcher's loop to.
 func (t *Transport) handOver(filed []pending) {
 	if len(filed) == 0 {
 		return
@@ -469,6 +475,9 @@ func (t *Transport) handOver(filed []pending) {
 	t.handedMu.Lock()
 	t.handed = append(t.handed, filed...)
 	t.handedMu.Unlock()
+	if d := t.disp.Load(); d != nil && d.pumpFiled() {
+		return
+	}
 	t.notify()
 }
 
