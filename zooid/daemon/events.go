@@ -24,7 +24,6 @@ func (d *Daemon) handleEvent(ctx context.Context, ev *event.Event) {
 	}
 	facts := &routingFacts{d: d, ctx: ctx, ev: ev}
 	msg, dec := d.routerOnce().Decide(ev, facts)
-	dec = skipClosedTask(dec, facts.task)
 	if !d.ownMarking(ev) {
 		d.trace.Record(d.traceEvent(ev, msg, dec))
 	}
@@ -36,24 +35,6 @@ func (d *Daemon) handleEvent(ctx context.Context, ev *event.Event) {
 	if msg.EventID != "" {
 		d.otherDaemonsHandoff(msg, ev)
 	}
-}
-
-// skipClosedTask takes the assignee's wake out of dec when the root is of a
-// task the journal has closed already: a root redelivered after a restart
-// that closed its task as interrupted (and reported it so) would otherwise
-// set the assignee to work nobody waits for any more.
-func skipClosedTask(dec router.Decision, task *tasks.Task) router.Decision {
-	if task == nil || task.IsOpen() || dec.TaskRoot == "" {
-		return dec
-	}
-	n := len(dec.Wakes)
-	dec.Wakes = slices.DeleteFunc(dec.Wakes, func(w router.Wake) bool {
-		return w.Agent == dec.TaskRoot && w.ThreadRoot == w.EventID
-	})
-	if n > 0 && len(dec.Wakes) == 0 {
-		dec.Why = router.WhyTaskClosed
-	}
-	return dec
 }
 
 // carryOut does what the router decided about one event. task is the
@@ -112,16 +93,16 @@ func (f *routingFacts) TaskThread(room id.RoomID, root id.EventID) (string, id.U
 	return t.Agent, t.Parent.UserID, ok
 }
 
-func (f *routingFacts) TaskRoot(m router.Message) (string, bool) {
+func (f *routingFacts) TaskRoot(m router.Message) (string, bool, bool) {
 	t, ok := f.d.taskForRoot(m)
 	if !ok {
 		t, ok = f.d.adoptTaskRoot(m, f.ev)
 	}
 	if !ok {
-		return "", false
+		return "", false, false
 	}
 	f.task = &t
-	return t.Agent, true
+	return t.Agent, !t.IsOpen(), true
 }
 
 func (f *routingFacts) ThreadHistory(m router.Message) ([]router.Message, bool) {

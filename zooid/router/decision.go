@@ -57,8 +57,8 @@ const (
 	WhyNotAddressed = "nobody_addressed"
 	// WhyTaskClosed: a task root met again after the journal closed its task
 	// (redelivered after a restart that reported it interrupted): its
-	// assignee is not woken for a task already reported. The daemon decides
-	// this from the journal (Decision.TaskRoot names the assignee).
+	// assignee is not woken for a task already reported (Facts.TaskRoot says
+	// closed; Decision.TaskRoot names the assignee).
 	WhyTaskClosed = "task_closed"
 	// WhyEncrypted: an m.room.encrypted event, which this daemon cannot read
 	// (behaviour §10): it wakes nobody, and the room is told so instead.
@@ -78,9 +78,11 @@ type Facts interface {
 	// TaskRoot says whether m, which carries dev.zooid.thread_start, is the
 	// root of a task the daemon journaled (or adopted, from another daemon's
 	// agent), and names that task's assignee; the field alone, from anyone
-	// else, is just content. It may wait for the
-	// root's own post to be journaled, and binds the root to its task.
-	TaskRoot(m Message) (assignee string, ok bool)
+	// else, is just content. closed says the journal has closed that task
+	// already (the root redelivered after a restart reported it): the root
+	// wakes nobody. It may wait for the root's own post to be journaled, and
+	// binds the root to its task.
+	TaskRoot(m Message) (assignee string, closed, ok bool)
 	// ThreadHistory reads m's thread back: its root and the replies before m,
 	// oldest first, as routing must see them (a root's thread_start kept only
 	// when journaled). ok is false when it could not be read; m is then
@@ -131,13 +133,23 @@ func (r *Router) Decide(ev *event.Event, f Facts) (Message, Decision) {
 		}
 	}
 	if m.IsTaskRoot {
-		if assignee, ok := f.TaskRoot(m); ok {
+		assignee, closed, ok := f.TaskRoot(m)
+		if !ok {
+			m.IsTaskRoot, m.TaskAssignee, m.TaskAttempt = false, "", ""
+		} else {
 			// The journal's name: a root from another daemon addresses its
 			// assignee as workstation.name.
 			m.TaskAssignee = assignee
 			d.TaskRoot = assignee
-		} else {
-			m.IsTaskRoot, m.TaskAssignee, m.TaskAttempt = false, "", ""
+		}
+		if ok && closed {
+			// Its thread is the task's, as any closed task thread's is; its
+			// assignee is not set to work that nobody waits for any more.
+			r.mu.Lock()
+			r.noteTaskRoot(m)
+			r.mu.Unlock()
+			d.Why = WhyTaskClosed
+			return m, d
 		}
 	}
 	d.Wakes = r.route(m)

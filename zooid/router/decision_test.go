@@ -15,6 +15,7 @@ import (
 type fakeFacts struct {
 	threads map[id.EventID]string    // journaled task threads: root → assignee
 	roots   map[id.EventID]string    // journaled task roots: root → assignee
+	closed  map[id.EventID]bool      // task roots whose task the journal closed
 	history map[id.EventID][]Message // threads the homeserver can read back
 	asked   []string
 }
@@ -25,10 +26,10 @@ func (f *fakeFacts) TaskThread(_ id.RoomID, root id.EventID) (string, id.UserID,
 	return a, userA, ok
 }
 
-func (f *fakeFacts) TaskRoot(m Message) (string, bool) {
+func (f *fakeFacts) TaskRoot(m Message) (string, bool, bool) {
 	f.asked = append(f.asked, "task_root "+string(m.EventID))
 	a, ok := f.roots[m.EventID]
-	return a, ok
+	return a, f.closed[m.EventID], ok
 }
 
 func (f *fakeFacts) ThreadHistory(m Message) ([]Message, bool) {
@@ -166,6 +167,16 @@ func TestDecide(t *testing.T) {
 				{ev: msgEvent(roomOther, "$t", userA, "Carol: build it", mentioning(userC), taskStart("agent-c", "zt1")),
 					want: Decision{Room: roomOther, TaskRoot: "agent-c",
 						Wakes: []Wake{wakeOf("agent-c", roomOther, "$t", "$t", userA, "build it", WhyTaskAssignee)}},
+					asked: []string{"task_root $t"}},
+				{ev: msgEvent(roomOther, "$h", alice, "status?", inThread("$t")),
+					want: Decision{Room: roomOther, Thread: "$t",
+						Wakes: []Wake{wakeOf("agent-c", roomOther, "$t", "$h", alice, "status?", WhyTaskAssignee)}}},
+			}},
+		{name: "a task root met after its task closed wakes nobody, and its thread stays the task's",
+			facts: fakeFacts{roots: map[id.EventID]string{"$t": "agent-c"}, closed: map[id.EventID]bool{"$t": true}},
+			steps: []step{
+				{ev: msgEvent(roomOther, "$t", userA, "Carol: build it", mentioning(userC), taskStart("agent-c", "zt1")),
+					want:  Decision{Room: roomOther, TaskRoot: "agent-c", Why: WhyTaskClosed},
 					asked: []string{"task_root $t"}},
 				{ev: msgEvent(roomOther, "$h", alice, "status?", inThread("$t")),
 					want: Decision{Room: roomOther, Thread: "$t",
