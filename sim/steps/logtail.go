@@ -80,17 +80,23 @@ func (t *logTail) Write(p []byte) (int, error) {
 // String is the kept lines, oldest first, under a header naming the
 // scenario and its error and saying how many lines were dropped.
 func (t *logTail) String(scenario string, err error) string {
+	lines, kept, total := t.kept()
+	return fmt.Sprintf("\n--- the log of failed scenario %q (%v): its last %d of %d lines\n%s--- end of the log of %q\n",
+		scenario, err, kept, total, lines, scenario)
+}
+
+// kept is the kept lines, oldest first, each ending in a newline; how many
+// they are; and how many lines were ever written.
+func (t *logTail) kept() (lines string, kept, total int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var b strings.Builder
-	kept := min(t.total, len(t.lines))
-	fmt.Fprintf(&b, "\n--- the log of failed scenario %q (%v): its last %d of %d lines\n", scenario, err, kept, t.total)
+	kept = min(t.total, len(t.lines))
 	for i := range kept {
 		b.Write(t.lines[(t.next-kept+i+len(t.lines))%len(t.lines)])
 		b.WriteByte('\n')
 	}
-	fmt.Fprintf(&b, "--- end of the log of %q\n", scenario)
-	return b.String()
+	return b.String(), kept, t.total
 }
 
 // report prints the tail of a failed scenario, and more after it (the log of

@@ -563,7 +563,7 @@ func (r *runner) initScenario(sc *godog.ScenarioContext) {
 			r.reports.add(w.reportRun(ctx, s, err))
 		}
 		if err != nil && r.out != nil && !errors.Is(err, errInterrupted) {
-			w.logs.report(ctx, r.underTest, r.out, s.Name, err, w.childLogLines(logTailLines))
+			w.logs.report(ctx, r.underTest, r.out, s.Name, err, w.childLogTail())
 		}
 		cerr := w.close()
 		if cerr != nil && err == nil {

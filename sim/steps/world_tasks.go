@@ -278,10 +278,11 @@ func (w *world) daemonLogTail() string {
 	return "(no daemon process)"
 }
 
-// childLogLines is the last n lines of the daemon process's log, every run
-// of it, under a header; "" when the daemon runs in-process (its log is in
-// the scenario's tail).
-func (w *world) childLogLines(n int) string {
+// childLogTail is the end of the daemon process's log, every run of it,
+// kept as a scenario's own log is (logTail: its last logTailLines lines,
+// each bounded), under a header; "" when the daemon runs in-process (its
+// log is in the scenario's tail).
+func (w *world) childLogTail() string {
 	p := w.tw().proc
 	if p == nil {
 		return ""
@@ -290,15 +291,11 @@ func (w *world) childLogLines(n int) string {
 	if err != nil {
 		return fmt.Sprintf("--- the daemon process's log: %v\n", err)
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	kept := lines[max(0, len(lines)-n):]
-	for i, l := range kept {
-		if len(l) > logTailLineMax {
-			kept[i] = l[:logTailLineMax] + " …"
-		}
-	}
-	return fmt.Sprintf("--- the daemon process's log (%s): its last %d of %d lines\n%s\n--- end of the daemon process's log\n",
-		p.LogPath(), len(kept), len(lines), strings.Join(kept, "\n"))
+	t := newLogTail()
+	_, _ = t.Write(b)
+	lines, kept, total := t.kept()
+	return fmt.Sprintf("--- the daemon process's log (%s): its last %d of %d lines\n%s--- end of the daemon process's log\n",
+		p.LogPath(), kept, total, lines)
 }
 
 // resultOf waits for the task's dev.zooid.thread_result events.
