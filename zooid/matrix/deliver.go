@@ -22,7 +22,6 @@ type dispatcher struct {
 	// to wg.
 	mu      sync.Mutex
 	ctx     context.Context // run's: the workers' lifetime
-	stopped bool            // run is waiting for the workers: none may start
 	last    uint64          // highest sequence handed to a worker
 	scanned bool            // the inbox was read once: what it held at start is dispatched
 	workers map[id.RoomID]*roomWorker
@@ -63,9 +62,11 @@ func (d *dispatcher) run(ctx context.Context) {
 	defer func() { <-ackDone }()
 	defer stopAcks()
 	defer d.wg.Wait()
+	// run returns only once ctx has ended, so a pump that takes mu after
+	// this barrier sees that and starts no worker; one that held it when
+	// ctx ended has added its workers to wg before the Wait.
 	defer func() {
 		d.mu.Lock()
-		d.stopped = true
 		d.mu.Unlock()
 	}()
 	d.mu.Lock()
@@ -101,7 +102,7 @@ func (d *dispatcher) pumpFiled() bool {
 		return false
 	}
 	defer d.mu.Unlock()
-	if d.ctx == nil || d.stopped || d.ctx.Err() != nil {
+	if d.ctx == nil || d.ctx.Err() != nil {
 		return false
 	}
 	d.pump(d.ctx)
