@@ -133,23 +133,22 @@ func (r *Router) Decide(ev *event.Event, f Facts) (Message, Decision) {
 		}
 	}
 	if m.IsTaskRoot {
-		assignee, closed, ok := f.TaskRoot(m)
-		if !ok {
+		switch assignee, closed, ok := f.TaskRoot(m); {
+		case !ok:
 			m.IsTaskRoot, m.TaskAssignee, m.TaskAttempt = false, "", ""
-		} else {
-			// The journal's name: a root from another daemon addresses its
-			// assignee as workstation.name.
-			m.TaskAssignee = assignee
-			d.TaskRoot = assignee
-		}
-		if ok && closed {
+		case closed:
 			// Its thread is the task's, as any closed task thread's is; its
 			// assignee is not set to work that nobody waits for any more.
+			m.TaskAssignee, d.TaskRoot = assignee, assignee
 			r.mu.Lock()
 			r.noteTaskRoot(m)
 			r.mu.Unlock()
 			d.Why = WhyTaskClosed
 			return m, d
+		default:
+			// The journal's name: a root from another daemon addresses its
+			// assignee as workstation.name.
+			m.TaskAssignee, d.TaskRoot = assignee, assignee
 		}
 	}
 	d.Wakes = r.route(m)
