@@ -22,6 +22,7 @@ import (
 // user's client, its keys in memory, fed by a /sync loop of its own.
 type Device struct {
 	cli   *mautrix.Client
+	log   zerolog.Logger
 	mach  *crypto.OlmMachine
 	state *mautrix.MemoryStateStore
 
@@ -41,6 +42,9 @@ type Device struct {
 	// roomKeys are the megolm session keys this device sent messages with,
 	// as each stood before the message (RoomKeys).
 	roomKeys []string
+	// missedHook, set by tests before the device shares, hears the devices a
+	// share missed before it shares again.
+	missedHook func(missed []string)
 }
 
 // New gives cli's user a device: cli must carry the access token and the
@@ -74,7 +78,7 @@ func New(ctx context.Context, cli *mautrix.Client, log zerolog.Logger) (*Device,
 		return nil, fmt.Errorf("uploading the keys of %s's device %s: %w", cli.UserID, cli.DeviceID, err)
 	}
 	d := &Device{
-		cli: cli, mach: mach, state: state,
+		cli: cli, log: log, mach: mach, state: state,
 		done:      make(chan struct{}),
 		members:   map[id.RoomID]map[id.UserID]event.Membership{},
 		encrypted: map[id.EventID]*event.Event{},
@@ -251,22 +255,77 @@ func (d *Device) ShareRoomKey(ctx context.Context, room id.RoomID) error {
 	return d.share(ctx, room, users)
 }
 
+// shareTries bounds the shares of one room key: a device listed before its
+// one-time keys can be claimed (its daemon uploading them a moment after
+// making it) gets no olm session, and mautrix then shares with the others and
+// only logs the one it skipped.
+const shareTries = 6
+
 func (d *Device) share(ctx context.Context, room id.RoomID, users []id.UserID) error {
 	if err := d.encryptionOf(ctx, room); err != nil {
 		return err
 	}
-	// The members' devices as the homeserver lists them now, not as this
-	// device's /sync last told it: a device made a moment ago (an agent's,
-	// as its daemon starts) reaches the /sync a moment later, and a key
-	// shared before that would miss it. A new device found here ends the
-	// room's outbound session, so the key goes to it too.
-	if _, err := d.mach.FetchKeys(ctx, users, true); err != nil {
-		return fmt.Errorf("%s fetching the device keys of %v: %w", d.cli.UserID, users, err)
+	for try := 1; ; try++ {
+		// The members' devices as the homeserver lists them now, not as this
+		// device's /sync last told it: a device made a moment ago (an agent's,
+		// as its daemon starts) reaches the /sync a moment later, and a key
+		// shared before that would miss it. A new device found here ends the
+		// room's outbound session, so the key goes to it too.
+		if _, err := d.mach.FetchKeys(ctx, users, true); err != nil {
+			return fmt.Errorf("%s fetching the device keys of %v: %w", d.cli.UserID, users, err)
+		}
+		if err := d.mach.ShareGroupSession(ctx, room, users); err != nil {
+			return fmt.Errorf("%s sharing the room key of %s with %v: %w", d.cli.UserID, room, users, err)
+		}
+		missed, err := d.unshared(ctx, room, users)
+		if err != nil || len(missed) == 0 {
+			return err
+		}
+		if try == shareTries {
+			return fmt.Errorf("%s could not share the room key of %s with %v after %d tries: no olm session with them (none of their one-time keys could be claimed)", d.cli.UserID, room, missed, try)
+		}
+		d.log.Warn().Stringer("room_id", room).Strs("devices", missed).Int("try", try).
+			Msg("the room key missed devices with no olm session yet; sharing a new one again")
+		if d.missedHook != nil {
+			d.missedHook(missed)
+		}
+		// Dropped, so the next share makes a session every device gets
+		// (mautrix does not share an already shared session again).
+		if err := d.mach.CryptoStore.RemoveOutboundGroupSession(ctx, room); err != nil {
+			return fmt.Errorf("%s dropping the half-shared room session of %s: %w", d.cli.UserID, room, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s sharing the room key of %s with %v: %w", d.cli.UserID, room, missed, ctx.Err())
+		case <-time.After(time.Duration(try) * 100 * time.Millisecond):
+		}
 	}
-	if err := d.mach.ShareGroupSession(ctx, room, users); err != nil {
-		return fmt.Errorf("%s sharing the room key of %s with %v: %w", d.cli.UserID, room, users, err)
+}
+
+// unshared names the devices of users (other than this one) that the room's
+// outbound session was not shared with, as "user/device".
+func (d *Device) unshared(ctx context.Context, room id.RoomID, users []id.UserID) ([]string, error) {
+	ogs, err := d.mach.CryptoStore.GetOutboundGroupSession(ctx, room)
+	if err != nil || ogs == nil {
+		return nil, fmt.Errorf("%s's outbound session in %s after sharing it: %v", d.cli.UserID, room, err)
 	}
-	return nil
+	var missed []string
+	for _, u := range users {
+		devices, err := d.mach.CryptoStore.GetDevices(ctx, u)
+		if err != nil {
+			return nil, fmt.Errorf("the devices %s knows of %s: %w", d.cli.UserID, u, err)
+		}
+		for dev := range devices {
+			if u == d.cli.UserID && dev == d.cli.DeviceID {
+				continue
+			}
+			if ogs.Users[crypto.UserDevice{UserID: u, DeviceID: dev}] != crypto.OGSAlreadyShared {
+				missed = append(missed, u.String()+"/"+dev.String())
+			}
+		}
+	}
+	slices.Sort(missed)
+	return missed, nil
 }
 
 // SendText sends text as an m.text message encrypted for room, sharing the

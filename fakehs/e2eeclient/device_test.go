@@ -7,7 +7,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -70,9 +72,15 @@ func password(localpart string) string { return "pw-" + localpart }
 // and gives that login a device of its own.
 func anotherDevice(ctx context.Context, t *testing.T, hsURL string, d *Device, name string) *Device {
 	t.Helper()
+	return device(ctx, t, loginAgain(ctx, t, hsURL, d), name)
+}
+
+// loginAgain logs d's user in again: a client with a new device id.
+func loginAgain(ctx context.Context, t *testing.T, hsURL string, d *Device) *mautrix.Client {
+	t.Helper()
 	cli, err := mautrix.NewClient(hsURL, "", "")
 	if err != nil {
-		t.Fatalf("a client for %s: %v", name, err)
+		t.Fatalf("a client for %s: %v", d.UserID(), err)
 	}
 	cli.DefaultHTTPRetries = 4
 	lp := d.UserID().Localpart()
@@ -85,7 +93,7 @@ func anotherDevice(ctx context.Context, t *testing.T, hsURL string, d *Device, n
 	if err != nil {
 		t.Fatalf("logging %s in again: %v", lp, err)
 	}
-	return device(ctx, t, cli, name)
+	return cli
 }
 
 func device(ctx context.Context, t *testing.T, cli *mautrix.Client, name string) *Device {
@@ -245,6 +253,70 @@ func TestANewDeviceOfAReturningMemberGetsTheKey(t *testing.T) {
 	}
 	if got != text {
 		t.Fatalf("mia's second device decrypted %q, want %q", got, text)
+	}
+}
+
+// TestADeviceListedBeforeItsOneTimeKeysGetsTheKey: an agent's daemon makes
+// its device and uploads the device's keys a moment before its one-time
+// keys, and a human may send in that moment. mautrix shares a room key with
+// the devices it can open an olm session to and only logs the others, so
+// ori's share would leave the agent's device without the key; it shares a
+// new session again until every listed device has it (the share's miss is
+// asserted to have happened, then the one-time keys come).
+func TestADeviceListedBeforeItsOneTimeKeysGetsTheKey(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	hs := homeserverURL(t)
+	ori, mia := person(ctx, t, hs, "ori"), person(ctx, t, hs, "mia")
+	room := encryptedRoom(ctx, t, ori, mia)
+
+	// mia's second device, as a daemon makes an agent's: no /sync of its
+	// own, keys uploaded by hand, the device keys first.
+	late := loginAgain(ctx, t, hs, mia)
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	states, _ := mautrix.NewMemoryStateStore().(*mautrix.MemoryStateStore)
+	mach := crypto.NewOlmMachine(late, &log, crypto.NewMemoryStore(nil), states)
+	if err := mach.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A count above what mautrix keeps uploads the device keys alone.
+	if err := mach.ShareKeys(ctx, 1000); err != nil {
+		t.Fatalf("uploading the late device's keys: %v", err)
+	}
+	lateDevice := mia.UserID().String() + "/" + late.DeviceID.String()
+
+	missed := make(chan []string, shareTries)
+	ori.missedHook = func(m []string) { missed <- m }
+	uploaded := make(chan error, 1)
+	go func() {
+		select {
+		case m := <-missed:
+			if !slices.Contains(m, lateDevice) {
+				uploaded <- fmt.Errorf("the first share missed %v, want %s among them", m, lateDevice)
+				return
+			}
+			uploaded <- mach.ShareKeys(ctx, 0)
+		case <-ctx.Done():
+			uploaded <- ctx.Err()
+		}
+	}()
+	if _, err := ori.SendText(ctx, room, "the standby takes over at six"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-uploaded:
+		if err != nil {
+			t.Fatalf("the late device: %v", err)
+		}
+	default:
+		t.Fatal("ori's share never missed the device without one-time keys: the test did not make the case it names")
+	}
+	left, err := ori.unshared(ctx, room, []id.UserID{mia.UserID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Fatalf("ori's room session was not shared with %v", left)
 	}
 }
 

@@ -1033,7 +1033,7 @@ func (w *world) stepHumanDevice(ctx context.Context, name string) error {
 	if h.dev != nil {
 		return nil
 	}
-	dev, err := newHumanDevice(ctx, w.lease.hs.baseURL(), h.id, h.cli.AccessToken)
+	dev, err := newHumanDevice(ctx, w.lease.hs.baseURL(), h.id, h.cli.AccessToken, w.log)
 	if err != nil {
 		return err
 	}

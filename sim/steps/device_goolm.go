@@ -5,19 +5,20 @@ package steps
 import (
 	"context"
 	"fmt"
-
-	"github.com/rs/zerolog"
+	"log/slog"
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/fakehs/e2eeclient"
+	"github.com/zooid-dev/zooid/zooid/e2ee"
 )
 
 // newHumanDevice gives the human logged in with tok a device: the login's
 // own device id (asked of /whoami), its keys uploaded, its /sync loop
-// running on a client of its own until Close.
-func newHumanDevice(ctx context.Context, baseURL string, uid id.UserID, tok string) (humanDevice, error) {
+// running on a client of its own until Close; mautrix's crypto log (info and
+// above: a device a room key skipped, say) goes to log.
+func newHumanDevice(ctx context.Context, baseURL string, uid id.UserID, tok string, log *slog.Logger) (humanDevice, error) {
 	cli, err := mautrix.NewClient(baseURL, uid, tok)
 	if err != nil {
 		return nil, fmt.Errorf("a device's client for %s: %w", uid, err)
@@ -30,7 +31,7 @@ func newHumanDevice(ctx context.Context, baseURL string, uid id.UserID, tok stri
 		return nil, fmt.Errorf("the homeserver names no device for %s's login: a device needs one", uid)
 	}
 	cli.DeviceID = who.DeviceID
-	dev, err := e2eeclient.New(ctx, cli, zerolog.Nop())
+	dev, err := e2eeclient.New(ctx, cli, e2ee.Zerolog(log.With("device_of", string(uid))))
 	if err != nil {
 		return nil, err
 	}

@@ -118,7 +118,7 @@ func Open(ctx context.Context, opts Options) (*Devices, error) {
 		return nil, err
 	}
 	d := &Devices{opts: opts, log: log, db: db, byUser: map[id.UserID]*device{}}
-	zl := zerolog.New(slogWriter{log: log}).Level(zerolog.InfoLevel)
+	zl := Zerolog(log)
 	for _, a := range opts.Agents {
 		dev, err := d.openDevice(ctx, a, pickleKey, zl)
 		if err != nil {
@@ -337,6 +337,13 @@ func (d *Devices) Close() error {
 	}
 	d.closed = true
 	return d.db.Close()
+}
+
+// Zerolog is a zerolog logger for mautrix that writes into log, at info and
+// above (mautrix's debug lines are one per key and message): the daemon's
+// devices log through it, and so do the harness's humans' devices.
+func Zerolog(log *slog.Logger) zerolog.Logger {
+	return zerolog.New(slogWriter{log: log}).Level(zerolog.InfoLevel)
 }
 
 // slogWriter passes mautrix's zerolog lines to the daemon's slog, at the
