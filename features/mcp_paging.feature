@@ -7,7 +7,7 @@ Feature: Paging through history with cursors
   Background:
     Given the homeserver has users "ori" and "mia"
     And agents "agent-a" and "agent-b" are bound to "#ops"
-    And "#ops" has 2000 messages in 40 threads from ori, mia, agent-a and agent-b
+    And "#ops" has 800 messages in 40 threads from ori, mia, agent-a and agent-b
 
   Scenario Outline: a page holds the limit asked for, 50 by default, at most 200
     When agent-a calls <tool> with <arguments>
@@ -28,7 +28,7 @@ Feature: Paging through history with cursors
 
   Scenario: walking the whole history sees every message once, in order
     When agent-a pages zooid_get_history with {"limit": 200} until has_more is false
-    Then agent-a saw each of the 2000 generated messages of "#ops" exactly once, in order
+    Then agent-a saw each of the 800 generated messages of "#ops" exactly once, in order
     And has_more was true on every page but the last
     And every page had at most 200 messages
 
@@ -36,11 +36,11 @@ Feature: Paging through history with cursors
     When agent-a pages zooid_get_history with {"limit": 200} for 3 pages
     And mia posts 10 messages in "#ops"
     And agent-a pages on until has_more is false
-    Then agent-a saw each of the 2000 generated messages of "#ops" exactly once, in order
+    Then agent-a saw each of the 800 generated messages of "#ops" exactly once, in order
     And has_more was true on every page but the last
 
   Scenario: a cursor from one thread is refused in another
-    When agent-a calls zooid_get_thread_history with {"thread_id": "#ops/thread-38", "limit": 5}
+    When agent-a calls zooid_get_thread_history with {"thread_id": "#ops/thread-38", "limit": 2}
     And agent-a calls zooid_get_thread_history with {"thread_id": "#ops/thread-37", "before": "$next_before"}
     Then the call is refused with "invalid_cursor"
 

@@ -7,7 +7,7 @@ Feature: Reading a busy room from one mention
   Background:
     Given the homeserver has users "ori" and "mia"
     And agents "agent-a" and "agent-b" are bound to "#ops"
-    And "#ops" has 2000 messages in 40 threads from ori, mia, agent-a and agent-b
+    And "#ops" has 800 messages in 40 threads from ori, mia, agent-a and agent-b
 
   Scenario: the overview shows thread roots and top-level messages, newest first, without reply noise
     When ori says in "#ops": "@agent-a can someone audit svc-a"

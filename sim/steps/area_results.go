@@ -77,7 +77,7 @@ func resultSteps(w *world) []stepDef {
 			doc:     "Generated replies carry their root's id as thread_id; generated top-level messages carry none.",
 			fn:      w.stepThreadIDs},
 		{area: "results", pattern: `^([a-z0-9-]+) saw each of the (\d+) generated messages of "(#[a-z0-9-]+)" exactly once, in order$`,
-			example: `agent-a saw each of the 2000 generated messages of "#ops" exactly once, in order`,
+			example: `agent-a saw each of the 800 generated messages of "#ops" exactly once, in order`,
 			doc:     "Over the agent's paging walk (pages newest to oldest, each page chronological), every generated message appears once, in history order.",
 			fn:      w.stepSawAll},
 		{area: "results", pattern: `^([a-z0-9-]+) saw each of the (\d+) generated thread roots of "(#[a-z0-9-]+)" exactly once$`,

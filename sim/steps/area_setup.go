@@ -44,7 +44,7 @@ func setupSteps(w *world) []stepDef {
 			doc:     "Configures agents in zooid.yaml, bound to those rooms; the trigger defaults to mention.",
 			fn:      w.stepAgents},
 		{area: "setup", pattern: `^"(#[a-z0-9-]+)" has (\d+) messages in (\d+) threads from ([a-z0-9, -]+)$`,
-			example: `"#ops" has 2000 messages in 40 threads from ori, mia, agent-a and agent-b`,
+			example: `"#ops" has 800 messages in 40 threads from ori, mia, agent-a and agent-b`,
 			doc:     "Gives a room a generated history: that many thread roots spread evenly, the rest alternating top-level chatter and replies to recent threads (imported on fakehs, sent on a real server).",
 			fn:      w.stepBusyRoom},
 		{area: "setup", pattern: `^the homeserver answers (every|the next \d+) (GET|PUT|POST) (/\S+?)(?: from ([a-z0-9-]+))? with (\d{3}) (M_[A-Z_]+)$`,
