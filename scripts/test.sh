@@ -19,10 +19,4 @@ flags=()
 [ "${CI:-}" = true ] && flags+=(-fail-on-skip)
 # -timeout bounds each package's test binary: ./sim/steps runs the feature suite twice under
 # the race detector, 10 min alone on 2 cores and 18.6 min on a shared machine (CI of 1d4fa69).
-#
-# The longest packages are named first: go test starts packages in the order named (./... adds
-# the rest, each once), and with one package a core (-p is the core count) the suite ends when
-# its longest package does. In ./...'s own order ./sim/steps (14.6 min of CI's 20) started about
-# five minutes in, and ran its last minutes alone, on two cores it fills to 1.4.
-go test -tags goolm -race -count=1 -timeout 35m -json \
-	./sim/steps ./cmd/zooid ./sim/replay ./zooid/history ./... 2>&1 | "$summary/test-summary" "${flags[@]}"
+go test -tags goolm -race -count=1 -timeout 35m -json ./... 2>&1 | "$summary/test-summary" "${flags[@]}"

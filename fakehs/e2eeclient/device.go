@@ -255,10 +255,10 @@ func (d *Device) ShareRoomKey(ctx context.Context, room id.RoomID) error {
 	return d.share(ctx, room, users)
 }
 
-// shareTries bounds the shares of one room key: a device listed before its
-// one-time keys can be claimed (its daemon uploading them a moment after
-// making it) gets no olm session, and mautrix then shares with the others and
-// only logs the one it skipped.
+// shareTries bounds the shares of one room key: a device none of whose
+// one-time keys can be claimed (none uploaded yet, or all claimed before its
+// owner topped them up) gets no olm session, and mautrix then shares with the
+// others and only logs the one it skipped.
 const shareTries = 6
 
 func (d *Device) share(ctx context.Context, room id.RoomID, users []id.UserID) error {

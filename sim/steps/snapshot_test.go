@@ -131,7 +131,7 @@ func TestNeededRecipesAreTheFeaturesBusyRooms(t *testing.T) {
 		t.Fatalf("triggers.feature needs %d recipes (err %v), want none", len(got), err)
 	}
 	got, err = neededRecipes([]string{findPath("features/mcp_paging.feature") + ":12"}, poolRecipes)
-	if err != nil || len(got) != 1 || got[0].Total != 2000 {
-		t.Fatalf("mcp_paging.feature:12 needs %v (err %v), want the 2000-message room", got, err)
+	if err != nil || len(got) != 1 || got[0].Total != 800 {
+		t.Fatalf("mcp_paging.feature:12 needs %v (err %v), want the 800-message room", got, err)
 	}
 }
