@@ -256,12 +256,12 @@ func TestANewDeviceOfAReturningMemberGetsTheKey(t *testing.T) {
 	}
 }
 
-// TestADeviceListedBeforeItsOneTimeKeysGetsTheKey: an agent's daemon makes
-// its device and uploads the device's keys a moment before its one-time
-// keys, and a human may send in that moment. mautrix shares a room key with
-// the devices it can open an olm session to and only logs the others, so
-// ori's share would leave the agent's device without the key; it shares a
-// new session again until every listed device has it (the share's miss is
+// TestADeviceListedBeforeItsOneTimeKeysGetsTheKey: a device the homeserver
+// lists but none of whose one-time keys can be claimed yet (here its keys
+// are uploaded in two requests, the device keys first). mautrix shares a
+// room key with the devices it can open an olm session to and only logs the
+// others, so ori's share would leave that device without the key; it shares
+// a new session again until every listed device has it (the share's miss is
 // asserted to have happened, then the one-time keys come).
 func TestADeviceListedBeforeItsOneTimeKeysGetsTheKey(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -270,8 +270,8 @@ func TestADeviceListedBeforeItsOneTimeKeysGetsTheKey(t *testing.T) {
 	ori, mia := person(ctx, t, hs, "ori"), person(ctx, t, hs, "mia")
 	room := encryptedRoom(ctx, t, ori, mia)
 
-	// mia's second device, as a daemon makes an agent's: no /sync of its
-	// own, keys uploaded by hand, the device keys first.
+	// mia's second device: no /sync of its own, keys uploaded by hand, the
+	// device keys first.
 	late := loginAgain(ctx, t, hs, mia)
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 	states, _ := mautrix.NewMemoryStateStore().(*mautrix.MemoryStateStore)
