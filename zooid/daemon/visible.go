@@ -110,7 +110,10 @@ func (g *readGate) release(key sessionKey, visible <-chan struct{}) {
 }
 
 // await waits, before one of c's tool calls, until c's session holds no
-// unfinished check, or ctx ends (the call then meets its own deadline).
+// unfinished check. Like a new session's prompt, the call goes ahead when the
+// check takes too long: after half of what is left of ctx's deadline (the
+// call's tool_timeout), so a tool_timeout shorter than visibleWait still
+// leaves the call the other half to answer in, or when ctx ends.
 func (g *readGate) await(ctx context.Context, c tools.Caller) {
 	g.mu.Lock()
 	visible := g.until[c.SessionKey]
@@ -118,8 +121,15 @@ func (g *readGate) await(ctx context.Context, c tools.Caller) {
 	if visible == nil {
 		return
 	}
+	var giveUp <-chan time.Time
+	if dl, ok := ctx.Deadline(); ok {
+		t := time.NewTimer(time.Until(dl) / 2)
+		defer t.Stop()
+		giveUp = t.C
+	}
 	select {
 	case <-visible:
+	case <-giveUp:
 	case <-ctx.Done():
 	}
 }
