@@ -90,7 +90,7 @@ func TestRandomPrintsTheSeedOfEachPass(t *testing.T) {
 	if !strings.Contains(out, "pass 2 of 2, order shuffled with seed") {
 		t.Fatalf("pass 2's seed not printed:\n%s", out)
 	}
-	if status, out, _ := coinRun(t, 1, 42); !strings.Contains(out, "order shuffled with seed 42 (replay it: --random 42)") || status == 0 {
+	if status, out, _ := coinRun(t, 1, 42); !strings.Contains(out, "order shuffled with seed 42 (replay it: zooid sim --random 42, or go test -args -godog.random 42)") || status == 0 {
 		t.Fatalf("status %d; a given seed is not echoed:\n%s", status, out)
 	}
 }

@@ -278,7 +278,7 @@ func Run(opts Options) int {
 		case opts.Repeat > 1:
 			fmt.Fprintf(out, "zooid sim: pass %d of %d\n", pass, opts.Repeat)
 		case seed != 0:
-			fmt.Fprintf(out, "zooid sim: order shuffled with seed %d (replay it: --random %d)\n", seed, seed)
+			fmt.Fprintf(out, "zooid sim: order shuffled with seed %d (replay it: zooid sim --random %d, or go test -args -godog.random %d)\n", seed, seed, seed)
 		}
 		suite := godog.TestSuite{
 			Name:                "zooid",
