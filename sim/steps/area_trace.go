@@ -78,6 +78,10 @@ func traceSteps(w *world) []stepDef {
 			example: `no secret appears in the daemon's log`,
 			doc:     "None of the secrets (tokens, the humans' room keys, the agents' devices' pickle key) appears in any line the in-process daemon logged, debug included, since the daemon began reading encrypted rooms (the log is kept whole from then on).",
 			fn:      w.stepNoSecretInLog},
+		{area: "trace", pattern: `^the daemon logs "([^"]*)"$`,
+			example: `the daemon logs "a room key came after its message was given up on"`,
+			doc:     "Waits until a line the in-process daemon logged since it began reading encrypted rooms holds exactly that text (the log is kept whole from then on).",
+			fn:      w.stepDaemonLogs},
 		{area: "trace", pattern: `^no secret appears in the trace$`,
 			example: `no secret appears in the trace`,
 			doc:     "No trace file holds the appservice tokens, a user's access token, or a session binding id of any agent.",
@@ -510,6 +514,25 @@ func (w *world) stepNoSecretInLog(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+func (w *world) stepDaemonLogs(ctx context.Context, text string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	if w.tw().proc != nil {
+		return fmt.Errorf("the daemon runs as its own process: its log is its log file's, which this step does not read")
+	}
+	return w.eventually(ctx, fmt.Sprintf("the daemon logging %q", text), func() (bool, string, error) {
+		log, ok := w.logs.wholeLog()
+		if !ok {
+			return false, "", fmt.Errorf("the daemon's log was not kept whole: this step follows \"the daemon reads encrypted rooms\"")
+		}
+		if strings.Contains(log, text) {
+			return true, "", nil
+		}
+		return false, fmt.Sprintf("%d bytes logged, none with it", len(log)), nil
+	})
 }
 
 func (w *world) stepRecordingHolds(text, how string) error {

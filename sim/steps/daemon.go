@@ -180,7 +180,7 @@ func (w *world) startDaemon(ctx context.Context) error {
 		// Start-up is bounded by the wait: only turns are meant to time out.
 		StartTimeout: startTimeout,
 		Observer:     w.observer,
-		LateKeyWait:  lateKeyWait,
+		LateKeyWait:  w.lateKeyWait(),
 	})
 	if err != nil {
 		return err

@@ -129,10 +129,7 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 	if len(devs) == 0 {
 		return nil, fmt.Errorf("e2ee: no agent with a device is joined to %s: %w", ev.RoomID, ErrUndecryptable)
 	}
-	wait := d.opts.LateKeyWait
-	if wait <= 0 {
-		wait = DefaultLateKeyWait
-	}
+	wait := d.lateKeyWait()
 	deadline := time.Now().Add(wait)
 	for {
 		var lastErr error
@@ -148,6 +145,7 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 		}
 		left := time.Until(deadline)
 		if left <= 0 || ctx.Err() != nil {
+			d.late.gaveUp(ev.RoomID, content.SessionID, ev.ID, deadline.Add(-wait))
 			return nil, fmt.Errorf("e2ee: %s in %s (session %s) after waiting %s for its key: %w: %w", ev.ID, ev.RoomID, content.SessionID, wait, lastErr, ErrUndecryptable)
 		}
 		// Wakes when the first device stores that session; every agent's
@@ -155,6 +153,27 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 		// on, and the bound makes the loop look at the others again.
 		devs[0].mach.WaitForSession(ctx, ev.RoomID, content.SenderKey, content.SessionID, min(left, time.Second))
 	}
+}
+
+// keyReceived is every device's mautrix SessionReceived hook: a room key
+// stored for a session whose event Decrypt gave up on is logged, with how
+// long after that event's wait began it came (lateKeys says why).
+func (d *Devices) keyReceived(_ context.Context, room id.RoomID, session id.SessionID, _ uint32) {
+	g, ok := d.late.arrived(room, session)
+	if !ok {
+		return
+	}
+	d.log.Warn("a room key came after its message was given up on: the homeserver delivered it late",
+		"room", room, "session", session, "event", g.event,
+		"came_after", time.Since(g.waiting).Round(time.Millisecond), "waited", d.lateKeyWait())
+}
+
+// lateKeyWait is Options.LateKeyWait or its default.
+func (d *Devices) lateKeyWait() time.Duration {
+	if d.opts.LateKeyWait > 0 {
+		return d.opts.LateKeyWait
+	}
+	return DefaultLateKeyWait
 }
 
 // DecryptAs decrypts ev with user's device and the room keys it holds now,

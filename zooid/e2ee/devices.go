@@ -75,6 +75,7 @@ type Devices struct {
 	order   []*device
 	closeMu sync.Mutex
 	closed  bool
+	late    lateKeys
 }
 
 // device is one agent's device.
@@ -244,6 +245,7 @@ func (d *Devices) openDevice(ctx context.Context, a Agent, pickleKey []byte, zl 
 		return nil, fmt.Errorf("e2ee: uploading the keys of %s's device %s: %w", a.UserID, devID, err)
 	}
 	d.log.Info("agent device ready", "agent", a.Name, "user", a.UserID, "device", devID, "identity_key", mach.OwnIdentity().IdentityKey, "new", fresh)
+	mach.SessionReceived = d.keyReceived
 	return &device{agent: a, mach: mach}, nil
 }
 
