@@ -121,7 +121,9 @@
 //     device. /keys/claim hands each one-time key out once, then the
 //     device's fallback key again and again, then nothing for that device.
 //     /sendToDevice delivers to the device named (one that does not exist
-//     gets nothing) or with "*" to every device, once per txn id; /sync
+//     gets nothing) or with "*" to every device, once per txn id
+//     (Server.LoseToDevice loses the next ones of a type for appservice
+//     users' devices, as Synapse can: element-hq/synapse#14710); /sync
 //     carries to_device.events until a sync with a later since token, which
 //     drops them for good. Every /sync has device_one_time_keys_count and
 //     device_unused_fallback_key_types; an incremental one device_lists

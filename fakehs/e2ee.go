@@ -59,6 +59,9 @@ type e2eeState struct {
 	// devices are those an appservice created for its users (MSC4190,
 	// asdevices.go), with their display names.
 	devices map[deviceRef]*deviceInfo
+	// lose counts the next to-device messages of each type that an
+	// appservice's users' devices lose on the way (LoseToDevice).
+	lose map[string]int
 }
 
 func newE2EEState() e2eeState {
@@ -334,6 +337,9 @@ func (s *Server) handleSendToDevice(r *http.Request, c *caller) (any, error) {
 				ref := deviceRef{u, d}
 				m := &toDeviceMsg{Stream: s.state.nextStream(), Sender: c.User, Type: typ, Content: content}
 				s.state.e2ee.toDevice[ref] = append(s.state.e2ee.toDevice[ref], m)
+				if s.lost(ref, typ) {
+					continue
+				}
 				s.queueToDevice(ref, m)
 				sent = true
 			}
@@ -344,6 +350,49 @@ func (s *Server) handleSendToDevice(r *http.Request, c *caller) (any, error) {
 		s.state.notify()
 	}
 	return struct{}{}, nil
+}
+
+// LoseToDevice makes the next n to-device messages of type typ sent to an
+// appservice's users' devices never reach the appservice, as Synapse drops
+// the to-device messages of an appservice transaction it had to retry
+// (element-hq/synapse#14710): the sender's request succeeds and the sender
+// takes them as delivered. The returned function says how many were lost so
+// far, so a test can assert the fault fired.
+func (s *Server) LoseToDevice(typ string, n int) (lost func() int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state.e2ee.lose == nil {
+		s.state.e2ee.lose = map[string]int{}
+	}
+	s.state.e2ee.lose[typ] = n
+	s.lostToDevice = 0
+	return func() int {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		return s.lostToDevice
+	}
+}
+
+// lost says whether the message of type typ for ref is one LoseToDevice
+// asked to lose, counting it. Called with Server.mu held for writing.
+func (s *Server) lost(ref deviceRef, typ string) bool {
+	if s.state.e2ee.lose[typ] == 0 || !s.ownedByAppservice(ref.User) {
+		return false
+	}
+	s.state.e2ee.lose[typ]--
+	s.lostToDevice++
+	return true
+}
+
+// ownedByAppservice says whether u is a user of an appservice that receives
+// to-device messages (MSC2409). Called with Server.mu held.
+func (s *Server) ownedByAppservice(u id.UserID) bool {
+	for _, as := range s.asList {
+		if (as.reg.EphemeralEvents || as.reg.SoruEphemeralEvents) && as.owns(u) {
+			return true
+		}
+	}
+	return false
 }
 
 // ackToDevice drops the caller's to-device messages up to since: a client

@@ -53,6 +53,20 @@ Feature: Agents read and answer in end-to-end encrypted rooms
     Then agent-a is prompted with "the standby takes over at six"
     And agent-a posts "noted" in the thread
 
+  @fake-only
+  Scenario: a room key the homeserver lost on the way is asked of its sender, and the mention is answered
+    Synapse drops the to-device messages of an appservice transaction it had to retry, so a key
+    ori's device took as delivered can be gone. Halfway through its wait the daemon asks ori's
+    devices for the key, and ori's device, having shared it with the agents' devices, forwards it.
+
+    Given "#ops" is end-to-end encrypted
+    And agent-a will reply "noted"
+    And the homeserver loses the next 2 encrypted to-device messages for the agents' devices
+    When ori says in "#ops", encrypted: "@agent-a the standby takes over at six"
+    Then agent-a is prompted with "the standby takes over at six"
+    And agent-a posts "noted" in the thread
+    And the homeserver lost 2 to-device messages on the way to the agents' devices
+
   Scenario: a message whose room key never comes gets a notice in its thread and wakes nobody
     Given "#ops" is end-to-end encrypted
     And the daemon keeps a trace

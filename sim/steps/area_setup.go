@@ -80,6 +80,14 @@ func setupSteps(w *world) []stepDef {
 			example: `the homeserver itself serves the history of "#ops" to agent-b`,
 			doc:     "Reads /messages of the room as the agent's own Matrix user, bypassing the daemon: the server answers, so a refusal by a tool comes from the daemon's own check.",
 			fn:      w.stepServerServes},
+		{area: "setup", pattern: `^the homeserver loses the next (\d+) encrypted to-device messages? for the agents' devices$`,
+			example: `the homeserver loses the next 2 encrypted to-device messages for the agents' devices`,
+			doc:     "Fake homeserver only: the next that many m.room.encrypted to-device messages (room keys, olm-encrypted) sent to an appservice user's device never reach the appservice, while the sender's request succeeds and it takes them as delivered, as Synapse drops the to-device messages of an appservice transaction it had to retry (element-hq/synapse#14710).",
+			fn:      w.stepLoseToDevice},
+		{area: "setup", pattern: `^the homeserver lost (\d+) to-device messages? on the way to the agents' devices$`,
+			example: `the homeserver lost 2 to-device messages on the way to the agents' devices`,
+			doc:     "Exactly that many to-device messages were lost by the last \"the homeserver loses the next N encrypted to-device messages …\" (the fault fired).",
+			fn:      w.stepLostToDevice},
 		{area: "setup", pattern: `^the homeserver's last fault fired (once|twice|\d+ times)$`,
 			example: `the homeserver's last fault fired twice`,
 			doc:     "Waits until the most recently programmed fault has applied to that many requests, and checks it applied to no more. Every programmed fault is also checked when the scenario passes: a \"the next N\" fault must have fired N times, an \"every\" fault at least once.",
@@ -510,6 +518,25 @@ func (w *world) stepServerServes(ctx context.Context, roomName, agent string) er
 	}
 	if len(resp.Chunk) == 0 {
 		return fmt.Errorf("the homeserver served %s an empty page of %s", agent, roomName)
+	}
+	return nil
+}
+
+func (w *world) stepLoseToDevice(ctx context.Context, n int) error {
+	srv, err := w.fakeServer(ctx, "lose to-device messages")
+	if err != nil {
+		return err
+	}
+	w.lostToDevice = srv.LoseToDevice(event.ToDeviceEncrypted.Type, n)
+	return nil
+}
+
+func (w *world) stepLostToDevice(ctx context.Context, n int) error {
+	if w.lostToDevice == nil {
+		return fmt.Errorf("no to-device message was to be lost: this step follows \"the homeserver loses the next N encrypted to-device messages …\"")
+	}
+	if got := w.lostToDevice(); got != n {
+		return fmt.Errorf("the homeserver lost %d to-device messages on the way to the agents' devices, want %d", got, n)
 	}
 	return nil
 }

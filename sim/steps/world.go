@@ -68,12 +68,15 @@ type cast struct {
 // it: zooid.yaml's knobs (zero: the daemon's default) and the faults
 // programmed into its peers.
 type daemonSetup struct {
-	d           *daemon.Daemon
-	started     bool
-	faults      []*programmedFault
-	idleTimeout time.Duration // zooid.yaml idle_timeout
-	traceDir    string        // zooid.yaml trace.dir; empty: tracing off
-	encryption  bool          // zooid.yaml encryption: the agents get devices
+	d       *daemon.Daemon
+	started bool
+	faults  []*programmedFault
+	// lostToDevice counts the to-device messages fakehs lost as asked
+	// ("the homeserver loses the next N encrypted to-device messages …").
+	lostToDevice func() int
+	idleTimeout  time.Duration // zooid.yaml idle_timeout
+	traceDir     string        // zooid.yaml trace.dir; empty: tracing off
+	encryption   bool          // zooid.yaml encryption: the agents get devices
 	// agentDevices are the agents' devices as "has one end-to-end
 	// encryption device" first saw them, to compare with later.
 	agentDevices map[string]*id.Device

@@ -130,29 +130,79 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 		return nil, fmt.Errorf("e2ee: no agent with a device is joined to %s: %w", ev.RoomID, ErrUndecryptable)
 	}
 	wait := d.lateKeyWait()
-	deadline := time.Now().Add(wait)
+	began := time.Now()
+	deadline := began.Add(wait)
+	// Halfway through the wait the sender's devices are asked for the key
+	// (m.room_key_request): a key that was sent may have been lost on the
+	// way (Synapse drops the to-device messages of an appservice transaction
+	// it had to retry, element-hq/synapse#14710), and a client that shared
+	// the session with the asking device forwards it again (mautrix and
+	// Element both do).
+	askAt := began.Add(wait / 2)
+	asked := false
 	for {
 		var lastErr error
 		for _, dev := range devs {
 			dec, err := decryptWith(ctx, dev.mach, ev)
 			if err == nil {
+				if asked {
+					d.log.Info("a room key came after it was asked of its sender", "event", ev.ID, "room", ev.RoomID, "session", content.SessionID, "after", time.Since(began).Round(time.Millisecond))
+				}
 				return dec, nil
 			}
 			lastErr = err
-			if !errors.Is(err, crypto.ErrNoSessionFound) {
+			// Withheld after the request may be a refusal of it while the key
+			// itself is still on its way: wait on. Before it, the sender said
+			// it will not share: give up now.
+			if !errors.Is(err, crypto.ErrNoSessionFound) && !(asked && errors.Is(err, crypto.ErrGroupSessionWithheld)) {
 				return nil, fmt.Errorf("e2ee: %s's device decrypting %s: %w: %w", dev.agent.Name, ev.ID, err, ErrUndecryptable)
 			}
 		}
 		left := time.Until(deadline)
 		if left <= 0 || ctx.Err() != nil {
-			d.late.gaveUp(ev.RoomID, content.SessionID, ev.ID, deadline.Add(-wait))
+			d.late.gaveUp(ev.RoomID, content.SessionID, ev.ID, began)
 			return nil, fmt.Errorf("e2ee: %s in %s (session %s) after waiting %s for its key: %w: %w", ev.ID, ev.RoomID, content.SessionID, wait, lastErr, ErrUndecryptable)
+		}
+		if !asked && !time.Now().Before(askAt) {
+			asked = true
+			d.askForKey(ctx, devs[0], ev, content)
+		}
+		nap := min(left, time.Second)
+		if !asked {
+			nap = max(min(nap, time.Until(askAt)), time.Millisecond)
+		}
+		if errors.Is(lastErr, crypto.ErrGroupSessionWithheld) {
+			// mautrix's wait returns at once for a withheld session.
+			t := time.NewTimer(nap)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
+			continue
 		}
 		// Wakes when the first device stores that session; every agent's
 		// device gets the key in the same sending, so one is enough to wait
-		// on, and the bound makes the loop look at the others again.
-		devs[0].mach.WaitForSession(ctx, ev.RoomID, content.SenderKey, content.SessionID, min(left, time.Second))
+		// on, and the bound makes the loop look at the others again (a
+		// forwarded key, which comes to the asking device only and wakes no
+		// waiter, is found there too).
+		devs[0].mach.WaitForSession(ctx, ev.RoomID, content.SenderKey, content.SessionID, nap)
 	}
+}
+
+// askForKey sends ev's sender's devices a request for ev's room key from
+// dev, once a session: the events after the first of a session lost on the
+// way wait for the same answer.
+func (d *Devices) askForKey(ctx context.Context, dev *device, ev *event.Event, content *event.EncryptedEventContent) {
+	if !d.late.ask(ev.RoomID, content.SessionID) {
+		return
+	}
+	users := map[id.UserID][]id.DeviceID{ev.Sender: {"*"}}
+	if err := dev.mach.SendRoomKeyRequest(ctx, ev.RoomID, content.SenderKey, content.SessionID, "", users); err != nil {
+		d.log.Warn("asking the sender's devices for a room key that has not come", "event", ev.ID, "sender", ev.Sender, "session", content.SessionID, "err", err)
+		return
+	}
+	d.log.Info("asked the sender's devices for a room key that has not come", "event", ev.ID, "room", ev.RoomID, "sender", ev.Sender, "session", content.SessionID, "agent", dev.agent.Name)
 }
 
 // keyReceived is every device's mautrix SessionReceived hook: a room key

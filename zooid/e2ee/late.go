@@ -18,6 +18,9 @@ type lateKeys struct {
 	mu    sync.Mutex
 	by    map[lateKey]givenUp
 	order []lateKey // oldest first, for the bound
+	// asked are the sessions whose keys were asked of their senders
+	// (Devices.askForKey), emptied when it reaches lateKeysKept.
+	asked map[lateKey]bool
 }
 
 type lateKey struct {
@@ -75,4 +78,20 @@ func (l *lateKeys) arrived(room id.RoomID, session id.SessionID) (givenUp, bool)
 		}
 	}
 	return g, true
+}
+
+// ask says whether room's session is still to be asked for, noting that it
+// now is.
+func (l *lateKeys) ask(room id.RoomID, session id.SessionID) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := lateKey{room, session}
+	if l.asked[k] {
+		return false
+	}
+	if l.asked == nil || len(l.asked) == lateKeysKept {
+		l.asked = map[lateKey]bool{}
+	}
+	l.asked[k] = true
+	return true
 }
