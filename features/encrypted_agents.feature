@@ -57,7 +57,8 @@ Feature: Agents read and answer in end-to-end encrypted rooms
   Scenario: a room key the homeserver lost on the way is asked of its sender, and the mention is answered
     Synapse drops the to-device messages of an appservice transaction it had to retry, so a key
     ori's device took as delivered can be gone. Halfway through its wait the daemon asks ori's
-    devices for the key, and ori's device, having shared it with the agents' devices, forwards it.
+    devices for the key from every agent's device in the room, and ori's device, having shared
+    it with them, forwards it to each: agent-b reads the message too.
 
     Given "#ops" is end-to-end encrypted
     And agent-a will reply "noted"
@@ -66,6 +67,12 @@ Feature: Agents read and answer in end-to-end encrypted rooms
     Then agent-a is prompted with "the standby takes over at six"
     And agent-a posts "noted" in the thread
     And the homeserver lost 2 to-device messages on the way to the agents' devices
+    When agent-b calls zooid_get_history with {"limit": 10}
+    Then the result includes:
+      """json
+      {"messages": [{"sender": "@ori", "text": "@agent-a the standby takes over at six"}]}
+      """
+    And no message in the result is undecryptable
 
   Scenario: a message whose room key never comes gets a notice in its thread and wakes nobody
     Given "#ops" is end-to-end encrypted

@@ -165,7 +165,7 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 		}
 		if !asked && !time.Now().Before(askAt) {
 			asked = true
-			d.askForKey(ctx, devs[0], ev, content)
+			d.askForKey(ctx, devs, ev, content)
 		}
 		nap := min(left, time.Second)
 		if !asked {
@@ -190,19 +190,27 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 	}
 }
 
-// askForKey sends ev's sender's devices a request for ev's room key from
-// dev, once a session: the events after the first of a session lost on the
-// way wait for the same answer.
-func (d *Devices) askForKey(ctx context.Context, dev *device, ev *event.Event, content *event.EncryptedEventContent) {
+// askForKey asks ev's sender's devices for ev's room key from each of devs
+// (the devices of the agents in its room), once a session: a forwarded key
+// goes to the asking device only, and every agent there reads the room with
+// its own device. The events after the first of a session lost on the way
+// wait for the same answers.
+func (d *Devices) askForKey(ctx context.Context, devs []*device, ev *event.Event, content *event.EncryptedEventContent) {
 	if !d.late.ask(ev.RoomID, content.SessionID) {
 		return
 	}
 	users := map[id.UserID][]id.DeviceID{ev.Sender: {"*"}}
-	if err := dev.mach.SendRoomKeyRequest(ctx, ev.RoomID, content.SenderKey, content.SessionID, "", users); err != nil {
-		d.log.Warn("asking the sender's devices for a room key that has not come", "event", ev.ID, "sender", ev.Sender, "session", content.SessionID, "err", err)
-		return
+	var asking []string
+	for _, dev := range devs {
+		if err := dev.mach.SendRoomKeyRequest(ctx, ev.RoomID, content.SenderKey, content.SessionID, "", users); err != nil {
+			d.log.Warn("asking the sender's devices for a room key that has not come", "event", ev.ID, "sender", ev.Sender, "session", content.SessionID, "agent", dev.agent.Name, "err", err)
+			continue
+		}
+		asking = append(asking, dev.agent.Name)
 	}
-	d.log.Info("asked the sender's devices for a room key that has not come", "event", ev.ID, "room", ev.RoomID, "sender", ev.Sender, "session", content.SessionID, "agent", dev.agent.Name)
+	if len(asking) > 0 {
+		d.log.Info("asked the sender's devices for a room key that has not come", "event", ev.ID, "room", ev.RoomID, "sender", ev.Sender, "session", content.SessionID, "agents", asking)
+	}
 }
 
 // keyReceived is every device's mautrix SessionReceived hook: a room key
