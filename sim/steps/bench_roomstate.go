@@ -28,6 +28,10 @@ func MeasureRoomToolRequests(ctx context.Context) (map[string]int, error) {
 	return n, err
 }
 
+// visibilityCheck is the path of the daemon's check that a turn's trigger is
+// readable (daemon.awaitVisible: GET /event as the agent).
+const visibilityCheck = "/_matrix/client/v3/rooms/*/event/*"
+
 func measureRoomToolRequests(ctx context.Context, w *world) (map[string]int, error) {
 	if err := w.stepUsers(ctx, `"ori" and "mia"`); err != nil {
 		return nil, err
@@ -52,11 +56,23 @@ func measureRoomToolRequests(ctx context.Context, w *world) (map[string]int, err
 		before := len(w.ctl.ToolResults(agent))
 		w.ctl.Queue(agent, fakeagent.Turn{fakeagent.WaitUntilReleased(), fakeagent.CallTool(tool, map[string]any{}), fakeagent.Stop("end_turn")})
 		w.stepSeq++
+		checks := srv.Requests("GET", visibilityCheck)
 		p, err := w.say(ctx, f.sender, f.room.name, fmt.Sprintf("@%s once more (%d)", agent, w.stepSeq), f.root, true)
 		if err != nil {
 			return nil, err
 		}
 		if err := w.waitPrompted(ctx, agent, p.core); err != nil {
+			return nil, err
+		}
+		// A warm session's prompt goes out without waiting for the check that
+		// its trigger is readable (one GET /event, the turn's and not the
+		// tool's), and the tool call waits for it: counting starts once it is
+		// made, or a loaded machine counts it against the tool.
+		err = w.eventually(ctx, "the turn's visibility check (GET /event)", func() (bool, string, error) {
+			n := srv.Requests("GET", visibilityCheck)
+			return n > checks, fmt.Sprintf("%d checks before the turn, %d now", checks, n), nil
+		})
+		if err != nil {
 			return nil, err
 		}
 		n0 := srv.Requests("", "")
