@@ -189,12 +189,15 @@ func (s *Server) interestedInDeviceListOf(as *asState, u id.UserID) bool {
 
 // queueToDevice hands a to-device message for one of its users' devices to
 // the appservices that asked for ephemeral data (MSC2409), as Synapse sends
-// it: the message with to_user_id and to_device_id. Called with Server.mu
-// held for writing.
+// it: the message with to_user_id and to_device_id, unless LoseToDevice
+// asked to lose it. Called with Server.mu held for writing.
 func (s *Server) queueToDevice(to deviceRef, m *toDeviceMsg) {
 	for _, as := range s.asList {
 		if !(as.reg.EphemeralEvents || as.reg.SoruEphemeralEvents) || !as.owns(to.User) {
 			continue
+		}
+		if s.state.e2ee.loseOne(m.Type) {
+			return
 		}
 		msg := map[string]any{
 			"to_user_id": to.User, "to_device_id": to.Device,

@@ -60,8 +60,21 @@ type e2eeState struct {
 	// asdevices.go), with their display names.
 	devices map[deviceRef]*deviceInfo
 	// lose counts the next to-device messages of each type that an
-	// appservice's users' devices lose on the way (LoseToDevice).
+	// appservice's users' devices lose on the way (LoseToDevice); lost
+	// counts those lost since.
 	lose map[string]int
+	lost int
+}
+
+// loseOne says whether a to-device message of type typ on its way to an
+// appservice is one LoseToDevice asked to lose, counting it.
+func (e *e2eeState) loseOne(typ string) bool {
+	if e.lose[typ] == 0 {
+		return false
+	}
+	e.lose[typ]--
+	e.lost++
+	return true
 }
 
 func newE2EEState() e2eeState {
@@ -337,9 +350,6 @@ func (s *Server) handleSendToDevice(r *http.Request, c *caller) (any, error) {
 				ref := deviceRef{u, d}
 				m := &toDeviceMsg{Stream: s.state.nextStream(), Sender: c.User, Type: typ, Content: content}
 				s.state.e2ee.toDevice[ref] = append(s.state.e2ee.toDevice[ref], m)
-				if s.lost(ref, typ) {
-					continue
-				}
 				s.queueToDevice(ref, m)
 				sent = true
 			}
@@ -365,34 +375,12 @@ func (s *Server) LoseToDevice(typ string, n int) (lost func() int) {
 		s.state.e2ee.lose = map[string]int{}
 	}
 	s.state.e2ee.lose[typ] = n
-	s.lostToDevice = 0
+	s.state.e2ee.lost = 0
 	return func() int {
 		s.mu.RLock()
 		defer s.mu.RUnlock()
-		return s.lostToDevice
+		return s.state.e2ee.lost
 	}
-}
-
-// lost says whether the message of type typ for ref is one LoseToDevice
-// asked to lose, counting it. Called with Server.mu held for writing.
-func (s *Server) lost(ref deviceRef, typ string) bool {
-	if s.state.e2ee.lose[typ] == 0 || !s.ownedByAppservice(ref.User) {
-		return false
-	}
-	s.state.e2ee.lose[typ]--
-	s.lostToDevice++
-	return true
-}
-
-// ownedByAppservice says whether u is a user of an appservice that receives
-// to-device messages (MSC2409). Called with Server.mu held.
-func (s *Server) ownedByAppservice(u id.UserID) bool {
-	for _, as := range s.asList {
-		if (as.reg.EphemeralEvents || as.reg.SoruEphemeralEvents) && as.owns(u) {
-			return true
-		}
-	}
-	return false
 }
 
 // ackToDevice drops the caller's to-device messages up to since: a client

@@ -79,8 +79,6 @@ type Server struct {
 	faults *faultSet
 	asList []*asState
 	reqs   requestLog
-	// lostToDevice counts the to-device messages LoseToDevice lost.
-	lostToDevice int
 
 	// pushWatch, when set, hears of each transaction as it is first sent.
 	pushWatch atomic.Pointer[func(Push)]

@@ -494,16 +494,26 @@ func (w *world) stepTracePromptedFor(ctx context.Context, roomName, agent, ref s
 	})
 }
 
-func (w *world) stepNoSecretInLog(ctx context.Context) error {
+// keptDaemonLog is every line the in-process daemon logged since the
+// scenario began reading encrypted rooms, for the steps that read its log.
+func (w *world) keptDaemonLog(ctx context.Context) (string, error) {
 	if err := w.start(ctx); err != nil {
-		return err
+		return "", err
 	}
 	if w.tw().proc != nil {
-		return fmt.Errorf("the daemon runs as its own process: its log is its log file's, which this step does not read")
+		return "", fmt.Errorf("the daemon runs as its own process: its log is its log file's, which this step does not read")
 	}
 	log, ok := w.logs.wholeLog()
 	if !ok {
-		return fmt.Errorf("the daemon's log was not kept whole: this step follows \"the daemon reads encrypted rooms\"")
+		return "", fmt.Errorf("the daemon's log was not kept whole: this step follows \"the daemon reads encrypted rooms\"")
+	}
+	return log, nil
+}
+
+func (w *world) stepNoSecretInLog(ctx context.Context) error {
+	log, err := w.keptDaemonLog(ctx)
+	if err != nil {
+		return err
 	}
 	if !strings.Contains(log, "agent device ready") {
 		return fmt.Errorf("the kept log has no \"agent device ready\" line: it is not the log of a daemon with devices (%d bytes)", len(log))
@@ -517,16 +527,10 @@ func (w *world) stepNoSecretInLog(ctx context.Context) error {
 }
 
 func (w *world) stepDaemonLogs(ctx context.Context, text string) error {
-	if err := w.start(ctx); err != nil {
-		return err
-	}
-	if w.tw().proc != nil {
-		return fmt.Errorf("the daemon runs as its own process: its log is its log file's, which this step does not read")
-	}
 	return w.eventually(ctx, fmt.Sprintf("the daemon logging %q", text), func() (bool, string, error) {
-		log, ok := w.logs.wholeLog()
-		if !ok {
-			return false, "", fmt.Errorf("the daemon's log was not kept whole: this step follows \"the daemon reads encrypted rooms\"")
+		log, err := w.keptDaemonLog(ctx)
+		if err != nil {
+			return false, "", err
 		}
 		if strings.Contains(log, text) {
 			return true, "", nil
