@@ -508,12 +508,16 @@ func routingLoad(o Options) steps.RoutingLoad {
 func routingRows(ctx context.Context, o Options, logf func(string, ...any)) ([]Row, error) {
 	load := routingLoad(o)
 	logf("a busy homeserver: %d rooms at %d messages a second each for %s, %d agents with warm processes", load.Rooms, load.PerSecond, load.Duration, load.Agents)
-	r, err := steps.RunRoutingLoad(ctx, load)
+	r, err := runRouting(ctx, load)
 	if err != nil {
 		return nil, err
 	}
-	if r.OutOfOrder > 0 {
-		return nil, fmt.Errorf("routing: %d of %d mentions reached their session out of their room's order", r.OutOfOrder, r.Mentions)
+	lock := load
+	lock.Lockstep = true
+	logf("the same rooms sending in lockstep")
+	l, err := runRouting(ctx, lock)
+	if err != nil {
+		return nil, err
 	}
 	p50, p99 := steps.Quantile(r.Daemon, 0.5), steps.Quantile(r.Daemon, 0.99)
 	e50, e99 := steps.Quantile(r.EndToEnd, 0.5), steps.Quantile(r.EndToEnd, 0.99)
@@ -532,7 +536,24 @@ func routingRows(ctx context.Context, o Options, logf func(string, ...any)) ([]R
 			Value: r.EventsPerCoreSecond(), Unit: "events/s", From: fmt.Sprintf("%d events ÷ %s CPU", r.Sent, r.CPU.Round(time.Millisecond))},
 		{Item: 6, Key: "route/batched", What: "mentions prompted together with another in one session/prompt (not in the quantiles: their wait is a turn's)",
 			Value: float64(r.Batched), Unit: "mentions"},
+		{Item: 6, Key: "route/lockstep50", What: fmt.Sprintf("the daemon's part with the rooms sending in lockstep (a burst of %d messages every %s, of %d mentions pushed together every %s), median",
+			load.Rooms, time.Second/time.Duration(load.PerSecond), load.Rooms, time.Duration(load.MentionEvery)*time.Second/time.Duration(load.PerSecond)),
+			Value: ms(steps.Quantile(l.Daemon, 0.5)), Unit: "ms", From: fmt.Sprintf("%d mentions of %d, %d messages", len(l.Daemon), l.Mentions, l.Sent)},
+		{Item: 6, Key: "route/lockstep99", What: "the same, 99th percentile (the last mention of a burst waits for the burst's others)",
+			Value: ms(steps.Quantile(l.Daemon, 0.99)), Unit: "ms", From: fmt.Sprintf("%d mentions of %d, %d messages", len(l.Daemon), l.Mentions, l.Sent)},
 	}, nil
+}
+
+// runRouting runs one routing load and refuses a run that broke a room's order.
+func runRouting(ctx context.Context, load steps.RoutingLoad) (steps.RoutingResult, error) {
+	r, err := steps.RunRoutingLoad(ctx, load)
+	if err != nil {
+		return r, err
+	}
+	if r.OutOfOrder > 0 {
+		return r, fmt.Errorf("routing (lockstep %t): %d of %d mentions reached their session out of their room's order", load.Lockstep, r.OutOfOrder, r.Mentions)
+	}
+	return r, nil
 }
 
 func dur(ns float64) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"regexp"
 	"slices"
 	"strconv"
@@ -23,9 +24,19 @@ import (
 // and a session open in every room it serves. Every MentionEvery-th message of a
 // room mentions its agent in that session's thread; the rest are chatter that
 // wakes nobody but still has to be routed.
+//
+// Each room's messages come at random, as people's do: independent arrivals
+// (exponential gaps, a fixed seed per room) averaging PerSecond, so rooms
+// now and then coincide, as busy rooms do. Lockstep instead sends every
+// room's messages on one shared tick, so each tick is a burst of Rooms
+// messages at once, every MentionEvery-th a burst of Rooms mentions, which
+// the homeserver pushes together: the daemon's part of the last of them is
+// the whole burst's (the load of docs/performance.md's runs before
+// 2026-12-05 night).
 type RoutingLoad struct {
 	Rooms, Agents, PerSecond, MentionEvery int
 	Duration                               time.Duration
+	Lockstep                               bool
 }
 
 // RoutingResult is what one RoutingLoad run measured.
@@ -117,6 +128,39 @@ func RunRoutingLoad(ctx context.Context, load RoutingLoad) (RoutingResult, error
 	return res, err
 }
 
+// schedule is when room sends its messages, Duration×PerSecond of them,
+// from began: on the shared tick in lockstep, else at random (exponential
+// gaps averaging 1/PerSecond, seeded by the room so runs repeat).
+func (l RoutingLoad) schedule(room int, began time.Time) []time.Time {
+	interval := time.Second / time.Duration(l.PerSecond)
+	n := int(l.Duration / interval)
+	gaps := rand.New(rand.NewPCG(uint64(room)+1, 38))
+	times := make([]time.Time, n)
+	at := began
+	for k := range times {
+		if l.Lockstep {
+			at = began.Add(time.Duration(k+1) * interval)
+		} else {
+			at = at.Add(time.Duration(gaps.ExpFloat64() * float64(interval)))
+		}
+		times[k] = at
+	}
+	return times
+}
+
+// sleepUntil waits for the clock to reach at, false if ctx ended first. A
+// sender behind its schedule (the homeserver slow to answer) sends at once.
+func sleepUntil(ctx context.Context, at time.Time) bool {
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 func (w *world) routingLoad(ctx context.Context, load RoutingLoad, obs *routingObserver) (RoutingResult, error) {
 	if err := w.stepUsers(ctx, `"ori"`); err != nil {
 		return RoutingResult{}, err
@@ -156,9 +200,16 @@ func (w *world) routingLoad(ctx context.Context, load RoutingLoad, obs *routingO
 		}
 		roots[i] = p.id
 	}
+	// A session is warm once its agent's MCP bridge is up too: the agent
+	// starts it beside session/new, and twenty bridges starting at once,
+	// processes of their own, took the two cores for the load's first
+	// 300 ms, and its tail with them (docs/performance.md, item 6).
 	for a, n := range perAgent {
 		wctx, cancel := w.waitCtx(ctx)
 		_, err := w.ctl.WaitPrompts(wctx, a, n)
+		if err == nil {
+			_, err = w.ctl.WaitToolLists(wctx, a, n)
+		}
 		cancel()
 		if err != nil {
 			return RoutingResult{}, fmt.Errorf("warming %s's %d sessions: %w", a, n, err)
@@ -201,14 +252,8 @@ func (w *world) routingLoad(ctx context.Context, load RoutingLoad, obs *routingO
 		go func() {
 			defer wg.Done()
 			r := w.rooms[roomName(i)]
-			interval := time.Second / time.Duration(load.PerSecond)
-			n := int(load.Duration / interval)
-			tick := time.NewTicker(interval)
-			defer tick.Stop()
-			for k := range n {
-				select {
-				case <-tick.C:
-				case <-lctx.Done():
+			for k, at := range load.schedule(i, began) {
+				if !sleepUntil(lctx, at) {
 					return
 				}
 				content := map[string]any{"msgtype": "m.text", "body": fmt.Sprintf("chatter %d in room %d", k, i)}

@@ -184,7 +184,48 @@ func BenchmarkRouting(b *testing.B) {
 // agents were prompted with, each timed by the daemon's observer and from
 // fakehs's push to the agent, in room order.
 func TestRoutingLoadSeesEveryMentionInItsRoomsOrder(t *testing.T) {
-	r, err := RunRoutingLoad(context.Background(), RoutingLoad{Rooms: 4, Agents: 2, PerSecond: 20, MentionEvery: 2, Duration: time.Second})
+	for _, lockstep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lockstep=%t", lockstep), func(t *testing.T) {
+			checkRoutingLoad(t, RoutingLoad{Rooms: 4, Agents: 2, PerSecond: 20, MentionEvery: 2, Duration: time.Second, Lockstep: lockstep})
+		})
+	}
+}
+
+// TestRoutingLoadRoomsSendAtRandomUnlessInLockstep pins the load's two
+// shapes: in lockstep every room sends on the same ticks; otherwise no two
+// rooms send at the same instant, and each room's gaps average its rate.
+func TestRoutingLoadRoomsSendAtRandomUnlessInLockstep(t *testing.T) {
+	began := time.Unix(0, 0)
+	l := RoutingLoad{Rooms: 20, PerSecond: 50, Duration: 10 * time.Second}
+	l.Lockstep = true
+	if a, b := l.schedule(0, began), l.schedule(7, began); !slices.Equal(a, b) || len(a) != 500 || a[0] != began.Add(20*time.Millisecond) {
+		t.Fatalf("lockstep: room 0 sends %d messages from %v, room 7 %d; want the same 500 ticks, the first at 20ms", len(a), a[0].Sub(began), len(b))
+	}
+	l.Lockstep = false
+	seen := map[time.Time]int{}
+	for room := range l.Rooms {
+		times := l.schedule(room, began)
+		if len(times) != 500 {
+			t.Fatalf("room %d sends %d messages, want 500", room, len(times))
+		}
+		// The mean of 500 exponential gaps has a standard deviation of 0.9
+		// ms; 20% is 4.5 of them. The seeds are fixed (room 7's gaps
+		// average 23.2 ms), so this passes or fails the same every run.
+		if mean := times[len(times)-1].Sub(began) / 500; mean < 16*time.Millisecond || mean > 24*time.Millisecond {
+			t.Fatalf("room %d's gaps average %v, want 20ms ± 20%%", room, mean)
+		}
+		for _, at := range times {
+			if other, ok := seen[at]; ok {
+				t.Fatalf("rooms %d and %d both send at %v", other, room, at.Sub(began))
+			}
+			seen[at] = room
+		}
+	}
+}
+
+func checkRoutingLoad(t *testing.T, load RoutingLoad) {
+	t.Helper()
+	r, err := RunRoutingLoad(context.Background(), load)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func TestSlowHomeserverFiftySessionsLeaveNothingBehind(t *testing.T) {
 		}))
 	}
 	allStopped()
-	baseG, baseFD := settled(t)
+	baseG, baseFD := settled(t, w)
 
 	h, err := w.lease.hs.injectFault(fakehs.Fault{User: w.names().agent("agent-a"), Latency: 1500 * time.Millisecond})
 	must(err)
@@ -92,7 +92,7 @@ func TestSlowHomeserverFiftySessionsLeaveNothingBehind(t *testing.T) {
 	var g, fd int
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		g, fd = settled(t)
+		g, fd = settled(t, w)
 		if g <= baseG && fd <= baseFD {
 			break
 		}
@@ -107,9 +107,12 @@ func TestSlowHomeserverFiftySessionsLeaveNothingBehind(t *testing.T) {
 }
 
 // settled counts goroutines and open descriptors once idle HTTP connections,
-// which come and go with load, are closed.
-func settled(t *testing.T) (goroutines, fds int) {
+// which come and go with load, are closed: the daemon's, the humans' and any
+// on net/http's default pool.
+func settled(t *testing.T, w *world) (goroutines, fds int) {
 	t.Helper()
+	w.d.CloseIdleConnections()
+	w.conns.CloseIdleConnections()
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -54,6 +55,7 @@ type world struct {
 type cast struct {
 	lease    *lease
 	as       *mautrix.Client
+	conns    *http.Transport     // the humans' connections (humanClient)
 	model    *modeldouble.Server // the real agents' model API, once one is declared
 	ctl      *fakeagent.Controller
 	humans   map[string]*human
@@ -248,6 +250,9 @@ func (w *world) ensureHomeserver(ctx context.Context) error {
 	}
 	w.dir = dir
 	w.closers = append(w.closers, func() error { return os.RemoveAll(dir) })
+	w.conns = http.DefaultTransport.(*http.Transport).Clone()
+	w.conns.MaxIdleConnsPerHost = humanIdleConns
+	w.closers = append(w.closers, func() error { w.conns.CloseIdleConnections(); return nil })
 	if err := w.newAppserviceClient(); err != nil {
 		return err
 	}
@@ -273,6 +278,24 @@ func (w *world) newAppserviceClient() error {
 	as.SetAppServiceUserID = true
 	w.as = as
 	return nil
+}
+
+// humanIdleConns is how many idle connections to the homeserver the
+// scenario's humans keep. The routing load sends from 20 rooms at once as
+// one person; with net/http's default of two a host, nearly every send
+// opened a connection and closed it, costing the process under measurement
+// (the daemon's) a dial and a close each (docs/performance.md, item 6).
+const humanIdleConns = 32
+
+// humanClient is a person's Matrix client on the scenario's own connection
+// pool, closed with the scenario, as a real client keeps its connections.
+func (w *world) humanClient(base string, uid id.UserID, tok string) (*mautrix.Client, error) {
+	cli, err := mautrix.NewClient(base, uid, tok)
+	if err != nil {
+		return nil, err
+	}
+	cli.Client = &http.Client{Timeout: cli.Client.Timeout, Transport: w.conns}
+	return cli, nil
 }
 
 // claimSeeded takes a busy room ready-seeded from the run's snapshot
@@ -304,7 +327,7 @@ func (w *world) claimSeeded(ctx context.Context) error {
 		}
 		for _, hn := range w.humanSeq {
 			ph := e.Humans[hn]
-			cli, err := mautrix.NewClient(b.hs.baseURL(), ph.ID, ph.Token)
+			cli, err := w.humanClient(b.hs.baseURL(), ph.ID, ph.Token)
 			if err != nil {
 				return fmt.Errorf("client for %s: %w", hn, err)
 			}
@@ -404,7 +427,7 @@ func (w *world) addHuman(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	cli, err := mautrix.NewClient(w.lease.hs.baseURL(), uid, tok)
+	cli, err := w.humanClient(w.lease.hs.baseURL(), uid, tok)
 	if err != nil {
 		return fmt.Errorf("client for %s: %w", name, err)
 	}

@@ -158,6 +158,9 @@ type Transport struct {
 
 	clientsMu sync.Mutex
 	clients   map[id.UserID]*mautrix.Client
+	// conns is the agents' connections to the homeserver, one pool for all
+	// of them (see newConnPool).
+	conns *http.Transport
 
 	roomsMu sync.RWMutex
 	rooms   map[config.RoomRef]id.RoomID // configured room → resolved id
@@ -214,6 +217,7 @@ func New(opts Options) (*Transport, error) {
 		trace:         trace.Or(opts.Trace),
 		store:         st,
 		clients:       map[id.UserID]*mautrix.Client{},
+		conns:         newConnPool(),
 		rooms:         map[config.RoomRef]id.RoomID{},
 		bound:         map[id.RoomID]bool{},
 		members:       map[id.UserID]map[id.RoomID]bool{},
@@ -276,6 +280,26 @@ func validate(o *Options) error {
 	return nil
 }
 
+// maxIdleConnsPerHost is how many idle connections to the homeserver the
+// daemon keeps for reuse. Every request of every agent goes to that one host,
+// many at once in a busy room (reads, posts, the tools' calls); with
+// net/http's default of two, each request past the second at once opened a
+// connection and closed it after, about 150 in a 2 s routing load
+// (docs/performance.md, item 6), and behind TLS each is a handshake. Idle
+// ones close after net/http's 90 s.
+const maxIdleConnsPerHost = 64
+
+// newConnPool is the daemon's own pool of connections to the homeserver:
+// net/http's defaults (proxy from the environment, dial and TLS timeouts,
+// HTTP/2) with maxIdleConnsPerHost, apart from http.DefaultTransport so that
+// nothing else in the process shares or closes its connections.
+func newConnPool() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = maxIdleConnsPerHost
+	tr.MaxIdleConnsPerHost = maxIdleConnsPerHost
+	return tr
+}
+
 func (t *Transport) newClient(user id.UserID) (*mautrix.Client, error) {
 	cli, err := mautrix.NewClient(t.opts.Homeserver, user, t.opts.ASToken)
 	if err != nil {
@@ -287,7 +311,7 @@ func (t *Transport) newClient(user id.UserID) (*mautrix.Client, error) {
 	// No Client.Timeout: retryReads bounds each request in its context
 	// (requestTimeout), which costs no goroutine per request.
 	cli.Client = &http.Client{
-		Transport: &retryReads{next: http.DefaultTransport, attempts: readAttempts, base: t.backoffBase, maxWait: maxReadWait, timeout: requestTimeout},
+		Transport: &retryReads{next: t.conns, attempts: readAttempts, base: t.backoffBase, maxWait: maxReadWait, timeout: requestTimeout},
 	}
 	t.clientsMu.Lock()
 	t.clients[user] = cli
@@ -441,6 +465,10 @@ func (t *Transport) shutdownServer() {
 	_ = t.server.Shutdown(sctx)
 }
 
+// CloseIdleConnections closes the connections to the homeserver kept for
+// reuse that no request is using.
+func (t *Transport) CloseIdleConnections() { t.conns.CloseIdleConnections() }
+
 // Close stops the listener and loops, waits for their goroutines and closes the state file.
 func (t *Transport) Close() error {
 	t.closeOnce.Do(func() {
@@ -457,6 +485,7 @@ func (t *Transport) Close() error {
 		t.shutdownServer()
 		t.wg.Wait()
 		t.state.Close()
+		t.conns.CloseIdleConnections()
 		t.closeErr = t.store.close()
 		if c := t.devices(); c != nil {
 			t.closeErr = errors.Join(t.closeErr, c.Close())

@@ -767,8 +767,8 @@ func TestSendRidesOutAHomeserverRestart(t *testing.T) {
 	}
 	// The connection kept alive is closed now; the first try opens a new one
 	// rather than fail on it unseen.
-	// (The clients' retryReads sends through http.DefaultTransport.)
-	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+	// (The clients' retryReads sends through the transport's own pool.)
+	tr.conns.CloseIdleConnections()
 	if _, err := tr.Send(ctx, userA, general, event.EventMessage, msg, "txn-gives-up"); err == nil {
 		t.Fatal("a send to a stopped homeserver without patience succeeded")
 	}
