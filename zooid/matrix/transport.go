@@ -285,8 +285,9 @@ func validate(o *Options) error {
 // many at once in a busy room (reads, posts, the tools' calls); with
 // net/http's default of two, each request past the second at once opened a
 // connection and closed it after, about 150 in a 2 s routing load
-// (docs/performance.md, item 6), and behind TLS each is a handshake. Idle
-// ones close after net/http's 90 s.
+// (docs/performance.md, item 6), each a handshake behind TLS. (A homeserver
+// that speaks HTTP/2 over TLS gets one connection, multiplexed, either way.)
+// Idle ones close after net/http's 90 s.
 const maxIdleConnsPerHost = 64
 
 // newConnPool is the daemon's own pool of connections to the homeserver:
