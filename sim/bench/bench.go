@@ -521,7 +521,10 @@ func routingRows(ctx context.Context, o Options, logf func(string, ...any)) ([]R
 	}
 	p50, p99 := steps.Quantile(r.Daemon, 0.5), steps.Quantile(r.Daemon, 0.99)
 	e50, e99 := steps.Quantile(r.EndToEnd, 0.5), steps.Quantile(r.EndToEnd, 0.99)
-	from := fmt.Sprintf("%d mentions of %d, %d messages", len(r.Daemon), r.Mentions, r.Sent)
+	counted := func(r steps.RoutingResult) string {
+		return fmt.Sprintf("%d mentions of %d, %d messages", len(r.Daemon), r.Mentions, r.Sent)
+	}
+	from := counted(r)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
 	return []Row{
 		{Item: 6, Key: "route/p50", What: fmt.Sprintf("the daemon's part, push received → session/prompt written, median, %d rooms × %d messages/s, %d agents with warm processes", load.Rooms, load.PerSecond, load.Agents),
@@ -538,9 +541,9 @@ func routingRows(ctx context.Context, o Options, logf func(string, ...any)) ([]R
 			Value: float64(r.Batched), Unit: "mentions"},
 		{Item: 6, Key: "route/lockstep50", What: fmt.Sprintf("the daemon's part with the rooms sending in lockstep (a burst of %d messages every %s, of %d mentions pushed together every %s), median",
 			load.Rooms, time.Second/time.Duration(load.PerSecond), load.Rooms, time.Duration(load.MentionEvery)*time.Second/time.Duration(load.PerSecond)),
-			Value: ms(steps.Quantile(l.Daemon, 0.5)), Unit: "ms", From: fmt.Sprintf("%d mentions of %d, %d messages", len(l.Daemon), l.Mentions, l.Sent)},
+			Value: ms(steps.Quantile(l.Daemon, 0.5)), Unit: "ms", From: counted(l)},
 		{Item: 6, Key: "route/lockstep99", What: "the same, 99th percentile (the last mention of a burst waits for the burst's others)",
-			Value: ms(steps.Quantile(l.Daemon, 0.99)), Unit: "ms", From: fmt.Sprintf("%d mentions of %d, %d messages", len(l.Daemon), l.Mentions, l.Sent)},
+			Value: ms(steps.Quantile(l.Daemon, 0.99)), Unit: "ms", From: counted(l)},
 	}, nil
 }
 
