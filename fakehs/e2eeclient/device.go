@@ -45,6 +45,9 @@ type Device struct {
 	// missedHook, set by tests before the device shares, hears the devices a
 	// share missed before it shares again.
 	missedHook func(missed []string)
+	// goneHook, set by tests before the device shares, hears each user the
+	// device still saw joined and waits to see gone before it shares.
+	goneHook func(user id.UserID)
 }
 
 // New gives cli's user a device: cli must carry the access token and the
@@ -227,17 +230,56 @@ func (d *Device) encryptionOf(ctx context.Context, room id.RoomID) error {
 	return nil
 }
 
-// caughtUp waits until the device's /sync has shown each of users joined to
-// room. The machine drops a room's outbound session on a membership change
-// it sees; one seen between sharing a session and encrypting with it would
-// leave the send with no session (or a key shared for nothing).
+// caughtUp waits until the device's /sync has shown room's membership as
+// the homeserver lists it now: each of users joined, and each user it saw
+// joined who is not among them gone. The machine drops a room's outbound
+// session on a membership change it sees; one seen between sharing a session
+// and encrypting with it would leave the send with no session (or a key
+// shared for nothing). A leave is the one a device sees late most often: the
+// person left through another client a moment ago.
 func (d *Device) caughtUp(ctx context.Context, room id.RoomID, users []id.UserID) error {
 	for _, u := range users {
 		if err := d.AwaitMembership(ctx, room, u, event.MembershipJoin); err != nil {
 			return err
 		}
 	}
+	d.mu.Lock()
+	var gone []id.UserID
+	for u, m := range d.members[room] {
+		if m == event.MembershipJoin && !slices.Contains(users, u) {
+			gone = append(gone, u)
+		}
+	}
+	d.mu.Unlock()
+	for _, u := range gone {
+		if d.goneHook != nil {
+			d.goneHook(u)
+		}
+		if err := d.awaitNotJoined(ctx, room, u); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// awaitNotJoined waits until the device's /sync has shown user's membership
+// in room as anything but joined (left, kicked or banned alike).
+func (d *Device) awaitNotJoined(ctx context.Context, room id.RoomID, user id.UserID) error {
+	for {
+		d.mu.Lock()
+		got, changed := d.members[room][user], d.changed
+		d.mu.Unlock()
+		if got != event.MembershipJoin {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s's device waiting to see %s gone from %s (the homeserver no longer lists them joined): %w", d.cli.UserID, user, room, context.Cause(ctx))
+		case <-d.done:
+			return fmt.Errorf("%s's device waiting to see %s gone from %s: the sync loop ended: %v", d.cli.UserID, user, room, d.err)
+		case <-changed:
+		}
+	}
 }
 
 // ShareRoomKey shares the room's current megolm session (a new one if there
@@ -334,8 +376,18 @@ func (d *Device) SendText(ctx context.Context, room id.RoomID, text string) (id.
 	if err := d.ShareRoomKey(ctx, room); err != nil {
 		return "", err
 	}
+	if sharedHook != nil {
+		if err := sharedHook(d); err != nil {
+			return "", err
+		}
+	}
 	return d.send(ctx, room, text)
 }
+
+// sharedHook, set by a test, runs between SendText's share and its
+// encryption: the moment a membership change the device's /sync shows late
+// would take the room session from under it.
+var sharedHook func(d *Device) error
 
 // HeldKey is a room key a device sent a message with and has not shared
 // yet: the m.room_key content, taken at the session's first message.

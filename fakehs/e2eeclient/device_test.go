@@ -8,8 +8,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,9 +54,19 @@ func randomHex(t *testing.T, n int) string {
 // the registration) and gives it a device, closed when the test ends.
 func person(ctx context.Context, t *testing.T, hsURL, name string) *Device {
 	t.Helper()
+	return personVia(ctx, t, hsURL, name, nil)
+}
+
+// personVia is person whose client makes its requests through rt (net/http's
+// default when nil), set before the device's /sync loop starts.
+func personVia(ctx context.Context, t *testing.T, hsURL, name string, rt http.RoundTripper) *Device {
+	t.Helper()
 	cli, err := mautrix.NewClient(hsURL, "", "")
 	if err != nil {
 		t.Fatalf("a client for %s: %v", name, err)
+	}
+	if rt != nil {
+		cli.Client.Transport = rt
 	}
 	cli.DefaultHTTPRetries = 4
 	lp := name + "-" + randomHex(t, 4)
@@ -211,6 +224,116 @@ func TestALateRoomKey(t *testing.T) {
 	}
 	if got != text {
 		t.Fatalf("mia decrypted %q once the key came, want %q", got, text)
+	}
+}
+
+// TestALeaveTheDeviceSeesLateIsSeenBeforeItShares: mia leaves through
+// another client and ori sends at once, while ori's /sync has not shown the
+// leave yet. mautrix drops a room's outbound session when its /sync shows a
+// membership change; had ori shared a new session first, the leave arriving
+// between the share and the encryption would leave it no session to encrypt
+// with ("no group session created", seen in CI). ori's device waits to see
+// mia gone before it shares. Here ori's /sync responses are held until it
+// waits; a device that shared without waiting would be shown the leave right
+// after its share (sharedHook), which makes the old race certain.
+func TestALeaveTheDeviceSeesLateIsSeenBeforeItShares(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	hs := homeserverURL(t)
+	gate := &heldSync{base: http.DefaultTransport}
+	ori := personVia(ctx, t, hs, "ori", gate)
+	mia, sam := person(ctx, t, hs, "mia"), person(ctx, t, hs, "sam")
+	room := encryptedRoom(ctx, t, ori, mia)
+	if _, err := actAs(t, ori).InviteUser(ctx, room, &mautrix.ReqInviteUser{UserID: sam.UserID()}); err != nil {
+		t.Fatalf("ori inviting sam: %v", err)
+	}
+	if _, err := actAs(t, sam).JoinRoomByID(ctx, room); err != nil {
+		t.Fatalf("sam joining: %v", err)
+	}
+	// ori's device has seen both join and has no room session yet: the
+	// send below makes one.
+	for _, u := range []id.UserID{mia.UserID(), sam.UserID()} {
+		if err := ori.AwaitMembership(ctx, room, u, event.MembershipJoin); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	gate.hold()
+	var waitedFor []id.UserID
+	ori.goneHook = func(u id.UserID) {
+		waitedFor = append(waitedFor, u)
+		gate.release()
+	}
+	sharedHook = func(d *Device) error {
+		if d != ori {
+			return nil
+		}
+		gate.release()
+		return ori.AwaitMembership(ctx, room, mia.UserID(), event.MembershipLeave)
+	}
+	t.Cleanup(func() { sharedHook = nil })
+	if _, err := actAs(t, mia).LeaveRoom(ctx, room); err != nil {
+		t.Fatalf("mia leaving: %v", err)
+	}
+	const text = "sam, the standby takes over at six"
+	evt, err := ori.SendText(ctx, room, text)
+	if err != nil {
+		t.Fatalf("ori sending while its /sync has not shown mia's leave: %v", err)
+	}
+	if !slices.Equal(waitedFor, []id.UserID{mia.UserID()}) {
+		t.Fatalf("ori's device waited to see %v gone before sharing, want [%s]", waitedFor, mia.UserID())
+	}
+	got, err := sam.ReadText(ctx, room, evt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != text {
+		t.Fatalf("sam decrypted %q, want %q", got, text)
+	}
+}
+
+// heldSync is a client's transport that, between hold and release, holds
+// every /sync response, as a slow sync connection would.
+type heldSync struct {
+	base http.RoundTripper
+
+	mu   sync.Mutex
+	open chan struct{} // nil or closed while responses pass
+	once *sync.Once
+}
+
+func (h *heldSync) hold() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.open, h.once = make(chan struct{}), new(sync.Once)
+}
+
+func (h *heldSync) release() {
+	h.mu.Lock()
+	open, once := h.open, h.once
+	h.mu.Unlock()
+	if once != nil {
+		once.Do(func() { close(open) })
+	}
+}
+
+func (h *heldSync) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := h.base.RoundTrip(req)
+	if err != nil || !strings.HasSuffix(req.URL.Path, "/sync") {
+		return resp, err
+	}
+	h.mu.Lock()
+	open := h.open
+	h.mu.Unlock()
+	if open == nil {
+		return resp, nil
+	}
+	select {
+	case <-open:
+		return resp, nil
+	case <-req.Context().Done():
+		resp.Body.Close()
+		return nil, req.Context().Err()
 	}
 }
 
