@@ -25,7 +25,9 @@
 // a token count): they are recorded and answered with a short canned text,
 // and take no step, so a script reads as the conversation the test means.
 // A turn's request with no step left is answered with a text that says so,
-// and the script records the miss (Script.Misses), so a test can fail on it.
+// and the script records the miss (Script.Misses), so a test can fail on it;
+// so is a WebSocket upgrade, refused with 426 Upgrade Required (the double
+// serves HTTP only).
 //
 // Tool names in a script are Zooid's own (zooid_get_room_info); an agent that
 // offers them under a prefix of its own (Claude Code's

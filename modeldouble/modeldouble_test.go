@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -225,7 +226,8 @@ func TestMisses(t *testing.T) {
 // namespace; the script names the tool by Zooid's name, the call goes back
 // in the namespace, and the result is recorded under the one name. A
 // WebSocket upgrade is refused with 426, which codex takes as "use HTTPS"
-// at once (any other refusal it retries, then posts a notice of it).
+// at once (any other refusal it retries, then posts a notice of it), and
+// recorded as a miss: the harness gives codex a provider without WebSockets.
 func TestResponsesNamespaces(t *testing.T) {
 	s := New(t)
 	s.Script("codex").Call("zooid_get_room_info", "").Say("done")
@@ -253,6 +255,10 @@ func TestResponsesNamespaces(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUpgradeRequired {
 		t.Fatalf("a WebSocket upgrade answered %d, want 426", resp.StatusCode)
+	}
+	want := []string{"codex asked for the openai API over a WebSocket: the double serves HTTP only (give the agent a provider without WebSockets)"}
+	if m := s.Script("codex").Misses(); !slices.Equal(m, want) {
+		t.Fatalf("misses %q, want %q", m, want)
 	}
 }
 

@@ -169,7 +169,8 @@ func (sc *Script) Unfired() []Step {
 }
 
 // Misses lists what went wrong between the script and the agent: a turn's
-// request with no step left, a tool the agent did not offer.
+// request with no step left, a tool the agent did not offer, a WebSocket
+// asked for.
 func (sc *Script) Misses() []string {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()

@@ -170,12 +170,16 @@ func (s *Server) serve(w http.ResponseWriter, hr *http.Request) {
 		return
 	}
 	if strings.EqualFold(hr.Header.Get("Upgrade"), "websocket") {
-		// The double serves HTTP only. codex tries the Responses API over
-		// a WebSocket first and takes 426 as "use HTTPS" at once; any
-		// other refusal it retries five times, then tells the user (the
-		// Matrix thread) it is "Falling back from WebSockets to HTTPS".
+		// The double serves HTTP only. codex on its built-in provider tries
+		// the Responses API over a WebSocket first and takes 426 as "use
+		// HTTPS" at once; any other refusal it retries five times, then
+		// tells the user (the Matrix thread) it is "Falling back from
+		// WebSockets to HTTPS". The harness's codex has WebSockets off
+		// (sim/steps/real_codex.go): a client that tries one hears 426, and
+		// the script records a miss, so the test that wired it fails.
 		rec.Answer = "426 no WebSocket transport"
 		s.record(rec)
+		s.Script(agent).miss(fmt.Sprintf("%s asked for the %s API over a WebSocket: the double serves HTTP only (give the agent a provider without WebSockets)", agent, api))
 		writeJSON(w, http.StatusUpgradeRequired, d.errorBody(http.StatusUpgradeRequired, "modeldouble serves no WebSocket transport; use HTTPS"))
 		return
 	}

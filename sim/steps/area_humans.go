@@ -108,7 +108,7 @@ func humanSteps(w *world) []stepDef {
 			fn:      w.stepLeavesJoins},
 		{area: "humans", pattern: `^([a-z0-9-]+) changes (?:her|his|their) display name to "([^"]+)"$`,
 			example: `mia changes her display name to "Mia R."`,
-			doc:     "Sets the human's profile display name; the homeserver sends a new m.room.member into each of the human's rooms.",
+			doc:     "Sets the human's profile display name; the homeserver sends a new m.room.member into each of the human's rooms, and the step waits until each room holds it.",
 			fn:      w.stepDisplayName},
 		{area: "humans", pattern: `^the daemon is pushed the last message again$`,
 			example: `the daemon is pushed the last message again`,
@@ -721,6 +721,26 @@ func (w *world) stepDisplayName(ctx context.Context, who, name string) error {
 	}
 	if err := h.cli.SetDisplayName(ctx, name); err != nil {
 		return fmt.Errorf("%s setting display name %q: %w", who, name, err)
+	}
+	// Synapse answers the profile change before it has sent the new
+	// m.room.member into the human's rooms; a message sent now could reach
+	// the daemon ahead of the name (seen in CI). The step ends once each room
+	// holds the new name, as a person sees it in their client before typing on.
+	joined, err := h.cli.JoinedRooms(ctx)
+	if err != nil {
+		return fmt.Errorf("%s's joined rooms: %w", who, err)
+	}
+	for _, room := range joined.JoinedRooms {
+		err := w.eventually(ctx, fmt.Sprintf("%s's name %q in %s", who, name, room), func() (bool, string, error) {
+			var m event.MemberEventContent
+			if err := h.cli.StateEvent(ctx, room, event.StateMember, h.cli.UserID.String(), &m); err != nil {
+				return false, "", fmt.Errorf("reading %s's membership in %s: %w", who, room, err)
+			}
+			return m.Displayname == name, fmt.Sprintf("%q", m.Displayname), nil
+		})
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

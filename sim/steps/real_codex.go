@@ -7,19 +7,33 @@ import (
 )
 
 // codex (codex-acp, which embeds codex itself) reads its model API's address
-// only from openai_base_url in $HOME/.codex/config.toml, not from
-// OPENAI_BASE_URL, and takes its key through ACP's authenticate, which the
-// daemon calls with the env_var method whose variable is set (CODEX_API_KEY).
-// It speaks the Responses API, offering the Zooid tools as the namespace
-// mcp__zooid; it first tries the Responses API over a WebSocket, which the
-// double refuses with 426 so that codex uses HTTPS at once (modeldouble).
+// from $HOME/.codex/config.toml, not from OPENAI_BASE_URL, and takes its key
+// through ACP's authenticate, which the daemon calls with the env_var method
+// whose variable is set (CODEX_API_KEY; requires_openai_auth keeps that
+// path). It speaks the Responses API, offering the Zooid tools as the
+// namespace mcp__zooid.
+//
+// The double is a provider of its own with supports_websockets = false, not
+// the built-in openai provider at the double's address (openai_base_url):
+// that one opens a WebSocket warm-up when the session starts, and the first
+// turn waits for it. Twice in CI (about one codex start in three hundred) that
+// first turn waited 30 s and then went out without the Zooid tools, failing
+// its scenario; a provider without WebSockets has no warm-up, and codex
+// speaks HTTPS from its first request (docs/agents.md).
 func wireCodex(md *modeldouble.Server, a wireTarget) (map[string]string, error) {
 	// Nothing of codex's own leaves the machine: no update check, no
 	// analytics events, no metrics to OpenAI's Statsig exporter (the
 	// otel default, which analytics.enabled = false turns off as well),
 	// no feedback (Sentry) uploads.
-	cfg := fmt.Sprintf(`openai_base_url = %q
+	cfg := fmt.Sprintf(`model_provider = "modeldouble"
 check_for_update_on_startup = false
+
+[model_providers.modeldouble]
+name = "modeldouble"
+base_url = %q
+wire_api = "responses"
+requires_openai_auth = true
+supports_websockets = false
 
 [analytics]
 enabled = false
