@@ -48,6 +48,10 @@ type Device struct {
 	// goneHook, set by tests before the device shares, hears each user the
 	// device still saw joined and waits to see gone before it shares.
 	goneHook func(user id.UserID)
+	// sharedHook, set by tests before the device sends, runs between
+	// SendText's share and its encryption: the moment a membership change
+	// the device's /sync shows late would take the room session from under it.
+	sharedHook func() error
 }
 
 // New gives cli's user a device: cli must carry the access token and the
@@ -376,18 +380,13 @@ func (d *Device) SendText(ctx context.Context, room id.RoomID, text string) (id.
 	if err := d.ShareRoomKey(ctx, room); err != nil {
 		return "", err
 	}
-	if sharedHook != nil {
-		if err := sharedHook(d); err != nil {
+	if d.sharedHook != nil {
+		if err := d.sharedHook(); err != nil {
 			return "", err
 		}
 	}
 	return d.send(ctx, room, text)
 }
-
-// sharedHook, set by a test, runs between SendText's share and its
-// encryption: the moment a membership change the device's /sync shows late
-// would take the room session from under it.
-var sharedHook func(d *Device) error
 
 // HeldKey is a room key a device sent a message with and has not shared
 // yet: the m.room_key content, taken at the session's first message.

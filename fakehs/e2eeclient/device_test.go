@@ -264,14 +264,10 @@ func TestALeaveTheDeviceSeesLateIsSeenBeforeItShares(t *testing.T) {
 		waitedFor = append(waitedFor, u)
 		gate.release()
 	}
-	sharedHook = func(d *Device) error {
-		if d != ori {
-			return nil
-		}
+	ori.sharedHook = func() error {
 		gate.release()
 		return ori.AwaitMembership(ctx, room, mia.UserID(), event.MembershipLeave)
 	}
-	t.Cleanup(func() { sharedHook = nil })
 	if _, err := actAs(t, mia).LeaveRoom(ctx, room); err != nil {
 		t.Fatalf("mia leaving: %v", err)
 	}
