@@ -14,12 +14,11 @@ import (
 // namespace mcp__zooid.
 //
 // The double is a provider of its own with supports_websockets = false, not
-// the built-in openai provider at the double's address (openai_base_url):
-// that one opens a WebSocket warm-up when the session starts, and the first
-// turn waits for it. Twice in CI (about one codex start in three hundred) that
-// first turn waited 30 s and then went out without the Zooid tools, failing
-// its scenario; a provider without WebSockets has no warm-up, and codex
-// speaks HTTPS from its first request (docs/agents.md).
+// the built-in openai provider at the double's address (openai_base_url),
+// which tries a WebSocket first: the double serves HTTP only and answered
+// that 426 at every codex start, and codex then warmed up and logged an
+// ERROR for nothing. A flake first blamed on that warm-up is not its: codex's
+// MCP start-up sometimes times out awaiting tools/list (docs/agents.md).
 func wireCodex(md *modeldouble.Server, a wireTarget) (map[string]string, error) {
 	// Nothing of codex's own leaves the machine: no update check, no
 	// analytics events, no metrics to OpenAI's Statsig exporter (the
