@@ -182,18 +182,25 @@ func (d *Device) awaitEncrypted(ctx context.Context, room id.RoomID, eventID id.
 // ends the room's outbound session, so a key shared before it is not the one
 // used after).
 func (d *Device) AwaitMembership(ctx context.Context, room id.RoomID, user id.UserID, want event.Membership) error {
+	return d.awaitMember(ctx, room, user, func(m event.Membership) bool { return m == want },
+		fmt.Sprintf("%s's membership %s in %s", user, want, room))
+}
+
+// awaitMember waits until the device's /sync has shown a membership of user
+// in room that seen accepts; what names the wait in its errors.
+func (d *Device) awaitMember(ctx context.Context, room id.RoomID, user id.UserID, seen func(event.Membership) bool, what string) error {
 	for {
 		d.mu.Lock()
 		got, changed := d.members[room][user], d.changed
 		d.mu.Unlock()
-		if got == want {
+		if seen(got) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s's device waiting to see %s's membership %s in %s (last seen %q): %w", d.cli.UserID, user, want, room, got, context.Cause(ctx))
+			return fmt.Errorf("%s's device waiting to see %s (last seen %q): %w", d.cli.UserID, what, got, context.Cause(ctx))
 		case <-d.done:
-			return fmt.Errorf("%s's device waiting to see %s's membership in %s: the sync loop ended: %v", d.cli.UserID, user, room, d.err)
+			return fmt.Errorf("%s's device waiting to see %s: the sync loop ended: %v", d.cli.UserID, what, d.err)
 		case <-changed:
 		}
 	}
@@ -259,31 +266,12 @@ func (d *Device) caughtUp(ctx context.Context, room id.RoomID, users []id.UserID
 		if d.goneHook != nil {
 			d.goneHook(u)
 		}
-		if err := d.awaitNotJoined(ctx, room, u); err != nil {
+		notJoined := func(m event.Membership) bool { return m != event.MembershipJoin }
+		if err := d.awaitMember(ctx, room, u, notJoined, fmt.Sprintf("%s gone from %s (the homeserver no longer lists them joined)", u, room)); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// awaitNotJoined waits until the device's /sync has shown user's membership
-// in room as anything but joined (left, kicked or banned alike).
-func (d *Device) awaitNotJoined(ctx context.Context, room id.RoomID, user id.UserID) error {
-	for {
-		d.mu.Lock()
-		got, changed := d.members[room][user], d.changed
-		d.mu.Unlock()
-		if got != event.MembershipJoin {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s's device waiting to see %s gone from %s (the homeserver no longer lists them joined): %w", d.cli.UserID, user, room, context.Cause(ctx))
-		case <-d.done:
-			return fmt.Errorf("%s's device waiting to see %s gone from %s: the sync loop ended: %v", d.cli.UserID, user, room, d.err)
-		case <-changed:
-		}
-	}
 }
 
 // ShareRoomKey shares the room's current megolm session (a new one if there
