@@ -17,8 +17,9 @@ import (
 // the built-in openai provider at the double's address (openai_base_url),
 // which tries a WebSocket first: the double serves HTTP only and answered
 // that 426 at every codex start, and codex then warmed up and logged an
-// ERROR for nothing. A flake first blamed on that warm-up is not its: codex's
-// MCP start-up sometimes times out awaiting tools/list (docs/agents.md).
+// ERROR for nothing. A flake first blamed on that warm-up was not its: codex's
+// MCP client lost a tools/list answer whose newline came in a write of its
+// own (docs/agents.md; fixed in zooid/mcpserver and zooid/bridge).
 func wireCodex(md *modeldouble.Server, a wireTarget) (map[string]string, error) {
 	// Nothing of codex's own leaves the machine: no update check, no
 	// analytics events, no metrics to OpenAI's Statsig exporter (the

@@ -66,9 +66,10 @@ func Dial(ctx context.Context, socket, binding string) (net.Conn, *bufio.Reader,
 	return conn, r, nil
 }
 
-// Pipe copies stdin lines to conn and conn's bytes to stdout until either side
+// Pipe copies stdin to conn and conn's lines to stdout until either side
 // closes; it then closes conn and returns. Closing stdin half-closes the socket so
-// answers to requests already sent still arrive.
+// answers to requests already sent still arrive. Each line goes to stdout in
+// one write (copyLines).
 func Pipe(conn net.Conn, fromConn *bufio.Reader, stdin io.Reader, stdout io.Writer) error {
 	var (
 		wg       sync.WaitGroup
@@ -79,7 +80,7 @@ func Pipe(conn net.Conn, fromConn *bufio.Reader, stdin io.Reader, stdout io.Writ
 	go func() { // owner: Pipe; ends when the socket closes or stdout fails
 		defer wg.Done()
 		defer close(doneConn)
-		_, outErr = io.Copy(stdout, fromConn)
+		outErr = copyLines(stdout, fromConn)
 	}()
 	inErr := make(chan error, 1)
 	go func() { // owner: Pipe; a blocked stdin read ends with the process
@@ -109,6 +110,38 @@ func Pipe(conn net.Conn, fromConn *bufio.Reader, stdin io.Reader, stdout io.Writ
 	return nil
 }
 
+// copyLines copies r to w until r ends, each line with its newline in one
+// Write, however the socket delivered it. An agent's MCP client then reads a
+// message whole from its pipe (whole up to the pipe's capacity, which Main
+// raises): codex's (rmcp 1.7) loses a message whose line arrives in two reads
+// if its reader is dropped between them (rmcp's AsyncRwTransport::receive is
+// not cancel-safe, modelcontextprotocol/rust-sdk#941). A last line without a
+// newline is written as it is.
+func copyLines(w io.Writer, r *bufio.Reader) error {
+	for {
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// Longer than the reader's buffer: gather the rest of it
+			// (line is r's buffer, which the next read overwrites).
+			head := append([]byte(nil), line...)
+			var rest []byte
+			rest, err = r.ReadBytes('\n')
+			line = append(head, rest...)
+		}
+		if len(line) > 0 {
+			if _, werr := w.Write(line); werr != nil {
+				return werr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
 // Main is `zooid mcp --socket PATH` with the binding id in $ZOOID_BINDING; it
 // returns the exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -127,6 +160,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "zooid mcp: %v\n", err)
 		return 1
+	}
+	if f, ok := stdout.(*os.File); ok {
+		growPipe(f)
 	}
 	if err := Pipe(conn, r, stdin, stdout); err != nil {
 		fmt.Fprintf(stderr, "zooid mcp: %v\n", err)

@@ -176,7 +176,6 @@ type conn struct {
 	init    atomic.Bool
 
 	writeMu sync.Mutex
-	w       *bufio.Writer
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -208,20 +207,21 @@ func (c *conn) close() {
 	})
 }
 
+// writeLine sends v and its newline in one write. A message whose newline
+// came in a write of its own reached codex's MCP client (rmcp 1.7) as two
+// reads; between them its reader can be dropped and restarted (rmcp's
+// AsyncRwTransport::receive is not cancel-safe, modelcontextprotocol/rust-sdk
+// #941), losing the message, and the lone newline that followed was skipped as
+// an empty line: a tools/list answer vanished without a trace under load.
 func (c *conn) writeLine(v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encoding message: %w", err)
 	}
+	data = append(data, '\n')
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
-	if _, err := c.w.Write(data); err != nil {
-		return fmt.Errorf("writing to bridge: %w", err)
-	}
-	if err := c.w.WriteByte('\n'); err != nil {
-		return fmt.Errorf("writing to bridge: %w", err)
-	}
-	if err := c.w.Flush(); err != nil {
+	if _, err := c.nc.Write(data); err != nil {
 		return fmt.Errorf("writing to bridge: %w", err)
 	}
 	return nil
@@ -233,7 +233,6 @@ func (s *Server) serve(agent string, nc net.Conn) {
 		id:    "zooid-" + rand.Text(),
 		nc:    nc,
 		notes: make(chan mcp.JSONRPCNotification, 16),
-		w:     bufio.NewWriter(nc),
 		done:  make(chan struct{}),
 	}
 	defer c.close()
