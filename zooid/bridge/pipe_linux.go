@@ -6,8 +6,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pipeSize is the capacity asked for an agent's stdout pipe: a line up to it
-// is written into the pipe whole, before the agent can read any of it.
+// pipeSize is the capacity asked for an agent's stdout pipe: a line up to it,
+// written into a pipe the agent has emptied, is in it whole before the agent
+// can read any of it (the kernel copies a write that fits under the pipe's lock).
 // Linux lets any user raise a pipe to /proc/sys/fs/pipe-max-size, 1 MiB by
 // default; a tool's page of 200 messages can pass the default 64 KiB.
 const pipeSize = 1 << 20
