@@ -84,13 +84,16 @@ Feature: Agents read and answer in end-to-end encrypted rooms
 
   Scenario: a room key that comes after its message was given up on is logged as late
     The notice stands; the log line tells an operator that the homeserver delivers room keys
-    late (Synapse under load), not never.
+    late (Synapse under load), not never, and how long the message waited: zooid.yaml's
+    room_key_wait, which such an operator raises.
 
     Given "#ops" is end-to-end encrypted
+    And an encrypted message waits 4 seconds for its room key
     When ori says in "#ops", encrypted, its room key held back: "@agent-a the standby takes over at six"
     Then agent-a posts "agent-a could not decrypt this message: its room key never reached the agents' devices, so no agent read it. Please send it again; if this keeps happening, check that your client shares room keys with unverified devices." in the thread
     When ori sends the room key it held back in "#ops"
     Then the daemon logs "a room key came after its message was given up on: the homeserver delivered it late"
+    And the daemon logs "waited=4s"
 
   Scenario: a restarted daemon keeps its agents' devices and reads the room's keys from before
     Given "#ops" is end-to-end encrypted

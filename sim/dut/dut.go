@@ -45,9 +45,6 @@ type Options struct {
 	TraceTap func(trace.Record)
 	// Observer hears the daemon's timings (in-process only).
 	Observer daemon.Observer
-	// LateKeyWait bounds the wait for an encrypted event's room key
-	// (in-process only; a child waits e2ee.DefaultLateKeyWait).
-	LateKeyWait time.Duration
 }
 
 // InProcess is a daemon running in this process.
@@ -64,7 +61,6 @@ func Start(ctx context.Context, cfg *config.Config, push net.Listener, o Options
 		Config: cfg, Logger: o.Logger, BridgeCommand: o.Bridge,
 		TurnTimeout: o.TurnTimeout, StartTimeout: o.StartTimeout,
 		PushListener: push, TraceTap: o.TraceTap, Observer: o.Observer,
-		LateKeyWait: o.LateKeyWait,
 	})
 	if err != nil {
 		_ = push.Close()

@@ -114,7 +114,7 @@ func setupSteps(w *world) []stepDef {
 			fn:      w.stepRoomEncrypted},
 		{area: "setup", pattern: `^the daemon reads encrypted rooms$`,
 			example: `the daemon reads encrypted rooms`,
-			doc:     "Sets zooid.yaml encryption: true: each agent gets an end-to-end encryption device of its own (zooid/e2ee), decrypts what is sent to the room and encrypts what it posts there. An encrypted event whose key never comes is taken as undecryptable after 3 s on fakehs (the in-process daemon; on a real homeserver, and as its own process, it waits the daemon's default 10 s). The scenario's whole log is kept from here on.",
+			doc:     "Sets zooid.yaml encryption: true: each agent gets an end-to-end encryption device of its own (zooid/e2ee), decrypts what is sent to the room and encrypts what it posts there. An encrypted event whose key never comes is taken as undecryptable after 3 s on fakehs and the daemon's default 10 s on a real homeserver (zooid.yaml's room_key_wait). The scenario's whole log is kept from here on.",
 			fn:      w.stepDaemonReadsEncrypted},
 		{area: "setup", pattern: `^([a-z0-9-]+) has one end-to-end encryption device$`,
 			example: `agent-a has one end-to-end encryption device`,
@@ -236,6 +236,10 @@ func setupSteps(w *world) []stepDef {
 			example: `a post the homeserver leaves unanswered is tried again after 2 seconds`,
 			doc:     "Sets zooid.yaml post_timeout (at least 1s): the deadline of one try of a post, after which it is tried again with the same txn id.",
 			fn:      w.stepPostTimeout},
+		{area: "setup", pattern: `^an encrypted message waits (\d+) seconds? for its room key$`,
+			example: `an encrypted message waits 4 seconds for its room key`,
+			doc:     "Sets zooid.yaml room_key_wait (1s to 2m; with the daemon reading encrypted rooms): how long an encrypted message waits for its room key before it is taken as undecryptable.",
+			fn:      w.stepRoomKeyWait},
 		{area: "setup", pattern: `^open tasks time out after (\d+) seconds?$`,
 			example: `open tasks time out after 3 seconds`,
 			doc:     "Sets zooid.yaml task_timeout (at least 1s, as zooid.yaml allows): a task still open that long after it was admitted closes timed_out, is reported once and frees its slot.",
@@ -790,6 +794,15 @@ func (w *world) stepToolTimeout(secs string) error {
 	return nil
 }
 
+func (w *world) stepRoomKeyWait(secs string) error {
+	if err := w.beforeStart("room_key_wait"); err != nil {
+		return err
+	}
+	n, _ := strconv.Atoi(secs)
+	w.roomKeyWait = time.Duration(n) * time.Second
+	return nil
+}
+
 func (w *world) stepPostTimeout(secs string) error {
 	if err := w.beforeStart("post_timeout"); err != nil {
 		return err
@@ -1039,13 +1052,18 @@ func (w *world) stepRunsReal(list, preset string) error {
 	return nil
 }
 
-// lateKeyWait is how long the in-process daemon under test waits for an
-// encrypted event's room key before it says the event is undecryptable: 3 s
+// lateKeyWait is the scenario's room_key_wait, how long the daemon under test
+// waits for an encrypted event's room key before it says the event is
+// undecryptable (in-process or as its own process): the scenario's own
+// ("an encrypted message waits …"), else 3 s
 // on fakehs, which pushes a key at once (a key held back never comes), and
 // the daemon's own default on a real homeserver, where a loaded Synapse has
 // pushed a room key more than 3 s after its message (a Synapse pass of
 // 2026-12-05; the daemon now logs such a key, "the daemon logs …").
 func (w *world) lateKeyWait() time.Duration {
+	if w.roomKeyWait > 0 {
+		return w.roomKeyWait
+	}
 	if w.run.backend.kind() == "fake" {
 		return 3 * time.Second
 	}

@@ -36,6 +36,9 @@ func (w *world) config(exe string) *config.Config {
 		TaskTimeout:      w.taskTimeout,
 		Encryption:       w.encryption,
 	}
+	if w.encryption {
+		cfg.RoomKeyWait = w.lateKeyWait()
+	}
 	if w.traceDir != "" {
 		cfg.Trace = &config.Trace{Dir: w.traceDir}
 	}
@@ -180,7 +183,6 @@ func (w *world) startDaemon(ctx context.Context) error {
 		// Start-up is bounded by the wait: only turns are meant to time out.
 		StartTimeout: startTimeout,
 		Observer:     w.observer,
-		LateKeyWait:  w.lateKeyWait(),
 	})
 	if err != nil {
 		return err

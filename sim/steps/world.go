@@ -87,6 +87,7 @@ type daemonSetup struct {
 	queueNotice  time.Duration   // zooid.yaml queue_notice_after
 	toolTimeout  time.Duration   // zooid.yaml tool_timeout
 	postTimeout  time.Duration   // zooid.yaml post_timeout
+	roomKeyWait  time.Duration   // zooid.yaml room_key_wait; zero: lateKeyWait's
 	taskTimeout  time.Duration   // zooid.yaml task_timeout
 	unsandboxed  bool            // every agent's zooid.yaml sandbox is none
 	observer     daemon.Observer // hears the daemon's timings (bench_routing.go); nil: none

@@ -85,6 +85,9 @@ func zooidYAML(cfg *config.Config, v secretVars) string {
 	if cfg.Encryption {
 		line(0, "encryption", "true")
 	}
+	if cfg.RoomKeyWait > 0 {
+		line(0, "room_key_wait", cfg.RoomKeyWait.String())
+	}
 	if tr := cfg.Trace; tr != nil {
 		b.WriteString("trace:\n")
 		line(1, "dir", q(tr.Dir))

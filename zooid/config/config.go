@@ -97,6 +97,10 @@ type Config struct {
 	// (encryption: true, default false; behaviour §10). Off, an encrypted
 	// bound room gets one notice per agent saying it cannot be read.
 	Encryption bool
+	// RoomKeyWait bounds how long an encrypted message waits for its room
+	// key before it is taken as undecryptable (room_key_wait, with
+	// encryption: true); zero means the default, DefaultRoomKeyWait.
+	RoomKeyWait time.Duration
 	// SecretFiles are the files tokens were read from (the *_file keys),
 	// absolute: like zooid.yaml, no agent may read them.
 	SecretFiles []string

@@ -168,6 +168,20 @@ agents:
     acp: { preset: pi }
     matrix: { user_id: '@a', rooms: ['#r'] }
 `, []string{`zooid.yaml:7: encryption: needs transports[0] (matrix) to set listen: an agent's device hears its room keys, device lists and one-time key counts only in the transactions the homeserver pushes there (MSC2409, MSC3202)`}},
+		{"room key wait without encryption", okTransport + `room_key_wait: 30s
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:7: room_key_wait: is how long an encrypted message waits for its room key; it needs encryption: true`}},
+		{"room key wait too long", okTransport + `    listen: 127.0.0.1:9000
+encryption: true
+room_key_wait: 10m
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, []string{`zooid.yaml:9: room_key_wait: must be at most 2m0s (a room's later messages wait behind one whose key has not come), got 10m0s`}},
 		{"bad prewarm", okTransport + `prewarm: yes please
 agents:
   a:
@@ -641,8 +655,20 @@ agents:
     acp: { preset: pi }
     matrix: { user_id: '@a', rooms: ['#r'] }
 `, func(t *testing.T, c *Config) {
-			if !c.Encryption {
-				t.Errorf("encryption %v; want true", c.Encryption)
+			if !c.Encryption || c.RoomKeyWait != DefaultRoomKeyWait {
+				t.Errorf("encryption %v, room_key_wait %s; want true, %s", c.Encryption, c.RoomKeyWait, DefaultRoomKeyWait)
+			}
+		}},
+		{"room key wait", okTransport + `    listen: 127.0.0.1:9000
+encryption: true
+room_key_wait: 45s
+agents:
+  a:
+    acp: { preset: pi }
+    matrix: { user_id: '@a', rooms: ['#r'] }
+`, func(t *testing.T, c *Config) {
+			if c.RoomKeyWait != 45*time.Second {
+				t.Errorf("room_key_wait %s; want 45s", c.RoomKeyWait)
 			}
 		}},
 		{"encryption off by default", okTransport + `agents:

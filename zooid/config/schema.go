@@ -34,7 +34,7 @@ func (p *parser) parse(data []byte) *Config {
 		return nil
 	}
 	root := doc.Content[0]
-	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout", "trace", "user", "runtime", "container", "max_processes", "prewarm", "queue_notice_after", "tool_timeout", "post_timeout", "task_timeout", "rooms", "sandbox", "workstation", "encryption")
+	top := p.fields(root, "", "transports", "agents", "state_dir", "run_dir", "turn_timeout", "idle_timeout", "trace", "user", "runtime", "container", "max_processes", "prewarm", "queue_notice_after", "tool_timeout", "post_timeout", "task_timeout", "rooms", "sandbox", "workstation", "encryption", "room_key_wait")
 	cfg := &Config{File: p.file}
 	cfg.Workstation = p.workstation(top["workstation"])
 

@@ -52,10 +52,6 @@ type Options struct {
 	// TurnTimeout bounds one agent turn; zero means the config's turn_timeout,
 	// else DefaultTurnTimeout.
 	TurnTimeout time.Duration
-	// LateKeyWait bounds how long an encrypted event waits for its room key
-	// before it is taken as undecryptable (with encryption: true); zero
-	// means e2ee.DefaultLateKeyWait.
-	LateKeyWait time.Duration
 	// StartTimeout bounds an agent's start-up (process, ACP initialize,
 	// session/new) before a turn; zero means TurnTimeout. A test harness
 	// that times turns short keeps start-up apart, so a slow machine is not

@@ -59,7 +59,7 @@ func (d *Daemon) openDevices(ctx context.Context, t *matrix.Transport) (matrix.C
 		Rooms:       t.RoomState(),
 		BoundRooms:  t.BoundRooms,
 		Logger:      d.log,
-		LateKeyWait: d.opts.LateKeyWait,
+		LateKeyWait: d.opts.Config.RoomKeyWait,
 	})
 }
 

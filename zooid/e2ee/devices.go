@@ -26,6 +26,7 @@ import (
 	// The pure-Go sqlite behind mautrix's SQL crypto store: no cgo, as goolm.
 	_ "modernc.org/sqlite"
 
+	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/roomstate"
 )
 
@@ -60,10 +61,9 @@ type Options struct {
 	LateKeyWait time.Duration
 }
 
-// DefaultLateKeyWait is how long an encrypted event waits for its room key.
-// Element sends the key as a to-device message before the event, but the
-// homeserver may push the two in separate transactions in either order.
-const DefaultLateKeyWait = 10 * time.Second
+// DefaultLateKeyWait is how long an encrypted event waits for its room key
+// when Options.LateKeyWait is zero: zooid.yaml's default room_key_wait.
+const DefaultLateKeyWait = config.DefaultRoomKeyWait
 
 // Devices are the agents' end-to-end encryption devices: one mautrix
 // OlmMachine per agent user, their accounts and sessions in one sqlite file.
