@@ -731,12 +731,7 @@ func (w *world) stepDaemonMaxProcs(n string) error {
 }
 
 func (w *world) stepQueueNotice(secs string) error {
-	if err := w.beforeStart("queue_notice_after"); err != nil {
-		return err
-	}
-	n, _ := strconv.Atoi(secs)
-	w.queueNotice = time.Duration(n) * time.Second
-	return nil
+	return w.setSeconds("queue_notice_after", secs, &w.queueNotice)
 }
 
 func (w *world) stepHTTPAgent(ctx context.Context, name string) error {
@@ -786,39 +781,19 @@ func (w *world) stepHold(ctx context.Context, count, method, path, who, when str
 }
 
 func (w *world) stepToolTimeout(secs string) error {
-	if err := w.beforeStart("tool_timeout"); err != nil {
-		return err
-	}
-	n, _ := strconv.Atoi(secs)
-	w.toolTimeout = time.Duration(n) * time.Second
-	return nil
+	return w.setSeconds("tool_timeout", secs, &w.toolTimeout)
 }
 
 func (w *world) stepRoomKeyWait(secs string) error {
-	if err := w.beforeStart("room_key_wait"); err != nil {
-		return err
-	}
-	n, _ := strconv.Atoi(secs)
-	w.roomKeyWait = time.Duration(n) * time.Second
-	return nil
+	return w.setSeconds("room_key_wait", secs, &w.roomKeyWait)
 }
 
 func (w *world) stepPostTimeout(secs string) error {
-	if err := w.beforeStart("post_timeout"); err != nil {
-		return err
-	}
-	n, _ := strconv.Atoi(secs)
-	w.postTimeout = time.Duration(n) * time.Second
-	return nil
+	return w.setSeconds("post_timeout", secs, &w.postTimeout)
 }
 
 func (w *world) stepTaskTimeout(secs string) error {
-	if err := w.beforeStart("task_timeout"); err != nil {
-		return err
-	}
-	n, _ := strconv.Atoi(secs)
-	w.taskTimeout = time.Duration(n) * time.Second
-	return nil
+	return w.setSeconds("task_timeout", secs, &w.taskTimeout)
 }
 
 func (w *world) stepFaultsCleared() error {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 	"maunium.net/go/mautrix/id"
@@ -21,6 +23,17 @@ func (w *world) beforeStart(what string) error {
 	if w.started {
 		return fmt.Errorf("set %s before the first action starts the daemon", what)
 	}
+	return nil
+}
+
+// setSeconds is the steps that set one of zooid.yaml's durations in whole
+// seconds (their patterns take digits only): before the daemon starts.
+func (w *world) setSeconds(key, secs string, into *time.Duration) error {
+	if err := w.beforeStart(key); err != nil {
+		return err
+	}
+	n, _ := strconv.Atoi(secs)
+	*into = time.Duration(n) * time.Second
 	return nil
 }
 
