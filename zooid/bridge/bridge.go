@@ -119,15 +119,7 @@ func Pipe(conn net.Conn, fromConn *bufio.Reader, stdin io.Reader, stdout io.Writ
 // newline is written as it is.
 func copyLines(w io.Writer, r *bufio.Reader) error {
 	for {
-		line, err := r.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// Longer than the reader's buffer: gather the rest of it
-			// (line is r's buffer, which the next read overwrites).
-			head := append([]byte(nil), line...)
-			var rest []byte
-			rest, err = r.ReadBytes('\n')
-			line = append(head, rest...)
-		}
+		line, err := r.ReadBytes('\n') // a line longer than r's buffer too
 		if len(line) > 0 {
 			if _, werr := w.Write(line); werr != nil {
 				return werr
