@@ -22,6 +22,17 @@ Feature: Paging through history with cursors
       | zooid_get_recent_threads | {}              | 50  | threads  |
       | zooid_get_recent_threads | {"limit": 1000} | 200 | threads  |
 
+  Scenario: a page of long messages holds fewer entries, and the walk still reads every one whole
+    Claude Code cuts a tool result past 100,000 characters, and the cut would take the page's
+    next_before with it; a page stays within 64 KiB instead, as many entries as fit.
+    Given mia posts 30 messages of 6000 bytes in "#ops"
+    When agent-a pages zooid_get_history with {"limit": 200} until has_more is false
+    Then every page's result was at most 65536 bytes
+    And page 2 of the walk held 10 entries
+    And agent-a saw each message mia posted in "#ops" exactly once, in order
+    And agent-a saw each of the 800 generated messages of "#ops" exactly once, in order
+    And has_more was true on every page but the last
+
   Scenario: a limit below 1 is an input error
     When agent-a calls zooid_get_history with {"limit": 0}
     Then the call is refused with "invalid_argument"

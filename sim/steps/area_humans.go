@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
@@ -89,6 +90,10 @@ func humanSteps(w *world) []stepDef {
 			example: `mia posts 10 messages in "#ops"`,
 			doc:     "Posts that many plain top-level messages (mentioning nobody); the current thread stays the one it was.",
 			fn:      w.stepPostsMany},
+		{area: "humans", pattern: `^([a-z0-9-]+) posts (\d+) messages of (\d+) bytes in "(#[a-z0-9-]+)"$`,
+			example: `mia posts 30 messages of 6000 bytes in "#ops"`,
+			doc:     "Posts that many top-level messages of exactly that many bytes (UTF-8) each: a numbered line, then the long reply's prose on one line; the current thread stays the one it was.",
+			fn:      w.stepPostsManyLong},
 		// The room's state: what zooid_get_room_info and zooid_get_members show.
 		{area: "humans", pattern: `^([a-z0-9-]+) renames "(#[a-z0-9-]+)" to "([^"]+)"$`,
 			example: `ori renames "#ops" to "Ops war room"`,
@@ -432,6 +437,32 @@ func (w *world) stepPostsMany(ctx context.Context, who, n, roomName string) erro
 	for i := range count {
 		w.stepSeq++
 		if _, err := w.say(ctx, who, roomName, fmt.Sprintf("chatter %d from %s (%d)", i+1, who, w.stepSeq), "", true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *world) stepPostsManyLong(ctx context.Context, who, n, size, roomName string) error {
+	count, _ := strconv.Atoi(n)
+	bytes, _ := strconv.Atoi(size)
+	current := w.thread
+	defer func() { w.thread = current }()
+	for i := range count {
+		w.stepSeq++
+		line := fmt.Sprintf("long message %d from %s (%d):", i+1, who, w.stepSeq)
+		if bytes <= len(line) {
+			return fmt.Errorf("a message of %d bytes has no room beside its line %q", bytes, line)
+		}
+		// One line, words single-spaced, as say sends a text (it rejoins
+		// the words around mentions); dots make up the bytes a rune cut.
+		prose := line + " " + strings.Join(strings.Fields(longProse(bytes-len(line)-1)), " ")
+		for len(prose) > bytes {
+			_, n := utf8.DecodeLastRuneInString(prose)
+			prose = prose[:len(prose)-n]
+		}
+		prose += strings.Repeat(".", bytes-len(prose))
+		if _, err := w.say(ctx, who, roomName, prose, "", true); err != nil {
 			return err
 		}
 	}

@@ -96,6 +96,18 @@ func resultSteps(w *world) []stepDef {
 			example: `every page had at most 200 messages`,
 			doc:     "No page of the paging walk held more entries than that.",
 			fn:      w.stepPageSize},
+		{area: "results", pattern: `^every page's result was at most (\d+) bytes$`,
+			example: `every page's result was at most 65536 bytes`,
+			doc:     "No page of the paging walk had a result text (the JSON the agent reads) longer than that many bytes.",
+			fn:      w.stepPageBytes},
+		{area: "results", pattern: `^page (\d+) of the walk held (\d+) entries$`,
+			example: `page 2 of the walk held 10 entries`,
+			doc:     "That page of the paging walk (1 is the newest) held exactly that many entries.",
+			fn:      w.stepPageEntries},
+		{area: "results", pattern: `^([a-z0-9-]+) saw each message ([a-z0-9-]+) posted in "(#[a-z0-9-]+)" exactly once, in order$`,
+			example: `agent-a saw each message mia posted in "#ops" exactly once, in order`,
+			doc:     "Over the agent's paging walk (pages newest to oldest, each page chronological), every message the scenario had that human post in the room appears once, in the order posted, with its text whole.",
+			fn:      w.stepSawPosted},
 
 		// Task threads (behaviour §5). Tasks are named by a piece of their prompt;
 		// their thread roots become threads the shared steps can name too ("ori
@@ -543,6 +555,98 @@ func (w *world) stepPageSize(n int) error {
 		}
 		if len(l) > n {
 			return fmt.Errorf("page %d has %d entries, more than %d", i+1, len(l), n)
+		}
+	}
+	return nil
+}
+
+func (w *world) stepPageBytes(n int) error {
+	c, err := w.lastCall()
+	if err != nil {
+		return err
+	}
+	p, err := w.walk(c.agent)
+	if err != nil {
+		return err
+	}
+	for i, pg := range p.pages {
+		if len(pg.res.Text) > n {
+			return fmt.Errorf("page %d's result is %d bytes, more than %d", i+1, len(pg.res.Text), n)
+		}
+	}
+	return nil
+}
+
+func (w *world) stepPageEntries(page, n int) error {
+	c, err := w.lastCall()
+	if err != nil {
+		return err
+	}
+	p, err := w.walk(c.agent)
+	if err != nil {
+		return err
+	}
+	if page < 1 || page > len(p.pages) {
+		return fmt.Errorf("the walk has %d pages, no page %d", len(p.pages), page)
+	}
+	l, err := p.pages[page-1].list()
+	if err != nil {
+		return err
+	}
+	if len(l) != n {
+		var sizes []int
+		for _, e := range l {
+			t, _ := e["text"].(string)
+			sizes = append(sizes, len(t))
+		}
+		return fmt.Errorf("page %d holds %d entries (%d bytes; texts of %v bytes), want %d", page, len(l), len(p.pages[page-1].res.Text), sizes, n)
+	}
+	return nil
+}
+
+func (w *world) stepSawPosted(agent, who, roomName string) error {
+	p, err := w.walk(agent)
+	if err != nil {
+		return err
+	}
+	if !p.done {
+		return fmt.Errorf("%s's walk has not reached has_more false", agent)
+	}
+	r := w.rooms[roomName]
+	if r == nil {
+		return fmt.Errorf("no room %s in this scenario", roomName)
+	}
+	var want []id.EventID
+	text := map[id.EventID]string{}
+	for _, ps := range w.posts {
+		if ps.sender == who && ps.room == r {
+			want = append(want, ps.id)
+			text[ps.id] = ps.text
+		}
+	}
+	if len(want) == 0 {
+		return fmt.Errorf("%s posted nothing in %s", who, roomName)
+	}
+	// Pages go back in time; each page is chronological.
+	var got []map[string]any
+	for i := len(p.pages) - 1; i >= 0; i-- {
+		l, err := p.pages[i].list()
+		if err != nil {
+			return err
+		}
+		for _, e := range l {
+			if s, _ := e["id"].(string); text[id.EventID(s)] != "" {
+				got = append(got, e)
+			}
+		}
+	}
+	if !slices.Equal(want, ids(got)) {
+		return fmt.Errorf("over %d pages, %s's messages: %s", len(p.pages), who, diffIDs(want, got))
+	}
+	for _, e := range got {
+		s, _ := e["id"].(string)
+		if t, _ := e["text"].(string); t != text[id.EventID(s)] {
+			return fmt.Errorf("%s came back as %d bytes of text, not the %d posted", s, len(t), len(text[id.EventID(s)]))
 		}
 	}
 	return nil

@@ -478,12 +478,16 @@ func (h *Reader) History(ctx context.Context, c tools.Caller, limit int, before 
 	if err != nil {
 		return tools.MessagePage{}, err
 	}
-	page := tools.MessagePage{Messages: make([]tools.Message, 0, len(items)), HasMore: more}
-	for i := len(items) - 1; i >= 0; i-- {
-		evt := items[i].evt
-		body, _ := textWith(evt, st.edit(evt))
-		page.Messages = append(page.Messages, h.message(evt, body))
+	msgs := make([]tools.Message, len(items))
+	for i, it := range items {
+		body, _ := textWith(it.evt, st.edit(it.evt))
+		msgs[i] = h.message(it.evt, body)
 	}
+	if k := fit(msgs, 0, 1); k < len(msgs) {
+		msgs, more, pos = msgs[:k], true, items[k-1]
+	}
+	slices.Reverse(msgs)
+	page := tools.MessagePage{Messages: msgs, HasMore: more}
 	if more {
 		page.NextBefore = h.sealScan(cursor{Tool: toolHistory, User: c.UserID, Room: c.Room, Mode: modeMessages, Token: pos.token, Last: pos.evt.ID, Top: top},
 			st, complete, true)
@@ -522,7 +526,7 @@ func (h *Reader) RecentThreads(ctx context.Context, c tools.Caller, limit int, b
 	if err != nil {
 		return tools.ThreadPage{}, err
 	}
-	page := tools.ThreadPage{Threads: make([]tools.ThreadOverview, 0, len(items)), HasMore: more}
+	threads := make([]tools.ThreadOverview, 0, len(items))
 	for _, it := range items {
 		body, _ := textWith(it.evt, st.edit(it.evt))
 		ov := tools.ThreadOverview{Message: h.message(it.evt, body)}
@@ -531,8 +535,12 @@ func (h *Reader) RecentThreads(ctx context.Context, c tools.Caller, limit int, b
 			ov.ReplyCount, last = rs.count, rs.last
 		}
 		ov.LastActivityAt = stamp(max(last, it.evt.Timestamp))
-		page.Threads = append(page.Threads, ov)
+		threads = append(threads, ov)
 	}
+	if k := fit(threads, 0, 1); k < len(threads) {
+		threads, more, pos = threads[:k], true, items[k-1]
+	}
+	page := tools.ThreadPage{Threads: threads, HasMore: more}
 	if more {
 		page.NextBefore = h.sealScan(cursor{Tool: toolRecent, User: c.UserID, Room: c.Room, Mode: modeMessages, Token: pos.token, Last: pos.evt.ID, Top: top},
 			st, complete, true)
@@ -644,7 +652,7 @@ func (h *Reader) ThreadHistory(ctx context.Context, c tools.Caller, thread id.Ev
 		// The root alone: the replies, if any, are the next page's.
 		more, fresh, items = more || len(items) > 0, true, nil
 	}
-	page := tools.MessagePage{Messages: make([]tools.Message, 0, len(items)+1), HasMore: more}
+	var rootMsg []tools.Message
 	if first {
 		edit := st.edit(root)
 		if edit == nil && bundledEdit(root) == nil && root.Unsigned.Relations == nil {
@@ -659,13 +667,26 @@ func (h *Reader) ThreadHistory(ctx context.Context, c tools.Caller, thread id.Ev
 		}
 		m := h.message(root, body)
 		m.ThreadID = thread
-		page.Messages = append(page.Messages, m)
+		rootMsg = append(rootMsg, m)
 	}
-	for i := len(items) - 1; i >= 0; i-- {
-		evt := items[i].evt
-		body, _ := textWith(evt, st.edit(evt))
-		page.Messages = append(page.Messages, h.message(evt, body))
+	replies := make([]tools.Message, len(items))
+	for i, it := range items {
+		body, _ := textWith(it.evt, st.edit(it.evt))
+		replies[i] = h.message(it.evt, body)
 	}
+	// The root takes its room first; beside it a page may hold no reply,
+	// as a page of the root alone does.
+	atLeast := 1
+	if first {
+		atLeast = 0
+	}
+	if k := fit(replies, entryBytes(rootMsg...), atLeast); k == 0 && len(replies) > 0 {
+		more, fresh, replies = true, true, nil
+	} else if k < len(replies) {
+		replies, more, pos = replies[:k], true, items[k-1]
+	}
+	slices.Reverse(replies)
+	page := tools.MessagePage{Messages: append(rootMsg, replies...), HasMore: more}
 	if more && fresh {
 		page.NextBefore = h.sealCursor(cursor{Tool: toolThread, User: c.UserID, Room: c.Room, Thread: thread, Mode: mode, Fresh: true})
 	} else if more {

@@ -32,6 +32,13 @@ const (
 const (
 	DefaultLimit = 50
 	MaxLimit     = 200
+	// MaxPageBytes bounds the JSON of one page: a page of long messages ends
+	// before the entry that would take it past this, so it holds fewer than
+	// limit entries (at least one), and has_more and next_before go on from
+	// there. Claude Code cuts an MCP result past 100,000 characters (its
+	// MAX_MCP_OUTPUT_TOKENS, 25,000 tokens, times four), and the cut would
+	// take the page's next_before with it: the agent could not page on.
+	MaxPageBytes = 64 << 10
 )
 
 // Gating says which sessions are offered a tool.
@@ -93,7 +100,7 @@ type Tool struct {
 }
 
 const pagingProps = `
-    "limit": {"type": "integer", "minimum": 1, "default": 50, "description": "Maximum entries on this page (default 50; values above 200 are clamped to 200)."},
+    "limit": {"type": "integer", "minimum": 1, "default": 50, "description": "Maximum entries on this page (default 50; values above 200 are clamped to 200). A page of long messages holds fewer: a page stays within 64 KiB, and has_more says whether there is more."},
     "before": {"type": "string", "description": "Opaque cursor: the next_before of the previous page of this same tool, passed back untouched. Omit for the newest page."}`
 
 func schema(props string, required ...string) json.RawMessage {
