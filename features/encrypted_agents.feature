@@ -54,6 +54,20 @@ Feature: Agents read and answer in end-to-end encrypted rooms
     And agent-a posts "noted" in the thread
 
   @fake-only
+  Scenario: a room key whose forwards are lost too is asked for again, and the mention is answered
+    Synapse also loses a to-device message for an appservice's device when another one sent
+    close by is handled first: the forwards that answer the agents' requests, sent together,
+    are lost that way under load. At three quarters of its wait the daemon asks again.
+
+    Given "#ops" is end-to-end encrypted
+    And agent-a will reply "noted"
+    And the homeserver loses the next 4 encrypted to-device messages for the agents' devices
+    When ori says in "#ops", encrypted: "@agent-a the standby takes over at six"
+    Then agent-a is prompted with "the standby takes over at six"
+    And agent-a posts "noted" in the thread
+    And the homeserver lost 4 to-device messages on the way to the agents' devices
+
+  @fake-only
   Scenario: a room key the homeserver lost on the way is asked of its sender, and the mention is answered
     Synapse drops the to-device messages of an appservice transaction it had to retry, so a key
     ori's device took as delivered can be gone. Halfway through its wait the daemon asks ori's

@@ -35,6 +35,13 @@ type Drain struct {
 func Start(ln net.Listener, hsToken string) *Drain {
 	d := &Drain{token: hsToken, done: make(chan struct{}), seen: map[id.EventID]bool{}, changed: make(chan struct{})}
 	d.srv = &http.Server{Handler: http.HandlerFunc(d.serve), ReadHeaderTimeout: 5 * time.Second}
+	// Every answer closes its connection. A daemon takes the port over when
+	// the drain stops, which closes the drain's idle connections; Synapse
+	// sends its next push over one it has not yet seen closed, fails it, holds
+	// the appservice's transactions for a retry seconds later and drops the
+	// to-device messages of those transactions (element-hq/synapse#14710):
+	// room keys for the scenario that just began.
+	d.srv.SetKeepAlivesEnabled(false)
 	go func() {
 		defer close(d.done)
 		_ = d.srv.Serve(ln)

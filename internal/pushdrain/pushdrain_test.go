@@ -61,3 +61,24 @@ func TestTokenCheckedOnlyWhenGiven(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEveryAnswerClosesItsConnection: a homeserver never keeps a connection
+// to the drain, so none is left to go stale when a daemon takes the port over.
+// Fails with keep-alives on (the client keeps the connection).
+func TestEveryAnswerClosesItsConnection(t *testing.T) {
+	_, url := start(t, "")
+	for range 2 {
+		req, err := http.NewRequest(http.MethodPut, url+"/_matrix/app/v1/transactions/1", strings.NewReader(`{"events":[]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !resp.Close {
+			t.Fatalf("push answered %d, Connection: %q; want 200 and the connection closed", resp.StatusCode, resp.Header.Get("Connection"))
+		}
+	}
+}

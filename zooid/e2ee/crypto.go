@@ -138,15 +138,22 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 	// it had to retry, element-hq/synapse#14710), and a client that shared
 	// the session with the asking device forwards it again (mautrix and
 	// Element both do).
-	askAt := began.Add(wait / 2)
-	asked := false
+	//
+	// And asked again at three quarters: Synapse loses a to-device message
+	// for an appservice's device when another one's notification, carrying
+	// a stream position past it, is handled first (it advances the
+	// appservice's position even for messages it was not interested in), and
+	// to-device messages sent close together, as two agents' requests and
+	// the sender's forwards are, do that (docs/security.md).
+	asks := []time.Time{began.Add(wait / 2), began.Add(wait * 3 / 4)}
+	asked := 0
 	for {
 		var lastErr error
 		for _, dev := range devs {
 			dec, err := decryptWith(ctx, dev.mach, ev)
 			if err == nil {
-				if asked {
-					d.log.Info("a room key came after it was asked of its sender", "event", ev.ID, "room", ev.RoomID, "session", content.SessionID, "after", time.Since(began).Round(time.Millisecond))
+				if asked > 0 {
+					d.log.Info("a room key came after it was asked of its sender", "event", ev.ID, "room", ev.RoomID, "session", content.SessionID, "after", time.Since(began).Round(time.Millisecond), "asked", asked)
 				}
 				return dec, nil
 			}
@@ -154,7 +161,7 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 			// Withheld after the request may be a refusal of it while the key
 			// itself is still on its way: wait on. Before it, the sender said
 			// it will not share: give up now.
-			if !errors.Is(err, crypto.ErrNoSessionFound) && !(asked && errors.Is(err, crypto.ErrGroupSessionWithheld)) {
+			if !errors.Is(err, crypto.ErrNoSessionFound) && !(asked > 0 && errors.Is(err, crypto.ErrGroupSessionWithheld)) {
 				return nil, fmt.Errorf("e2ee: %s's device decrypting %s: %w: %w", dev.agent.Name, ev.ID, err, ErrUndecryptable)
 			}
 		}
@@ -163,13 +170,13 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 			d.late.gaveUp(ev.RoomID, content.SessionID, ev.ID, began)
 			return nil, fmt.Errorf("e2ee: %s in %s (session %s) after waiting %s for its key: %w: %w", ev.ID, ev.RoomID, content.SessionID, wait, lastErr, ErrUndecryptable)
 		}
-		if !asked && !time.Now().Before(askAt) {
-			asked = true
-			d.askForKey(ctx, devs, ev, content)
+		if asked < len(asks) && !time.Now().Before(asks[asked]) {
+			asked++
+			d.askForKey(ctx, devs, ev, content, asked)
 		}
 		nap := min(left, time.Second)
-		if !asked {
-			nap = max(min(nap, time.Until(askAt)), time.Millisecond)
+		if asked < len(asks) {
+			nap = max(min(nap, time.Until(asks[asked])), time.Millisecond)
 		}
 		if errors.Is(lastErr, crypto.ErrGroupSessionWithheld) {
 			// mautrix's wait returns at once for a withheld session.
@@ -191,12 +198,12 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 }
 
 // askForKey asks ev's sender's devices for ev's room key from each of devs
-// (the devices of the agents in its room), once a session: a forwarded key
-// goes to the asking device only, and every agent there reads the room with
-// its own device. The events after the first of a session lost on the way
-// wait for the same answers.
-func (d *Devices) askForKey(ctx context.Context, devs []*device, ev *event.Event, content *event.EncryptedEventContent) {
-	if !d.late.ask(ev.RoomID, content.SessionID) {
+// (the devices of the agents in its room), the round-th time for its
+// session: a forwarded key goes to the asking device only, and every agent
+// there reads the room with its own device. The events after the first of a
+// session lost on the way wait for the same answers.
+func (d *Devices) askForKey(ctx context.Context, devs []*device, ev *event.Event, content *event.EncryptedEventContent, round int) {
+	if !d.late.ask(ev.RoomID, content.SessionID, round) {
 		return
 	}
 	users := map[id.UserID][]id.DeviceID{ev.Sender: {"*"}}
@@ -209,7 +216,7 @@ func (d *Devices) askForKey(ctx context.Context, devs []*device, ev *event.Event
 		asking = append(asking, dev.agent.Name)
 	}
 	if len(asking) > 0 {
-		d.log.Info("asked the sender's devices for a room key that has not come", "event", ev.ID, "room", ev.RoomID, "sender", ev.Sender, "session", content.SessionID, "agents", asking)
+		d.log.Info("asked the sender's devices for a room key that has not come", "event", ev.ID, "room", ev.RoomID, "sender", ev.Sender, "session", content.SessionID, "agents", asking, "round", round)
 	}
 }
 

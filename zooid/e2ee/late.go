@@ -18,9 +18,9 @@ type lateKeys struct {
 	mu    sync.Mutex
 	by    map[lateKey]givenUp
 	order []lateKey // oldest first, for the bound
-	// asked are the sessions whose keys were asked of their senders
+	// asked is how many times each session's key was asked of its sender
 	// (Devices.askForKey), emptied when it reaches lateKeysKept.
-	asked map[lateKey]bool
+	asked map[lateKey]int
 }
 
 type lateKey struct {
@@ -80,18 +80,19 @@ func (l *lateKeys) arrived(room id.RoomID, session id.SessionID) (givenUp, bool)
 	return g, true
 }
 
-// ask says whether room's session is still to be asked for, noting that it
-// now is.
-func (l *lateKeys) ask(room id.RoomID, session id.SessionID) bool {
+// ask says whether room's session is still to be asked for the round-th
+// time (from 1), noting that it now is: the events of one session wait for
+// the same answers.
+func (l *lateKeys) ask(room id.RoomID, session id.SessionID, round int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	k := lateKey{room, session}
-	if l.asked[k] {
+	if l.asked[k] >= round {
 		return false
 	}
 	if l.asked == nil || len(l.asked) == lateKeysKept {
-		l.asked = map[lateKey]bool{}
+		l.asked = map[lateKey]int{}
 	}
-	l.asked[k] = true
+	l.asked[k] = round
 	return true
 }

@@ -20,8 +20,14 @@ import (
 // appservice after about 30 s.
 const pingTimeout = 45 * time.Second
 
-// pingAttempts bounds the pings tried when the homeserver's connection to this daemon dropped.
-const pingAttempts = 3
+// pingAttempts bounds the pings tried when the homeserver's connection to
+// this daemon dropped, 200 ms apart and doubling (3 s in all). Five, not
+// three: a daemon started while Synapse holds its transactions for a retry
+// (its pushes failed while no daemon listened) has its ping force that retry,
+// and the ping sent beside it may fail on Synapse's side ("AlreadyCalled:
+// Tried to cancel an already-called event", seen three times in a row under
+// load) until the retry is through.
+const pingAttempts = 5
 
 // quickTimeout is how soon an M_CONNECTION_TIMEOUT must come to mean a
 // dropped connection rather than an appservice too slow to answer.
@@ -107,9 +113,11 @@ func (t *Transport) checkRegistration(ctx context.Context) error {
 		if !droppedPing(err, time.Since(sent)) || attempt == pingAttempts {
 			break
 		}
+		wait := 200 * time.Millisecond << (attempt - 1)
+		t.log.Info("the homeserver's ping did not reach this daemon; pinging again", "attempt", attempt, "in", wait, "err", err)
 		select {
 		case <-pctx.Done():
-		case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
 	where := fmt.Sprintf("%s (listening on %s)", t.PushURL(), t.listener.Addr())

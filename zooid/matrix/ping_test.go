@@ -106,6 +106,21 @@ func TestStartChecksTheRegistration(t *testing.T) {
 		})
 	}
 
+	// Synapse holding this appservice's transactions for a retry has the start's ping force
+	// it, and pings sent beside that retry can fail on its side several times in a row.
+	t.Run("connection dropped four times", func(t *testing.T) {
+		e := newEnv(t, true)
+		fault := e.hs.InjectFault(fakehs.Fault{Method: http.MethodPost, PathPattern: "/_matrix/client/v1/appservice/*/ping",
+			Status: http.StatusBadGateway, Errcode: "M_CONNECTION_FAILED", Count: 4})
+		start(t, e.opts, newRecorder().handle)
+		if n := fault.Hits(); n != 4 {
+			t.Fatalf("the dropped ping fired %d times, want 4", n)
+		}
+		if n := e.hs.Requests(http.MethodPost, "/_matrix/client/v1/appservice/zooid/ping"); n != 5 {
+			t.Fatalf("%d pings, want 5: four dropped and the one that reached the daemon", n)
+		}
+	})
+
 	t.Run("hs_token refused", func(t *testing.T) {
 		// The registration the homeserver holds carries another hs_token: the ping reaches
 		// this daemon, which refuses it, and the homeserver answers 502 M_BAD_STATUS with
