@@ -24,7 +24,13 @@ func start(t *testing.T, token string) (*Drain, string) {
 
 func push(t *testing.T, url, query, event string) int {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPut, url+"/_matrix/app/v1/transactions/1"+query, strings.NewReader(`{"events":[{"event_id":"`+event+`"}]}`))
+	return put(t, url+"/_matrix/app/v1/transactions/1"+query, `{"events":[{"event_id":"`+event+`"}]}`).StatusCode
+}
+
+// put sends body as a transaction and returns the answer, its body read.
+func put(t *testing.T, url, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPut, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +39,7 @@ func push(t *testing.T, url, query, event string) int {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	return resp.StatusCode
+	return resp
 }
 
 func TestTokenCheckedOnlyWhenGiven(t *testing.T) {
@@ -68,15 +74,7 @@ func TestTokenCheckedOnlyWhenGiven(t *testing.T) {
 func TestEveryAnswerClosesItsConnection(t *testing.T) {
 	_, url := start(t, "")
 	for range 2 {
-		req, err := http.NewRequest(http.MethodPut, url+"/_matrix/app/v1/transactions/1", strings.NewReader(`{"events":[]}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		resp := put(t, url+"/_matrix/app/v1/transactions/1", `{"events":[]}`)
 		if resp.StatusCode != http.StatusOK || !resp.Close {
 			t.Fatalf("push answered %d, Connection: %q; want 200 and the connection closed", resp.StatusCode, resp.Header.Get("Connection"))
 		}

@@ -516,11 +516,7 @@ func (w *world) stepRoomInfo(roomName, name, transport string) error {
 }
 
 func (w *world) stepHasMoreExact() error {
-	c, err := w.lastCall()
-	if err != nil {
-		return err
-	}
-	p, err := w.walk(c.agent)
+	p, err := w.lastWalk()
 	if err != nil {
 		return err
 	}
@@ -540,11 +536,7 @@ func (w *world) stepHasMoreExact() error {
 }
 
 func (w *world) stepPageSize(n int) error {
-	c, err := w.lastCall()
-	if err != nil {
-		return err
-	}
-	p, err := w.walk(c.agent)
+	p, err := w.lastWalk()
 	if err != nil {
 		return err
 	}
@@ -561,11 +553,7 @@ func (w *world) stepPageSize(n int) error {
 }
 
 func (w *world) stepPageBytes(n int) error {
-	c, err := w.lastCall()
-	if err != nil {
-		return err
-	}
-	p, err := w.walk(c.agent)
+	p, err := w.lastWalk()
 	if err != nil {
 		return err
 	}
@@ -578,11 +566,7 @@ func (w *world) stepPageBytes(n int) error {
 }
 
 func (w *world) stepPageEntries(page, n int) error {
-	c, err := w.lastCall()
-	if err != nil {
-		return err
-	}
-	p, err := w.walk(c.agent)
+	p, err := w.lastWalk()
 	if err != nil {
 		return err
 	}

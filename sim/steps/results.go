@@ -213,6 +213,15 @@ func (w *world) walk(agent string) (*paging, error) {
 	return p, nil
 }
 
+// lastWalk is the paging walk of the agent that made the last call.
+func (w *world) lastWalk() (*paging, error) {
+	c, err := w.lastCall()
+	if err != nil {
+		return nil, err
+	}
+	return w.walk(c.agent)
+}
+
 func head(x []int) []int { return x[:min(len(x), 10)] }
 
 // diffIDs explains how a list of entries differs from the wanted ids.

@@ -37,6 +37,30 @@ func longRoom() (events []fakehs.SeedEvent, history, threads, replies []string) 
 	return events, history, threads, replies
 }
 
+// walkAll pages a tool from its newest page until has_more is false (at most
+// 20 pages), as an agent would.
+func walkAll[P any](t *testing.T, what string, page func(before string) (P, error), next func(P) (more bool, before string)) []P {
+	t.Helper()
+	var pages []P
+	for before := ""; ; {
+		p, err := page(before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages = append(pages, p)
+		more, nb := next(p)
+		if !more {
+			return pages
+		}
+		if len(pages) == 20 {
+			t.Fatalf("%s: still has_more after %d pages", what, len(pages))
+		}
+		before = nb
+	}
+}
+
+func messagePageNext(p tools.MessagePage) (bool, string) { return p.HasMore, p.NextBefore }
+
 // checkPageBytes fails unless page (as the tool result encodes it) is
 // within tools.MaxPageBytes, or holds one entry alone (a message longer than
 // the bound still gets a page), and unless it is full: the entry the next
@@ -77,21 +101,7 @@ func TestLongMessagesComeInPagesWithinTheBound(t *testing.T) {
 			r := newRoom(t, p, slices.Clone(events))
 			ctx := context.Background()
 
-			var pages []tools.MessagePage
-			for before := ""; ; {
-				page, err := r.h.History(ctx, r.c, 200, before)
-				if err != nil {
-					t.Fatal(err)
-				}
-				pages = append(pages, page)
-				if !page.HasMore {
-					break
-				}
-				if len(pages) > 20 {
-					t.Fatalf("history: still has_more after %d pages", len(pages))
-				}
-				before = page.NextBefore
-			}
+			pages := walkAll(t, "history", func(before string) (tools.MessagePage, error) { return r.h.History(ctx, r.c, 200, before) }, messagePageNext)
 			var got []string
 			for i := len(pages) - 1; i >= 0; i-- {
 				got = append(got, bodies(pages[i].Messages, msgText)...)
@@ -111,21 +121,8 @@ func TestLongMessagesComeInPagesWithinTheBound(t *testing.T) {
 				checkPageBytes(t, fmt.Sprintf("history page %d", i+1), page, len(page.Messages), next)
 			}
 
-			var tpages []tools.ThreadPage
-			for before := ""; ; {
-				page, err := r.h.RecentThreads(ctx, r.c, 200, before)
-				if err != nil {
-					t.Fatal(err)
-				}
-				tpages = append(tpages, page)
-				if !page.HasMore {
-					break
-				}
-				if len(tpages) > 20 {
-					t.Fatalf("recent threads: still has_more after %d pages", len(tpages))
-				}
-				before = page.NextBefore
-			}
+			tpages := walkAll(t, "recent threads", func(before string) (tools.ThreadPage, error) { return r.h.RecentThreads(ctx, r.c, 200, before) },
+				func(p tools.ThreadPage) (bool, string) { return p.HasMore, p.NextBefore })
 			var gotThreads []string
 			for i, page := range tpages {
 				gotThreads = append(gotThreads, bodies(page.Threads, entryText)...)
@@ -144,21 +141,9 @@ func TestLongMessagesComeInPagesWithinTheBound(t *testing.T) {
 				t.Fatalf("recent threads: the root counts %d replies across the pages, want %d", root.ReplyCount, len(replies))
 			}
 
-			var rpages []tools.MessagePage
-			for before := ""; ; {
-				page, err := r.h.ThreadHistory(ctx, r.c, r.ids[0], 200, before)
-				if err != nil {
-					t.Fatal(err)
-				}
-				rpages = append(rpages, page)
-				if !page.HasMore {
-					break
-				}
-				if len(rpages) > 20 {
-					t.Fatalf("thread history: still has_more after %d pages", len(rpages))
-				}
-				before = page.NextBefore
-			}
+			rpages := walkAll(t, "thread history", func(before string) (tools.MessagePage, error) {
+				return r.h.ThreadHistory(ctx, r.c, r.ids[0], 200, before)
+			}, messagePageNext)
 			if rpages[0].Messages[0].Text != history[0] {
 				t.Fatalf("thread history: the first page does not open with the root")
 			}
