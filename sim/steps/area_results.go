@@ -397,12 +397,9 @@ func (w *world) stepThreadIDs() error {
 }
 
 func (w *world) stepSawAll(agent string, n int, roomName string) error {
-	p, err := w.walk(agent)
+	p, err := w.finishedWalk(agent)
 	if err != nil {
 		return err
-	}
-	if !p.done {
-		return fmt.Errorf("%s's walk has not reached has_more false", agent)
 	}
 	r := w.rooms[roomName]
 	if r == nil || len(r.seeded) != n {
@@ -447,12 +444,9 @@ func (w *world) stepSawAll(agent string, n int, roomName string) error {
 }
 
 func (w *world) stepSawRoots(agent string, n int, roomName string) error {
-	p, err := w.walk(agent)
+	p, err := w.finishedWalk(agent)
 	if err != nil {
 		return err
-	}
-	if !p.done {
-		return fmt.Errorf("%s's walk has not reached has_more false", agent)
 	}
 	r := w.rooms[roomName]
 	if r == nil {
@@ -589,12 +583,9 @@ func (w *world) stepPageEntries(page, n int) error {
 }
 
 func (w *world) stepSawPosted(agent, who, roomName string) error {
-	p, err := w.walk(agent)
+	p, err := w.finishedWalk(agent)
 	if err != nil {
 		return err
-	}
-	if !p.done {
-		return fmt.Errorf("%s's walk has not reached has_more false", agent)
 	}
 	r := w.rooms[roomName]
 	if r == nil {

@@ -213,6 +213,18 @@ func (w *world) walk(agent string) (*paging, error) {
 	return p, nil
 }
 
+// finishedWalk is agent's paging walk, which must have reached has_more false.
+func (w *world) finishedWalk(agent string) (*paging, error) {
+	p, err := w.walk(agent)
+	if err != nil {
+		return nil, err
+	}
+	if !p.done {
+		return nil, fmt.Errorf("%s's walk has not reached has_more false", agent)
+	}
+	return p, nil
+}
+
 // lastWalk is the paging walk of the agent that made the last call.
 func (w *world) lastWalk() (*paging, error) {
 	c, err := w.lastCall()
