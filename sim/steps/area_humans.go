@@ -445,23 +445,23 @@ func (w *world) stepPostsMany(ctx context.Context, who, n, roomName string) erro
 
 func (w *world) stepPostsManyLong(ctx context.Context, who, n, size, roomName string) error {
 	count, _ := strconv.Atoi(n)
-	bytes, _ := strconv.Atoi(size)
+	want, _ := strconv.Atoi(size)
 	current := w.thread
 	defer func() { w.thread = current }()
 	for i := range count {
 		w.stepSeq++
 		line := fmt.Sprintf("long message %d from %s (%d):", i+1, who, w.stepSeq)
-		if bytes <= len(line) {
-			return fmt.Errorf("a message of %d bytes has no room beside its line %q", bytes, line)
+		if want <= len(line) {
+			return fmt.Errorf("a message of %d bytes has no room beside its line %q", want, line)
 		}
 		// One line, words single-spaced, as say sends a text (it rejoins
 		// the words around mentions); dots make up the bytes a rune cut.
-		prose := line + " " + strings.Join(strings.Fields(longProse(bytes-len(line)-1)), " ")
-		for len(prose) > bytes {
-			_, n := utf8.DecodeLastRuneInString(prose)
-			prose = prose[:len(prose)-n]
+		prose := line + " " + strings.Join(strings.Fields(longProse(want-len(line)-1)), " ")
+		for len(prose) > want {
+			_, last := utf8.DecodeLastRuneInString(prose)
+			prose = prose[:len(prose)-last]
 		}
-		prose += strings.Repeat(".", bytes-len(prose))
+		prose += strings.Repeat(".", want-len(prose))
 		if _, err := w.say(ctx, who, roomName, prose, "", true); err != nil {
 			return err
 		}

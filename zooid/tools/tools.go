@@ -100,7 +100,7 @@ type Tool struct {
 }
 
 const pagingProps = `
-    "limit": {"type": "integer", "minimum": 1, "default": 50, "description": "Maximum entries on this page (default 50; values above 200 are clamped to 200). A page of long messages holds fewer: a page stays within 64 KiB, and has_more says whether there is more."},
+    "limit": {"type": "integer", "minimum": 1, "default": 50, "description": "Maximum entries on this page (default 50; values above 200 are clamped to 200). A page of long messages holds fewer: a page stays within 64 KiB (a longer message comes on a page of its own), and has_more says whether there is more."},
     "before": {"type": "string", "description": "Opaque cursor: the next_before of the previous page of this same tool, passed back untouched. Omit for the newest page."}`
 
 func schema(props string, required ...string) json.RawMessage {
