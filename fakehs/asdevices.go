@@ -210,6 +210,17 @@ func (s *Server) queueToDevice(to deviceRef, m *toDeviceMsg) {
 	}
 }
 
+// forAppservice says whether u belongs to an appservice that asked for
+// to-device messages (MSC2409). Called with Server.mu held.
+func (s *Server) forAppservice(u id.UserID) bool {
+	for _, as := range s.asList {
+		if (as.reg.EphemeralEvents || as.reg.SoruEphemeralEvents) && as.owns(u) {
+			return true
+		}
+	}
+	return false
+}
+
 func (as *asState) queueDeviceListChange(u id.UserID) {
 	as.qmu.Lock()
 	as.devChanged = append(as.devChanged, u)

@@ -64,6 +64,11 @@ type e2eeState struct {
 	// counts those lost since.
 	lose map[string]int
 	lost int
+	// drop counts the next to-device messages of each type for an
+	// appservice's users' devices that never arrive anywhere, inbox
+	// included (DropToDevice); dropped counts those dropped since.
+	drop    map[string]int
+	dropped int
 }
 
 // loseOne says whether a to-device message of type typ on its way to an
@@ -74,6 +79,17 @@ func (e *e2eeState) loseOne(typ string) bool {
 	}
 	e.lose[typ]--
 	e.lost++
+	return true
+}
+
+// dropOne says whether a to-device message of type typ for an appservice's
+// user's device is one DropToDevice asked to drop, counting it.
+func (e *e2eeState) dropOne(typ string) bool {
+	if e.drop[typ] == 0 {
+		return false
+	}
+	e.drop[typ]--
+	e.dropped++
 	return true
 }
 
@@ -348,6 +364,10 @@ func (s *Server) handleSendToDevice(r *http.Request, c *caller) (any, error) {
 			}
 			for _, d := range devs {
 				ref := deviceRef{u, d}
+				if s.forAppservice(u) && s.state.e2ee.dropOne(typ) {
+					sent = true
+					continue
+				}
 				m := &toDeviceMsg{Stream: s.state.nextStream(), Sender: c.User, Type: typ, Content: content}
 				s.state.e2ee.toDevice[ref] = append(s.state.e2ee.toDevice[ref], m)
 				s.queueToDevice(ref, m)
@@ -365,8 +385,9 @@ func (s *Server) handleSendToDevice(r *http.Request, c *caller) (any, error) {
 // LoseToDevice makes the next n to-device messages of type typ sent to an
 // appservice's users' devices never reach the appservice, as Synapse drops
 // the to-device messages of an appservice transaction it had to retry
-// (element-hq/synapse#14710): the sender's request succeeds and the sender
-// takes them as delivered. The returned function says how many were lost so
+// (element-hq/synapse#14710) or whose notification it handled after a later
+// one's: the sender's request succeeds and the sender takes them as
+// delivered, and the device's inbox (/sync as the device) still holds them. The returned function says how many were lost so
 // far, so a test can assert the fault fired.
 func (s *Server) LoseToDevice(typ string, n int) (lost func() int) {
 	s.mu.Lock()
@@ -380,6 +401,28 @@ func (s *Server) LoseToDevice(typ string, n int) (lost func() int) {
 		s.mu.RLock()
 		defer s.mu.RUnlock()
 		return s.state.e2ee.lost
+	}
+}
+
+// DropToDevice makes the next n to-device messages of type typ sent to an
+// appservice's users' devices arrive nowhere: neither pushed to the
+// appservice nor kept in the device's inbox, while the sender's request
+// succeeds. That is a key the sender's client never sent to these devices
+// though it took them as served; LoseToDevice is Synapse losing one on the
+// way to the appservice, which the inbox still holds. The returned function
+// says how many were dropped so far.
+func (s *Server) DropToDevice(typ string, n int) (dropped func() int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state.e2ee.drop == nil {
+		s.state.e2ee.drop = map[string]int{}
+	}
+	s.state.e2ee.drop[typ] = n
+	s.state.e2ee.dropped = 0
+	return func() int {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		return s.state.e2ee.dropped
 	}
 }
 

@@ -54,25 +54,11 @@ Feature: Agents read and answer in end-to-end encrypted rooms
     And agent-a posts "noted" in the thread
 
   @fake-only
-  Scenario: a room key whose forwards are lost too is asked for again, and the mention is answered
-    Synapse also loses a to-device message for an appservice's device when another one sent
-    close by is handled first: the forwards that answer the agents' requests, sent together,
-    are lost that way under load. At three quarters of its wait the daemon asks again.
-
-    Given "#ops" is end-to-end encrypted
-    And agent-a will reply "noted"
-    And the homeserver loses the next 4 encrypted to-device messages for the agents' devices
-    When ori says in "#ops", encrypted: "@agent-a the standby takes over at six"
-    Then agent-a is prompted with "the standby takes over at six"
-    And agent-a posts "noted" in the thread
-    And the homeserver lost 4 to-device messages on the way to the agents' devices
-
-  @fake-only
-  Scenario: a room key the homeserver lost on the way is asked of its sender, and the mention is answered
-    Synapse drops the to-device messages of an appservice transaction it had to retry, so a key
-    ori's device took as delivered can be gone. Halfway through its wait the daemon asks ori's
-    devices for the key from every agent's device in the room, and ori's device, having shared
-    it with them, forwards it to each: agent-b reads the message too.
+  Scenario: a room key the homeserver did not push is read from the agents' inboxes, and the mention is answered
+    Synapse can lose a to-device message on the way to an appservice (a transaction it retried,
+    or a notification it handled after a later one's) while the device's inbox keeps it.
+    Halfway through its wait the daemon reads each agent device's inbox (/sync as the device)
+    before asking anyone: agent-b reads the message too.
 
     Given "#ops" is end-to-end encrypted
     And agent-a will reply "noted"
@@ -81,12 +67,49 @@ Feature: Agents read and answer in end-to-end encrypted rooms
     Then agent-a is prompted with "the standby takes over at six"
     And agent-a posts "noted" in the thread
     And the homeserver lost 2 to-device messages on the way to the agents' devices
+    And the daemon logs "a room key the homeserver did not push was in an agent device's inbox"
     When agent-b calls zooid_get_history with {"limit": 10}
     Then the result includes:
       """json
       {"messages": [{"sender": "@ori", "text": "@agent-a the standby takes over at six"}]}
       """
     And no message in the result is undecryptable
+
+  @fake-only
+  Scenario: a room key in no inbox is asked of its sender, and the mention is answered
+    A key ori's device took as sent may never have reached the agents' devices at all. With
+    nothing in their inboxes, the daemon asks ori's devices for the key from every agent's
+    device in the room, and ori's device, having shared it with them, forwards it to each:
+    agent-b reads the message too.
+
+    Given "#ops" is end-to-end encrypted
+    And agent-a will reply "noted"
+    And the homeserver drops the next 2 encrypted to-device messages for the agents' devices, inbox and all
+    When ori says in "#ops", encrypted: "@agent-a the standby takes over at six"
+    Then agent-a is prompted with "the standby takes over at six"
+    And agent-a posts "noted" in the thread
+    And the homeserver lost 2 to-device messages on the way to the agents' devices
+    And the daemon logs "asked the sender's devices for a room key that has not come"
+    When agent-b calls zooid_get_history with {"limit": 10}
+    Then the result includes:
+      """json
+      {"messages": [{"sender": "@ori", "text": "@agent-a the standby takes over at six"}]}
+      """
+    And no message in the result is undecryptable
+
+  @fake-only
+  Scenario: a room key whose forwards are lost too is asked for again, and the mention is answered
+    Synapse loses a to-device message for an appservice's device when another one sent close
+    by is handled first: the forwards that answer the agents' requests, sent together, are
+    lost that way under load. At three quarters of its wait the daemon asks again.
+
+    Given "#ops" is end-to-end encrypted
+    And agent-a will reply "noted"
+    And the homeserver drops the next 4 encrypted to-device messages for the agents' devices, inbox and all
+    When ori says in "#ops", encrypted: "@agent-a the standby takes over at six"
+    Then agent-a is prompted with "the standby takes over at six"
+    And agent-a posts "noted" in the thread
+    And the homeserver lost 4 to-device messages on the way to the agents' devices
 
   Scenario: a message whose room key never comes gets a notice in its thread and wakes nobody
     Given "#ops" is end-to-end encrypted

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
 )
 
@@ -146,6 +147,24 @@ func (s *suite) testAppserviceDevices(t *testing.T) {
 	}
 	slices.Sort(fields)
 	MustEqualStrings(t, "fields of a pushed to-device message", fields, []string{"content", "sender", "to_device_id", "to_user_id", "type"})
+	// The device's inbox keeps what was pushed: /sync as the device, asking for no rooms,
+	// returns it too. The daemon reads it for a room key the homeserver did not push
+	// (zooid/e2ee inbox.go), with mautrix's client.
+	asDev := agent.OnDevice(dev).Mautrix(t)
+	asDev.SetAppServiceDeviceID = true // as CreateDeviceMSC4190 leaves the daemon's client
+	inbox, err := asDev.FullSyncRequest(context.Background(), mautrix.ReqSync{FilterID: `{"room":{"rooms":[]},"presence":{"not_types":["*"]},"account_data":{"not_types":["*"]}}`})
+	if err != nil {
+		t.Fatalf("/sync as the appservice user's device: %v", err)
+	}
+	var inInbox int
+	for _, ev := range inbox.ToDevice.Events {
+		if ev.Type.Type == conformanceToDevT && gjson.GetBytes(ev.Content.VeryRaw, "label").String() == l[0] {
+			inInbox++
+		}
+	}
+	if inInbox != 1 || len(inbox.Rooms.Join) != 0 || inbox.NextBatch == "" {
+		t.Fatalf("/sync as the device: the pushed message %d times in its inbox (want 1), %d joined rooms (want 0), next_batch %q", inInbox, len(inbox.Rooms.Join), inbox.NextBatch)
+	}
 
 	// MSC3202: after a claim, the next transaction that concerns the user carries the device's
 	// one-time key count, one fewer, and its unused fallback key type. A to-device message for

@@ -82,11 +82,15 @@ func setupSteps(w *world) []stepDef {
 			fn:      w.stepServerServes},
 		{area: "setup", pattern: `^the homeserver loses the next (\d+) encrypted to-device messages? for the agents' devices$`,
 			example: `the homeserver loses the next 2 encrypted to-device messages for the agents' devices`,
-			doc:     "Fake homeserver only: the next that many m.room.encrypted to-device messages (room keys, olm-encrypted) sent to an appservice user's device never reach the appservice, while the sender's request succeeds and it takes them as delivered, as Synapse drops the to-device messages of an appservice transaction it had to retry (element-hq/synapse#14710).",
+			doc:     "Fake homeserver only: the next that many m.room.encrypted to-device messages (room keys, olm-encrypted) sent to an appservice user's device never reach the appservice, while the sender's request succeeds and it takes them as delivered, as Synapse loses them (a transaction it retried, element-hq/synapse#14710, or a notification handled after a later one's); the device's inbox (/sync as the device) still holds them.",
 			fn:      w.stepLoseToDevice},
+		{area: "setup", pattern: `^the homeserver drops the next (\d+) encrypted to-device messages? for the agents' devices, inbox and all$`,
+			example: `the homeserver drops the next 2 encrypted to-device messages for the agents' devices, inbox and all`,
+			doc:     "Fake homeserver only: the next that many m.room.encrypted to-device messages sent to an appservice user's device arrive nowhere, neither pushed nor kept in the device's inbox, while the sender's request succeeds: a key the sender's client never sent to these devices though it took them as served. \"the homeserver lost N to-device messages …\" counts them too.",
+			fn:      w.stepDropToDevice},
 		{area: "setup", pattern: `^the homeserver lost (\d+) to-device messages? on the way to the agents' devices$`,
 			example: `the homeserver lost 2 to-device messages on the way to the agents' devices`,
-			doc:     "Exactly that many to-device messages were lost by the last \"the homeserver loses the next N encrypted to-device messages …\" (the fault fired).",
+			doc:     "Exactly that many to-device messages were lost by the last \"the homeserver loses (or drops) the next N encrypted to-device messages …\" (the fault fired).",
 			fn:      w.stepLostToDevice},
 		{area: "setup", pattern: `^the homeserver's last fault fired (once|twice|\d+ times)$`,
 			example: `the homeserver's last fault fired twice`,
@@ -535,9 +539,18 @@ func (w *world) stepLoseToDevice(ctx context.Context, n int) error {
 	return nil
 }
 
+func (w *world) stepDropToDevice(ctx context.Context, n int) error {
+	srv, err := w.fakeServer(ctx, "drop to-device messages")
+	if err != nil {
+		return err
+	}
+	w.lostToDevice = srv.DropToDevice(event.ToDeviceEncrypted.Type, n)
+	return nil
+}
+
 func (w *world) stepLostToDevice(ctx context.Context, n int) error {
 	if w.lostToDevice == nil {
-		return fmt.Errorf("no to-device message was to be lost: this step follows \"the homeserver loses the next N encrypted to-device messages …\"")
+		return fmt.Errorf("no to-device message was to be lost: this step follows \"the homeserver loses (or drops) the next N encrypted to-device messages …\"")
 	}
 	if got := w.lostToDevice(); got != n {
 		return fmt.Errorf("the homeserver lost %d to-device messages on the way to the agents' devices, want %d", got, n)

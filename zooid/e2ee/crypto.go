@@ -139,6 +139,9 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 	// the session with the asking device forwards it again (mautrix and
 	// Element both do).
 	//
+	// Before each asking, the agents' devices read their to-device inboxes:
+	// a key the homeserver has but did not push is there (fromInboxes).
+	//
 	// And asked again at three quarters: Synapse loses a to-device message
 	// for an appservice's device when another one's notification, carrying
 	// a stream position past it, is handled first (it advances the
@@ -146,14 +149,14 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 	// to-device messages sent close together, as two agents' requests and
 	// the sender's forwards are, do that (docs/security.md).
 	asks := []time.Time{began.Add(wait / 2), began.Add(wait * 3 / 4)}
-	asked := 0
+	asked, requested := 0, 0 // rounds begun; of them, those that asked the sender
 	for {
 		var lastErr error
 		for _, dev := range devs {
 			dec, err := decryptWith(ctx, dev.mach, ev)
 			if err == nil {
-				if asked > 0 {
-					d.log.Info("a room key came after it was asked of its sender", "event", ev.ID, "room", ev.RoomID, "session", content.SessionID, "after", time.Since(began).Round(time.Millisecond), "asked", asked)
+				if requested > 0 {
+					d.log.Info("a room key came after it was asked of its sender", "event", ev.ID, "room", ev.RoomID, "session", content.SessionID, "after", time.Since(began).Round(time.Millisecond), "asked", requested)
 				}
 				return dec, nil
 			}
@@ -161,7 +164,7 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 			// Withheld after the request may be a refusal of it while the key
 			// itself is still on its way: wait on. Before it, the sender said
 			// it will not share: give up now.
-			if !errors.Is(err, crypto.ErrNoSessionFound) && !(asked > 0 && errors.Is(err, crypto.ErrGroupSessionWithheld)) {
+			if !errors.Is(err, crypto.ErrNoSessionFound) && !(requested > 0 && errors.Is(err, crypto.ErrGroupSessionWithheld)) {
 				return nil, fmt.Errorf("e2ee: %s's device decrypting %s: %w: %w", dev.agent.Name, ev.ID, err, ErrUndecryptable)
 			}
 		}
@@ -172,7 +175,11 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 		}
 		if asked < len(asks) && !time.Now().Before(asks[asked]) {
 			asked++
-			d.askForKey(ctx, devs, ev, content, asked)
+			if d.fromInboxes(ctx, devs, ev.RoomID, content.SessionID) {
+				continue
+			}
+			requested++
+			d.askForKey(ctx, devs, ev, content, requested)
 		}
 		nap := min(left, time.Second)
 		if asked < len(asks) {

@@ -82,6 +82,10 @@ type Devices struct {
 type device struct {
 	agent Agent
 	mach  *crypto.OlmMachine
+	// inboxMu serialises reads of the device's to-device inbox (readInbox);
+	// since is where the last one ended ("" before the first).
+	inboxMu sync.Mutex
+	since   string
 }
 
 // dbFile and keyFile are the names of the devices' files under Options.Dir.
