@@ -12,9 +12,12 @@ import (
 // inboxFilter asks /sync for nothing but the device's to-device messages.
 const inboxFilter = `{"room":{"rooms":[]},"presence":{"not_types":["*"]},"account_data":{"not_types":["*"]}}`
 
-// inboxPages bounds the /sync pages one inbox read takes (Synapse gives 100
-// to-device messages a page).
-const inboxPages = 10
+// inboxPages bounds the /sync pages one inbox read takes: Synapse gives 100
+// to-device messages a page, oldest first, and keeps what it pushed to the
+// appservice until the device reads past it, so the first read of a device
+// that lived long before it has a backlog; it gets through 2,000 a read, and
+// the next read goes on from there.
+const inboxPages = 20
 
 // fromInboxes reads the to-device inbox of each of devs and says whether one
 // of them now holds room's session. Synapse keeps every to-device message
