@@ -54,7 +54,7 @@ Feature: Agents read and answer in end-to-end encrypted rooms
     And agent-a posts "noted" in the thread
 
   @fake-only
-  Scenario: a room key the homeserver did not push is read from the agents' inboxes, and the mention is answered
+  Scenario: a room key the homeserver has not pushed is read from the agents' inboxes, and the mention is answered
     Synapse can lose a to-device message on the way to an appservice (a transaction it retried,
     or a notification it handled after a later one's) while the device's inbox keeps it.
     Halfway through its wait the daemon reads each agent device's inbox (/sync as the device)
@@ -67,7 +67,7 @@ Feature: Agents read and answer in end-to-end encrypted rooms
     Then agent-a is prompted with "the standby takes over at six"
     And agent-a posts "noted" in the thread
     And the homeserver lost 2 to-device messages on the way to the agents' devices
-    And the daemon logs "a room key the homeserver did not push was in an agent device's inbox"
+    And the daemon logs "a room key the homeserver had not pushed was in an agent device's inbox"
     When agent-b calls zooid_get_history with {"limit": 10}
     Then the result includes:
       """json

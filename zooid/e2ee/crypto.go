@@ -140,7 +140,7 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 	// Element both do).
 	//
 	// Before each asking, the agents' devices read their to-device inboxes:
-	// a key the homeserver has but did not push is there (fromInboxes).
+	// a key the homeserver has but has not pushed is there (fromInboxes).
 	//
 	// And asked again at three quarters: Synapse loses a to-device message
 	// for an appservice's device when another one's notification, carrying

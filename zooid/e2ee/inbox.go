@@ -33,7 +33,7 @@ func (d *Devices) fromInboxes(ctx context.Context, devs []*device, room id.RoomI
 			continue
 		}
 		if s, err := dev.mach.CryptoStore.GetGroupSession(ctx, room, session); err == nil && s != nil {
-			d.log.Info("a room key the homeserver did not push was in an agent device's inbox", "agent", dev.agent.Name, "room", room, "session", session, "read", n)
+			d.log.Info("a room key the homeserver had not pushed was in an agent device's inbox", "agent", dev.agent.Name, "room", room, "session", session, "read", n)
 			found = true
 		}
 	}
