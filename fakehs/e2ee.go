@@ -387,8 +387,9 @@ func (s *Server) handleSendToDevice(r *http.Request, c *caller) (any, error) {
 // the to-device messages of an appservice transaction it had to retry
 // (element-hq/synapse#14710) or whose notification it handled after a later
 // one's: the sender's request succeeds and the sender takes them as
-// delivered, and the device's inbox (/sync as the device) still holds them. The returned function says how many were lost so
-// far, so a test can assert the fault fired.
+// delivered, and the device's inbox (/sync as the device) still holds them.
+// The returned function says how many were lost so far, so a test can
+// assert the fault fired.
 func (s *Server) LoseToDevice(typ string, n int) (lost func() int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -132,22 +132,17 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 	wait := d.lateKeyWait()
 	began := time.Now()
 	deadline := began.Add(wait)
-	// Halfway through the wait the sender's devices are asked for the key
-	// (m.room_key_request): a key that was sent may have been lost on the
-	// way (Synapse drops the to-device messages of an appservice transaction
-	// it had to retry, element-hq/synapse#14710), and a client that shared
-	// the session with the asking device forwards it again (mautrix and
-	// Element both do).
-	//
-	// Before each asking, the agents' devices read their to-device inboxes:
-	// a key the homeserver has but has not pushed is there (fromInboxes).
-	//
-	// And asked again at three quarters: Synapse loses a to-device message
-	// for an appservice's device when another one's notification, carrying
-	// a stream position past it, is handled first (it advances the
-	// appservice's position even for messages it was not interested in), and
-	// to-device messages sent close together, as two agents' requests and
-	// the sender's forwards are, do that (docs/security.md).
+	// Halfway through the wait, and again at three quarters, the key is
+	// looked for where a lost one still is, then asked for. Synapse loses
+	// to-device messages on the way to an appservice (those of a transaction
+	// it had to retry, element-hq/synapse#14710, and one whose notification
+	// it handles after another's that carries a position past it:
+	// docs/security.md) but keeps them in the device's inbox, which each
+	// agent's device reads (fromInboxes). A key in no inbox is asked of the
+	// sender's devices (m.room_key_request): a client that shared the session
+	// with the asking device forwards it again (mautrix and Element both do).
+	// The second round is there because forwards sent close together, as two
+	// agents' requests make them, are lost the same way.
 	asks := []time.Time{began.Add(wait / 2), began.Add(wait * 3 / 4)}
 	asked, requested := 0, 0 // rounds begun; of them, those that asked the sender
 	for {
