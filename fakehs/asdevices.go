@@ -196,7 +196,7 @@ func (s *Server) queueToDevice(to deviceRef, m *toDeviceMsg) {
 		if !(as.reg.EphemeralEvents || as.reg.SoruEphemeralEvents) || !as.owns(to.User) {
 			continue
 		}
-		if s.state.e2ee.loseOne(m.Type) {
+		if s.state.e2ee.lose.take(m.Type) {
 			return
 		}
 		msg := map[string]any{

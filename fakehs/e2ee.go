@@ -59,38 +59,48 @@ type e2eeState struct {
 	// devices are those an appservice created for its users (MSC4190,
 	// asdevices.go), with their display names.
 	devices map[deviceRef]*deviceInfo
-	// lose counts the next to-device messages of each type that an
-	// appservice's users' devices lose on the way (LoseToDevice); lost
-	// counts those lost since.
-	lose map[string]int
-	lost int
-	// drop counts the next to-device messages of each type for an
-	// appservice's users' devices that never arrive anywhere, inbox
-	// included (DropToDevice); dropped counts those dropped since.
-	drop    map[string]int
-	dropped int
+	// lose: to-device messages for an appservice's users' devices lost on
+	// the way to the appservice (LoseToDevice); drop: those that arrive
+	// nowhere, inbox included (DropToDevice).
+	lose, drop toDeviceFault
 }
 
-// loseOne says whether a to-device message of type typ on its way to an
-// appservice is one LoseToDevice asked to lose, counting it.
-func (e *e2eeState) loseOne(typ string) bool {
-	if e.lose[typ] == 0 {
+// toDeviceFault counts the next to-device messages of each type a fault
+// takes, and how many it took since it was armed.
+type toDeviceFault struct {
+	next  map[string]int
+	taken int
+}
+
+// arm makes the fault take the next n messages of type typ, counting anew.
+func (f *toDeviceFault) arm(typ string, n int) {
+	if f.next == nil {
+		f.next = map[string]int{}
+	}
+	f.next[typ] = n
+	f.taken = 0
+}
+
+// take says whether a message of type typ is one the fault takes, counting it.
+func (f *toDeviceFault) take(typ string) bool {
+	if f.next[typ] == 0 {
 		return false
 	}
-	e.lose[typ]--
-	e.lost++
+	f.next[typ]--
+	f.taken++
 	return true
 }
 
-// dropOne says whether a to-device message of type typ for an appservice's
-// user's device is one DropToDevice asked to drop, counting it.
-func (e *e2eeState) dropOne(typ string) bool {
-	if e.drop[typ] == 0 {
-		return false
+// armToDevice arms f (under Server.mu) and returns how many it took so far.
+func (s *Server) armToDevice(f *toDeviceFault, typ string, n int) func() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f.arm(typ, n)
+	return func() int {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		return f.taken
 	}
-	e.drop[typ]--
-	e.dropped++
-	return true
 }
 
 func newE2EEState() e2eeState {
@@ -364,7 +374,7 @@ func (s *Server) handleSendToDevice(r *http.Request, c *caller) (any, error) {
 			}
 			for _, d := range devs {
 				ref := deviceRef{u, d}
-				if s.forAppservice(u) && s.state.e2ee.dropOne(typ) {
+				if s.forAppservice(u) && s.state.e2ee.drop.take(typ) {
 					sent = true
 					continue
 				}
@@ -391,18 +401,7 @@ func (s *Server) handleSendToDevice(r *http.Request, c *caller) (any, error) {
 // The returned function says how many were lost so far, so a test can
 // assert the fault fired.
 func (s *Server) LoseToDevice(typ string, n int) (lost func() int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.state.e2ee.lose == nil {
-		s.state.e2ee.lose = map[string]int{}
-	}
-	s.state.e2ee.lose[typ] = n
-	s.state.e2ee.lost = 0
-	return func() int {
-		s.mu.RLock()
-		defer s.mu.RUnlock()
-		return s.state.e2ee.lost
-	}
+	return s.armToDevice(&s.state.e2ee.lose, typ, n)
 }
 
 // DropToDevice makes the next n to-device messages of type typ sent to an
@@ -413,18 +412,7 @@ func (s *Server) LoseToDevice(typ string, n int) (lost func() int) {
 // way to the appservice, which the inbox still holds. The returned function
 // says how many were dropped so far.
 func (s *Server) DropToDevice(typ string, n int) (dropped func() int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.state.e2ee.drop == nil {
-		s.state.e2ee.drop = map[string]int{}
-	}
-	s.state.e2ee.drop[typ] = n
-	s.state.e2ee.dropped = 0
-	return func() int {
-		s.mu.RLock()
-		defer s.mu.RUnlock()
-		return s.state.e2ee.dropped
-	}
+	return s.armToDevice(&s.state.e2ee.drop, typ, n)
 }
 
 // ackToDevice drops the caller's to-device messages up to since: a client

@@ -531,20 +531,21 @@ func (w *world) stepServerServes(ctx context.Context, roomName, agent string) er
 }
 
 func (w *world) stepLoseToDevice(ctx context.Context, n int) error {
-	srv, err := w.fakeServer(ctx, "lose to-device messages")
-	if err != nil {
-		return err
-	}
-	w.lostToDevice = srv.LoseToDevice(event.ToDeviceEncrypted.Type, n)
-	return nil
+	return w.armToDevice(ctx, "lose to-device messages", (*fakehs.Server).LoseToDevice, n)
 }
 
 func (w *world) stepDropToDevice(ctx context.Context, n int) error {
-	srv, err := w.fakeServer(ctx, "drop to-device messages")
+	return w.armToDevice(ctx, "drop to-device messages", (*fakehs.Server).DropToDevice, n)
+}
+
+// armToDevice arms a fakehs to-device fault on the next n encrypted
+// to-device messages; "the homeserver lost N …" checks it fired.
+func (w *world) armToDevice(ctx context.Context, what string, arm func(*fakehs.Server, string, int) func() int, n int) error {
+	srv, err := w.fakeServer(ctx, what)
 	if err != nil {
 		return err
 	}
-	w.lostToDevice = srv.DropToDevice(event.ToDeviceEncrypted.Type, n)
+	w.lostToDevice = arm(srv, event.ToDeviceEncrypted.Type, n)
 	return nil
 }
 
