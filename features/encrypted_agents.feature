@@ -119,6 +119,33 @@ Feature: Agents read and answer in end-to-end encrypted rooms
     And agent-a is not prompted with "the standby takes over at six"
     And the trace of "#ops" shows "the standby takes over at six" waking nobody (encrypted)
 
+  @fake-only
+  Scenario: later messages sent with a room key that never came do not hold the room again
+    A room's messages are routed in order, each behind the one before, and a client goes on
+    encrypting with one room key for many messages (Element: up to 100, or a week). Once a
+    message has waited the whole room_key_wait for its key (the agents' inboxes read, the
+    sender asked twice), the sender's later messages with that key get one more look in the
+    inboxes and no wait: mia's mention after ori's second message is answered at once, not
+    room_key_wait later. Here the homeserver drops ori's room key and the four forwards that
+    answer the daemon's two requests. The inbox reads hand the agents' devices nothing they
+    were pushed already (agent-a's own room key, which agent-b's device got with the notice),
+    which mautrix would refuse, logging each as an error.
+
+    Given "#ops" is end-to-end encrypted
+    And an encrypted message waits 6 seconds for its room key
+    And agent-b will reply "on it"
+    And the homeserver drops the next 6 encrypted to-device messages for the agents' devices, inbox and all
+    When ori says in "#ops", encrypted: "@agent-a the standby takes over at six"
+    Then agent-a posts "agent-a could not decrypt this message: its room key never reached the agents' devices, so no agent read it. Please send it again; if this keeps happening, check that your client shares room keys with unverified devices." in the thread
+    And the homeserver lost 6 to-device messages on the way to the agents' devices
+    When ori says in "#ops", encrypted: "@agent-a and the pager goes to mia"
+    And mia says in "#ops", encrypted: "@agent-b can someone audit svc-a"
+    Then agent-b is prompted with "can someone audit svc-a" within 3 seconds
+    And agent-b posts "on it" in the thread
+    And the daemon logs "not waited for, the wait for its key was given up on"
+    And agent-a is not prompted with "and the pager goes to mia"
+    And the daemon has logged nothing with "duplicate olm message"
+
   Scenario: a room key that comes after its message was given up on is logged as late
     The notice stands; the log line tells an operator that the homeserver delivers room keys
     late (Synapse under load), not never, and how long the message waited: zooid.yaml's

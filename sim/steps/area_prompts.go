@@ -29,6 +29,10 @@ func promptSteps(w *world) []stepDef {
 			example: `agent-a is prompted with "can someone audit svc-a"`,
 			doc:     "Waits until one of the agent's prompts contains the text.",
 			fn:      w.stepPrompted},
+		{area: "prompts", pattern: `^([a-z0-9-]+) is prompted with "([^"]*)" within (\d+) seconds?$`,
+			example: `agent-b is prompted with "can someone audit svc-a" within 4 seconds`,
+			doc:     "Waits that long at most, from the step's start, for a prompt containing the text: for a message that must not wait behind another (the bound is what the scenario claims; the ordinary steps wait longer).",
+			fn:      w.stepPromptedWithin},
 		{area: "prompts", pattern: `^([a-z0-9-]+)'s prompt with "([^"]*)" is exactly:$`,
 			example: `agent-a's prompt with "can someone audit svc-a" is exactly:`,
 			doc:     "Waits for the prompt containing the text and compares it whole with the doc string, in which {placeholder} in braces is replaced as in tool arguments (`{#ops}`, `{#ops:alias}`, `{@ori}`, `{$thread}`, `{$task:audit svc-a}`).",
@@ -201,6 +205,16 @@ func (w *world) stepPrompted(ctx context.Context, agent, text string) error {
 		return err
 	}
 	return w.waitPrompted(ctx, agent, text)
+}
+
+func (w *world) stepPromptedWithin(ctx context.Context, agent, text string, secs int) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	if _, err := w.agent(agent); err != nil {
+		return err
+	}
+	return w.waitPromptedWithin(ctx, time.Duration(secs)*time.Second, agent, text)
 }
 
 func (w *world) stepPromptExactly(ctx context.Context, agent, text string, doc *godog.DocString) error {

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 	"maunium.net/go/mautrix"
@@ -29,7 +30,12 @@ var bracePlaceholder = regexp.MustCompile(`\{([#@$][^{}"\n]*)\}`)
 
 // waitPrompted waits for a prompt containing text.
 func (w *world) waitPrompted(ctx context.Context, agent, text string) error {
-	return w.eventually(ctx, fmt.Sprintf("%s prompted with %q", agent, text), func() (bool, string, error) {
+	return w.waitPromptedWithin(ctx, w.waitBound(), agent, text)
+}
+
+// waitPromptedWithin is waitPrompted with a bound of its own.
+func (w *world) waitPromptedWithin(ctx context.Context, bound time.Duration, agent, text string) error {
+	return w.eventuallyWithin(ctx, bound, fmt.Sprintf("%s prompted with %q", agent, text), func() (bool, string, error) {
 		if w.runsReal(agent) {
 			return w.modelPrompted(agent, text) > 0, w.promptsSeen(agent), nil
 		}

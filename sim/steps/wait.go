@@ -40,7 +40,7 @@ func (w *world) eventuallyWithin(ctx context.Context, bound time.Duration, what 
 			if w.run.interrupted() {
 				return fmt.Errorf("%s: %w; saw %s", what, errInterrupted, seen)
 			}
-			return fmt.Errorf("%s: not within %s; saw %s", what, w.waitBound(), seen)
+			return fmt.Errorf("%s: not within %s; saw %s", what, bound, seen)
 		case <-t.C:
 		}
 		delay = min(delay*2, 100*time.Millisecond)

@@ -107,8 +107,9 @@ var ErrUndecryptable = errors.New("no agent device holds the room key of this ev
 // agent joined to its room that holds it. Without one it waits, up to
 // Options.LateKeyWait, for the key to arrive in a later transaction (a room
 // key and its event may be pushed in either order), then fails wrapping
-// ErrUndecryptable. The decrypted event keeps ev's id, sender, room and
-// time; Mautrix.WasEncrypted is set.
+// ErrUndecryptable; an event of a session an earlier one already waited for
+// in vain is not waited for again (decryptGivenUp). The decrypted event keeps
+// ev's id, sender, room and time; Mautrix.WasEncrypted is set.
 func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, error) {
 	if ev.Type != event.EventEncrypted {
 		return nil, fmt.Errorf("e2ee: %s is %s, not %s", ev.ID, ev.Type.Type, event.EventEncrypted.Type)
@@ -128,6 +129,9 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 	devs := d.inRoom(ctx, ev.RoomID)
 	if len(devs) == 0 {
 		return nil, fmt.Errorf("e2ee: no agent with a device is joined to %s: %w", ev.RoomID, ErrUndecryptable)
+	}
+	if first, ok := d.late.givenUpOn(ev.RoomID, content.SessionID); ok {
+		return d.decryptGivenUp(ctx, devs, ev, content, first)
 	}
 	wait := d.lateKeyWait()
 	began := time.Now()
@@ -196,6 +200,31 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 		// forwarded key, which comes to the asking device only and wakes no
 		// waiter, is found there too).
 		devs[0].mach.WaitForSession(ctx, ev.RoomID, content.SenderKey, content.SessionID, nap)
+	}
+}
+
+// decryptGivenUp decrypts ev, of a session whose key an earlier event (first)
+// already waited the whole wait for, without waiting again. The room's later
+// events are routed behind ev, and a sender's client goes on encrypting with
+// one session for many messages (Element: up to 100, or a week), so waiting
+// anew for each would hold the room for room_key_wait a message for a key
+// that did not come when its inboxes were read and its sender asked twice.
+// The inboxes are read once more: a forward lost near the end of first's
+// wait is there. A key that does come is logged as late and takes the
+// session off the list, and the session's events after it decrypt as usual.
+func (d *Devices) decryptGivenUp(ctx context.Context, devs []*device, ev *event.Event, content *event.EncryptedEventContent, first givenUp) (*event.Event, error) {
+	for looked := false; ; looked = true {
+		var lastErr error
+		for _, dev := range devs {
+			dec, err := decryptWith(ctx, dev.mach, ev)
+			if err == nil {
+				return dec, nil
+			}
+			lastErr = err
+		}
+		if looked || !errors.Is(lastErr, crypto.ErrNoSessionFound) || !d.fromInboxes(ctx, devs, ev.RoomID, content.SessionID) {
+			return nil, fmt.Errorf("e2ee: %s in %s (session %s): not waited for, the wait for its key was given up on for %s: %w: %w", ev.ID, ev.RoomID, content.SessionID, first.event, lastErr, ErrUndecryptable)
+		}
 	}
 }
 

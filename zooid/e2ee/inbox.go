@@ -2,6 +2,8 @@ package e2ee
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 
 	"maunium.net/go/mautrix"
@@ -41,9 +43,8 @@ func (d *Devices) fromInboxes(ctx context.Context, devs []*device, room id.RoomI
 }
 
 // readInbox hands the encrypted messages of the device's to-device inbox
-// (/sync as the device, no rooms, no wait) to its machine, which ignores
-// those it was pushed already (mautrix keeps a hash of every olm message it
-// decrypted), and says how many it read. Each read goes on from where the
+// (/sync as the device, no rooms, no wait) to its machine, but for those it
+// was pushed already (decryptedAlready), and says how many it handed over. Each read goes on from where the
 // last ended, which lets the homeserver drop what is before it.
 func (dev *device) readInbox(ctx context.Context) (int, error) {
 	dev.inboxMu.Lock()
@@ -63,6 +64,9 @@ func (dev *device) readInbox(ctx context.Context) (int, error) {
 			if err := evt.Content.ParseRaw(evt.Type); err != nil {
 				continue
 			}
+			if dev.decryptedAlready(ctx, evt) {
+				continue
+			}
 			read++
 			dev.mach.HandleToDeviceEvent(ctx, evt)
 		}
@@ -71,4 +75,28 @@ func (dev *device) readInbox(ctx context.Context) (int, error) {
 		}
 	}
 	return read, nil
+}
+
+// decryptedAlready says whether the device's machine has decrypted evt, an
+// olm-encrypted to-device message, already: it was pushed. mautrix keeps the
+// sha256 of each olm ciphertext it decrypted and refuses one it has seen, but
+// logs each refusal as an error ("duplicate olm message"); an inbox read goes
+// over every message since the last one, nearly all of them pushed, so those
+// are left out before the machine sees them. Should mautrix hash them another
+// way, this misses and the machine still refuses them (noisily).
+func (dev *device) decryptedAlready(ctx context.Context, evt *event.Event) bool {
+	content, ok := evt.Content.Parsed.(*event.EncryptedEventContent)
+	if !ok || content.Algorithm != id.AlgorithmOlmV1 {
+		return false
+	}
+	ct, ok := content.OlmCiphertext[dev.mach.OwnIdentity().IdentityKey]
+	if !ok {
+		return false
+	}
+	body, err := base64.RawStdEncoding.DecodeString(ct.Body)
+	if err != nil {
+		return false
+	}
+	at, err := dev.mach.CryptoStore.GetOlmHash(ctx, sha256.Sum256(body))
+	return err == nil && !at.IsZero()
 }

@@ -13,7 +13,9 @@ import (
 // homeserver delivers room keys later than the wait (raise it, or look at
 // the homeserver's load) rather than never (the sender never shared it, or
 // the homeserver lost it: Synapse drops to-device messages in an appservice
-// transaction it had to retry, element-hq/synapse#14710).
+// transaction it had to retry, element-hq/synapse#14710). Until the key
+// comes, the session's later events are not waited for again
+// (Devices.decryptGivenUp).
 type lateKeys struct {
 	mu    sync.Mutex
 	by    map[lateKey]givenUp
@@ -57,6 +59,15 @@ func (l *lateKeys) gaveUp(room id.RoomID, session id.SessionID, event id.EventID
 	}
 	l.by[k] = givenUp{event: event, waiting: waiting}
 	l.order = append(l.order, k)
+}
+
+// givenUpOn says whether an event of room's session was given up on and
+// its key has not come since, and which event that was.
+func (l *lateKeys) givenUpOn(room id.RoomID, session id.SessionID) (givenUp, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g, ok := l.by[lateKey{room, session}]
+	return g, ok
 }
 
 // arrived forgets room's session and says whether an event of it was given

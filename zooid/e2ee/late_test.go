@@ -22,12 +22,18 @@ func TestLateKeysAreReportedOnceAndBounded(t *testing.T) {
 	if _, ok := l.arrived(room, session(0)); ok {
 		t.Fatalf("the oldest of %d sessions is still remembered; want it forgotten past the bound", lateKeysKept+1)
 	}
+	if g, ok := l.givenUpOn(room, session(1)); !ok || g.event != "$e1" {
+		t.Fatalf("session 1 given up on: %+v, %t; want its first event $e1", g, ok)
+	}
 	g, ok := l.arrived(room, session(1))
 	if !ok || g.event != "$e1" || !g.waiting.Equal(began) {
 		t.Fatalf("session 1: %+v, %t; want its first event $e1, waiting since %v", g, ok, began)
 	}
 	if _, ok := l.arrived(room, session(1)); ok {
 		t.Fatal("session 1 reported twice; want once")
+	}
+	if _, ok := l.givenUpOn(room, session(1)); ok {
+		t.Fatal("session 1 is still given up on after its key came; want its later events waited for as usual")
 	}
 	if _, ok := l.arrived(room, session(lateKeysKept)); !ok {
 		t.Fatal("the newest session was forgotten")
