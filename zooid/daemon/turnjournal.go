@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -17,11 +18,20 @@ import (
 // moment the event is routed until the turn has ended and its posts are sent.
 // The transport deletes its inbox record once the turn is queued, so without
 // this a daemon killed mid-turn would lose the human's request without a trace.
+// A turn that ended stays as a tombstone (turnEnded) for tombstoneTTL: the
+// transport deletes a handled inbox record with the inbox's next commit, up to
+// 50 ms later (zooid/matrix ackLinger), and a turn can end inside that window;
+// a daemon killed then has the trigger redelivered at start, and only the
+// tombstone keeps the turn from running again.
 //
 // bbolt fsyncs each Update before it returns (see zooid/tasks/journal.go), so a
 // record written here survives SIGKILL.
 type turnJournal struct {
 	db *bolt.DB
+	// pruned is when done last dropped expired tombstones: a daemon that runs
+	// for weeks must not keep every turn it ran.
+	mu     sync.Mutex
+	pruned time.Time
 }
 
 var bucketTurns = []byte("turns")
@@ -44,7 +54,11 @@ const (
 	turnOpen      = "open"      // queued or running
 	turnClosing   = "closing"   // the agent has ended its turn; its closing words are being posted
 	turnRecovered = "recovered" // answered with the interrupted notice (or its closing words) after a crash
+	turnEnded     = "ended"     // ended with its posts sent (or dropped): a tombstone
 )
+
+// pruneEvery is how often done drops the tombstones older than tombstoneTTL.
+const pruneEvery = time.Hour
 
 // turnRecord is one journaled turn.
 type turnRecord struct {
@@ -118,29 +132,79 @@ func (j *turnJournal) put(r turnRecord) error {
 	return nil
 }
 
-// done removes a turn that ended with its posts sent. It is called twice for
-// most turns (when the turn ends, and by the session loop after it), so a
-// turn already gone costs a read, not a write and its fsync.
+// done marks a turn that ended with its posts sent (or that a cleared session
+// dropped) as ended, keeping it as a tombstone so that its trigger, should the
+// transport redeliver it, opens no turn. It is called twice for most turns
+// (when the turn ends, and by the session loop after it), so a turn already
+// ended costs a read, not a write and its fsync. Once an hour it also drops
+// the tombstones older than tombstoneTTL.
 func (j *turnJournal) done(key sessionKey, turnID string) error {
 	k := []byte(key.String() + "\x00" + turnID)
+	var r turnRecord
 	var present bool
 	if err := j.db.View(func(tx *bolt.Tx) error {
-		present = tx.Bucket(bucketTurns).Get(k) != nil
-		return nil
+		v := tx.Bucket(bucketTurns).Get(k)
+		if v == nil {
+			return nil
+		}
+		present = true
+		return json.Unmarshal(v, &r)
 	}); err != nil {
 		return fmt.Errorf("acknowledging turn %s: %w", turnID, err)
 	}
-	if !present {
+	if !present || r.State == turnEnded {
 		return nil
 	}
-	if err := j.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketTurns).Delete(k) }); err != nil {
+	now := time.Now().UTC()
+	r.State, r.At, r.Closing = turnEnded, now, ""
+	v, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("acknowledging turn %s: %w", turnID, err)
+	}
+	j.mu.Lock()
+	prune := now.Sub(j.pruned) >= pruneEvery
+	if prune {
+		j.pruned = now
+	}
+	j.mu.Unlock()
+	if err := j.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketTurns)
+		if prune {
+			if err := dropExpired(b, now); err != nil {
+				return err
+			}
+		}
+		return b.Put(k, v)
+	}); err != nil {
 		return fmt.Errorf("acknowledging turn %s: %w", turnID, err)
 	}
 	return nil
 }
 
-// unfinished lists open and closing turns a previous run left behind, and drops recovered
-// records older than tombstoneTTL. A record that does not decode is dropped
+// dropExpired deletes the tombstones (ended and recovered turns) older than
+// tombstoneTTL.
+func dropExpired(b *bolt.Bucket, now time.Time) error {
+	var drop [][]byte
+	err := b.ForEach(func(k, v []byte) error {
+		var r turnRecord
+		if json.Unmarshal(v, &r) == nil && r.State != turnOpen && r.State != turnClosing && now.Sub(r.At) > tombstoneTTL {
+			drop = append(drop, append([]byte(nil), k...))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range drop {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unfinished lists open and closing turns a previous run left behind, and drops the
+// tombstones (ended and recovered turns) older than tombstoneTTL. A record that does not decode is dropped
 // with an error returned alongside: it can't be answered, and must not stop
 // the daemon from starting.
 func (j *turnJournal) unfinished(now time.Time) ([]turnRecord, error) {

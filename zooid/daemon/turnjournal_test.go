@@ -3,6 +3,9 @@ package daemon
 import (
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"maunium.net/go/mautrix/id"
 )
 
 func TestTurnJournalKeepsOpenTurnsUntilDone(t *testing.T) {
@@ -26,6 +29,12 @@ func TestTurnJournalKeepsOpenTurnsUntilDone(t *testing.T) {
 	}
 	if err := j.done(key, "$done"); err != nil {
 		t.Fatal(err)
+	}
+	// The transport deletes a handled trigger's inbox record up to 50 ms after
+	// it was handled, and the turn can end before: killed then, the daemon
+	// gets the trigger again at start.
+	if fresh, err := j.open(other); err != nil || fresh {
+		t.Fatalf("open of an ended turn's trigger = %v, %v; want not fresh (a redelivered trigger runs nothing)", fresh, err)
 	}
 	// A crash: the file is reopened by the next start.
 	if err := j.close(); err != nil {
@@ -61,6 +70,50 @@ func TestTurnJournalKeepsOpenTurnsUntilDone(t *testing.T) {
 	}
 	if fresh, _ := j.open(rec); !fresh {
 		t.Fatal("an expired tombstone still blocks the trigger")
+	}
+	if fresh, _ := j.open(other); !fresh {
+		t.Fatal("an ended turn's expired tombstone still blocks its trigger")
+	}
+}
+
+// TestEndedTurnsArePrunedWhileRunning: done drops tombstones older than
+// tombstoneTTL at most once per pruneEvery, so a daemon that never restarts
+// does not keep every turn it ran.
+func TestEndedTurnsArePrunedWhileRunning(t *testing.T) {
+	j, err := openTurnJournal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	key := sessionKey{agent: "agent-a", room: "!r:hs", thread: "$root"}
+	old := turnRecord{Agent: key.agent, Room: key.room, Thread: key.thread, TurnID: "$old", Trigger: "$old", State: turnEnded, At: time.Now().UTC().Add(-tombstoneTTL - time.Minute)}
+	if err := j.put(old); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		n := 0
+		_ = j.db.View(func(tx *bolt.Tx) error { n = tx.Bucket(bucketTurns).Stats().KeyN; return nil })
+		return n
+	}
+	for i, turn := range []string{"$a", "$b"} {
+		if _, err := j.open(turnRecord{Agent: key.agent, Room: key.room, Thread: key.thread, TurnID: turn, Trigger: id.EventID(turn)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.done(key, turn); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if n := count(); n != 1 {
+				t.Fatalf("after the first done: %d records, want 1 (the expired tombstone dropped, $a kept)", n)
+			}
+			// Within the hour nothing is scanned again.
+			if err := j.put(old); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := count(); n != 3 {
+		t.Fatalf("after the second done within the hour: %d records, want 3 (no second scan)", n)
 	}
 }
 
