@@ -76,6 +76,28 @@ Feature: Agents read and answer in end-to-end encrypted rooms
     And no message in the result is undecryptable
 
   @fake-only
+  Scenario: a room key lost while the daemon was down is read from the inboxes as it starts
+    A transaction Synapse holds for a retry while the daemon is down loses its to-device
+    messages when it is sent again, room keys among them; the devices' inboxes keep them.
+    The daemon reads each device's inbox as it starts, so mia's mention, pushed when it is
+    back, is answered at once rather than halfway through room_key_wait.
+
+    Given "#ops" is end-to-end encrypted
+    And an encrypted message waits 20 seconds for its room key
+    And the daemon runs as its own process
+    And agent-a will reply "on it"
+    And agent-a will reply "noted"
+    When ori says in "#ops", encrypted: "@agent-a can someone audit svc-a"
+    Then agent-a posts "on it" in the thread
+    When the daemon is stopped
+    And the homeserver loses the next 2 encrypted to-device messages for the agents' devices
+    And mia says in "#ops", encrypted: "@agent-a the standby takes over at six"
+    And the daemon is started again
+    Then agent-a is prompted with "the standby takes over at six" within 5 seconds
+    And agent-a posts "noted" in the thread
+    And the homeserver lost 2 to-device messages on the way to the agents' devices
+
+  @fake-only
   Scenario: a room key in no inbox is asked of its sender, and the mention is answered
     A key ori's device took as sent may never have reached the agents' devices at all. With
     nothing in their inboxes, the daemon asks ori's devices for the key from every agent's

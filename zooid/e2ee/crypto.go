@@ -84,7 +84,7 @@ func (d *Devices) toDevice(ctx context.Context, raw json.RawMessage) {
 		return
 	}
 	d.log.Debug("to-device message", "agent", dev.agent.Name, "type", evt.Type.Type, "sender", evt.Sender)
-	dev.mach.HandleToDeviceEvent(ctx, evt)
+	dev.handOver(ctx, evt)
 }
 
 // Observe lets the devices see a room's membership change: a member leaving

@@ -76,6 +76,10 @@ type Devices struct {
 	closeMu sync.Mutex
 	closed  bool
 	late    lateKeys
+	// stopDrain ends the start's inbox read (drainInboxes), which closes
+	// drained when it returns; Close waits for it before closing the store.
+	stopDrain context.CancelFunc
+	drained   chan struct{}
 }
 
 // device is one agent's device.
@@ -86,6 +90,9 @@ type device struct {
 	// since is where the last one ended ("" before the first).
 	inboxMu sync.Mutex
 	since   string
+	// handMu makes handOver's look and hand-over one step: a push and an
+	// inbox read may bring the same message at once.
+	handMu sync.Mutex
 }
 
 // dbFile and keyFile are the names of the devices' files under Options.Dir.
@@ -133,6 +140,12 @@ func Open(ctx context.Context, opts Options) (*Devices, error) {
 		d.byUser[a.UserID] = dev
 		d.order = append(d.order, dev)
 	}
+	drainCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	d.stopDrain, d.drained = stop, make(chan struct{})
+	go func() {
+		defer close(d.drained)
+		d.drainInboxes(drainCtx)
+	}()
 	return d, nil
 }
 
@@ -334,7 +347,8 @@ func (d *Devices) IdentityKey(user id.UserID) id.IdentityKey {
 	return ""
 }
 
-// Close closes the key store; the machines hold nothing else.
+// Close ends the start's inbox read, if it is still going, and closes the
+// key store; the machines hold nothing else.
 func (d *Devices) Close() error {
 	d.closeMu.Lock()
 	defer d.closeMu.Unlock()
@@ -342,6 +356,8 @@ func (d *Devices) Close() error {
 		return nil
 	}
 	d.closed = true
+	d.stopDrain()
+	<-d.drained
 	return d.db.Close()
 }
 

@@ -29,7 +29,7 @@ const inboxPages = 20
 func (d *Devices) fromInboxes(ctx context.Context, devs []*device, room id.RoomID, session id.SessionID) bool {
 	found := false
 	for _, dev := range devs {
-		n, err := dev.readInbox(ctx)
+		n, err := dev.readInbox(ctx, inboxPages)
 		if err != nil {
 			d.log.Warn("reading an agent device's to-device inbox for a room key that has not come", "agent", dev.agent.Name, "room", room, "session", session, "err", err)
 			continue
@@ -43,14 +43,15 @@ func (d *Devices) fromInboxes(ctx context.Context, devs []*device, room id.RoomI
 }
 
 // readInbox hands the encrypted messages of the device's to-device inbox
-// (/sync as the device, no rooms, no wait) to its machine, but for those it
-// was pushed already (decryptedAlready), and says how many it handed over. Each read goes on from where the
+// (/sync as the device, no rooms, no wait, at most pages pages) to its
+// machine, but for those it was pushed already (handOver), and says how many
+// it handed over. Each read goes on from where the
 // last ended, which lets the homeserver drop what is before it.
-func (dev *device) readInbox(ctx context.Context) (int, error) {
+func (dev *device) readInbox(ctx context.Context, pages int) (int, error) {
 	dev.inboxMu.Lock()
 	defer dev.inboxMu.Unlock()
 	read := 0
-	for range inboxPages {
+	for range pages {
 		resp, err := dev.mach.Client.FullSyncRequest(ctx, mautrix.ReqSync{Since: dev.since, FilterID: inboxFilter})
 		if err != nil {
 			return read, fmt.Errorf("e2ee: reading %s's to-device inbox: %w", dev.agent.Name, err)
@@ -64,11 +65,9 @@ func (dev *device) readInbox(ctx context.Context) (int, error) {
 			if err := evt.Content.ParseRaw(evt.Type); err != nil {
 				continue
 			}
-			if dev.decryptedAlready(ctx, evt) {
-				continue
+			if dev.handOver(ctx, evt) {
+				read++
 			}
-			read++
-			dev.mach.HandleToDeviceEvent(ctx, evt)
 		}
 		if len(resp.ToDevice.Events) == 0 {
 			break
@@ -77,12 +76,52 @@ func (dev *device) readInbox(ctx context.Context) (int, error) {
 	return read, nil
 }
 
+// drainPagesAtStart bounds the start's read of each inbox (drainInboxes):
+// 10,000 messages a device.
+const drainPagesAtStart = 100
+
+// drainInboxes reads each device's to-device inbox once, as the daemon
+// starts. A transaction Synapse held for a retry while the daemon was down or
+// stopping loses its to-device messages when it is sent again
+// (element-hq/synapse#14710): among them the room keys of messages that come
+// in the same transaction, which the devices' inboxes keep. Read at start,
+// those messages decrypt as they come rather than halfway through
+// room_key_wait, each holding its room until then. The read also lets the
+// homeserver drop what the devices were pushed since their last read.
+func (d *Devices) drainInboxes(ctx context.Context) {
+	for _, dev := range d.order {
+		n, err := dev.readInbox(ctx, drainPagesAtStart)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			d.log.Warn("reading an agent device's to-device inbox at start", "agent", dev.agent.Name, "err", err)
+		case n > 0:
+			d.log.Info("an agent device's inbox held to-device messages it had not been pushed", "agent", dev.agent.Name, "read", n)
+		}
+	}
+}
+
+// handOver gives evt, a to-device message for dev, to its machine unless the
+// machine has decrypted it already (decryptedAlready), and says whether it
+// did.
+func (dev *device) handOver(ctx context.Context, evt *event.Event) bool {
+	dev.handMu.Lock()
+	defer dev.handMu.Unlock()
+	if dev.decryptedAlready(ctx, evt) {
+		return false
+	}
+	dev.mach.HandleToDeviceEvent(ctx, evt)
+	return true
+}
+
 // decryptedAlready says whether the device's machine has decrypted evt, an
 // olm-encrypted to-device message, already: it was pushed. mautrix keeps the
 // sha256 of each olm ciphertext it decrypted and refuses one it has seen, but
 // logs each refusal as an error ("duplicate olm message"); an inbox read goes
-// over every message since the last one, nearly all of them pushed, so those
-// are left out before the machine sees them. Should mautrix hash them another
+// over every message since the last one, nearly all of them pushed, and a
+// message read from the inbox at start may be pushed after, so those are
+// left out before the machine sees them. Should mautrix hash them another
 // way, this misses and the machine still refuses them (noisily).
 func (dev *device) decryptedAlready(ctx context.Context, evt *event.Event) bool {
 	content, ok := evt.Content.Parsed.(*event.EncryptedEventContent)
