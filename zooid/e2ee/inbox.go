@@ -14,11 +14,11 @@ import (
 // inboxFilter asks /sync for nothing but the device's to-device messages.
 const inboxFilter = `{"room":{"rooms":[]},"presence":{"not_types":["*"]},"account_data":{"not_types":["*"]}}`
 
-// inboxPages bounds the /sync pages one inbox read takes: Synapse gives 100
-// to-device messages a page, oldest first, and keeps what it pushed to the
-// appservice until the device reads past it, so the first read of a device
-// that lived long before it has a backlog; it gets through 2,000 a read, and
-// the next read goes on from there.
+// inboxPages bounds the /sync pages one read for a late key takes: Synapse
+// gives 100 to-device messages a page, oldest first, and keeps what it pushed
+// to the appservice until the device reads past it, so an inbox holds what
+// came since its last read (the start's, drainInboxes, or a late key's); a
+// read gets through 2,000, and the next goes on from there.
 const inboxPages = 20
 
 // fromInboxes reads the to-device inbox of each of devs and says whether one
@@ -45,8 +45,8 @@ func (d *Devices) fromInboxes(ctx context.Context, devs []*device, room id.RoomI
 // readInbox hands the encrypted messages of the device's to-device inbox
 // (/sync as the device, no rooms, no wait, at most pages pages) to its
 // machine, but for those it was pushed already (handOver), and says how many
-// it handed over. Each read goes on from where the
-// last ended, which lets the homeserver drop what is before it.
+// it handed over. Each read goes on from where the last ended, which lets the
+// homeserver drop what is before it.
 func (dev *device) readInbox(ctx context.Context, pages int) (int, error) {
 	dev.inboxMu.Lock()
 	defer dev.inboxMu.Unlock()
