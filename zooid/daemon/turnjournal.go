@@ -136,8 +136,8 @@ func (j *turnJournal) put(r turnRecord) error {
 // dropped) as ended, keeping it as a tombstone so that its trigger, should the
 // transport redeliver it, opens no turn. It is called twice for most turns
 // (when the turn ends, and by the session loop after it), so a turn already
-// ended costs a read, not a write and its fsync. Once an hour it also drops
-// the tombstones older than tombstoneTTL.
+// ended costs a read, not a write and its fsync. Once an hour it also sweeps the
+// journal of tombstones older than tombstoneTTL.
 func (j *turnJournal) done(key sessionKey, turnID string) error {
 	k := []byte(key.String() + "\x00" + turnID)
 	var r turnRecord
@@ -167,10 +167,12 @@ func (j *turnJournal) done(key sessionKey, turnID string) error {
 		j.pruned = now
 	}
 	j.mu.Unlock()
+	var bad []error
 	if err := j.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketTurns)
 		if prune {
-			if err := dropExpired(b, now); err != nil {
+			var err error
+			if _, bad, err = sweep(b, now); err != nil {
 				return err
 			}
 		}
@@ -178,65 +180,54 @@ func (j *turnJournal) done(key sessionKey, turnID string) error {
 	}); err != nil {
 		return fmt.Errorf("acknowledging turn %s: %w", turnID, err)
 	}
+	if len(bad) > 0 {
+		return fmt.Errorf("turn %s acknowledged; dropped undecodable turn records: %v", turnID, bad)
+	}
 	return nil
 }
 
-// dropExpired deletes the tombstones (ended and recovered turns) older than
-// tombstoneTTL.
-func dropExpired(b *bolt.Bucket, now time.Time) error {
+// sweep deletes from b the tombstones (ended and recovered turns) older than
+// tombstoneTTL and the records that do not decode, saying why each of those
+// did not, and returns the open and closing turns.
+func sweep(b *bolt.Bucket, now time.Time) (unfinished []turnRecord, bad []error, err error) {
 	var drop [][]byte
-	err := b.ForEach(func(k, v []byte) error {
+	err = b.ForEach(func(k, v []byte) error {
 		var r turnRecord
-		if json.Unmarshal(v, &r) == nil && r.State != turnOpen && r.State != turnClosing && now.Sub(r.At) > tombstoneTTL {
+		if err := json.Unmarshal(v, &r); err != nil {
+			bad = append(bad, fmt.Errorf("turn record %q: %w", k, err))
+			drop = append(drop, append([]byte(nil), k...))
+			return nil
+		}
+		switch {
+		case r.State == turnOpen || r.State == turnClosing:
+			unfinished = append(unfinished, r)
+		case now.Sub(r.At) > tombstoneTTL:
 			drop = append(drop, append([]byte(nil), k...))
 		}
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, bad, err
 	}
 	for _, k := range drop {
 		if err := b.Delete(k); err != nil {
-			return err
+			return nil, bad, err
 		}
 	}
-	return nil
+	return unfinished, bad, nil
 }
 
-// unfinished lists open and closing turns a previous run left behind, and drops the
-// tombstones (ended and recovered turns) older than tombstoneTTL. A record that does not decode is dropped
-// with an error returned alongside: it can't be answered, and must not stop
-// the daemon from starting.
+// unfinished lists open and closing turns a previous run left behind, and
+// drops the tombstones older than tombstoneTTL (sweep). A record that does
+// not decode is dropped with an error returned alongside: it can't be
+// answered, and must not stop the daemon from starting.
 func (j *turnJournal) unfinished(now time.Time) ([]turnRecord, error) {
 	var out []turnRecord
 	var bad []error
 	err := j.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketTurns)
-		var drop [][]byte
-		err := b.ForEach(func(k, v []byte) error {
-			var r turnRecord
-			if err := json.Unmarshal(v, &r); err != nil {
-				bad = append(bad, fmt.Errorf("turn record %q: %w", k, err))
-				drop = append(drop, append([]byte(nil), k...))
-				return nil
-			}
-			switch {
-			case r.State == turnOpen || r.State == turnClosing:
-				out = append(out, r)
-			case now.Sub(r.At) > tombstoneTTL:
-				drop = append(drop, append([]byte(nil), k...))
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, k := range drop {
-			if err := b.Delete(k); err != nil {
-				return err
-			}
-		}
-		return nil
+		var err error
+		out, bad, err = sweep(tx.Bucket(bucketTurns), now)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading turn journal: %w", err)
