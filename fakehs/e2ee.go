@@ -415,6 +415,15 @@ func (s *Server) DropToDevice(typ string, n int) (dropped func() int) {
 	return s.armToDevice(&s.state.e2ee.drop, typ, n)
 }
 
+// ToDeviceKept is how many to-device messages user's device's inbox keeps:
+// those sent to it that it has not read past with /sync, pushed to an
+// appservice or not (Synapse's device_inbox rows for the device).
+func (s *Server) ToDeviceKept(user id.UserID, device id.DeviceID) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.state.e2ee.toDevice[deviceRef{user, device}])
+}
+
 // ackToDevice drops the caller's to-device messages up to since: a client
 // that syncs with a since token has received everything before it.
 func (s *Server) ackToDevice(r *http.Request) {

@@ -98,6 +98,17 @@ Feature: Agents read and answer in end-to-end encrypted rooms
     And the homeserver lost 2 to-device messages on the way to the agents' devices
 
   @fake-only
+  Scenario: an agent device's inbox on the homeserver is read as it fills, so it does not grow without end
+    Synapse keeps each to-device message it pushes to an appservice in the device's inbox until
+    the device reads past it, and never drops one unread: the room keys and key requests of a
+    busy room would pile up in its database for as long as the daemon runs. The daemon reads a
+    device's inbox after each hundred messages pushed to it.
+
+    Given "#ops" is end-to-end encrypted
+    When ori sends 250 to-device messages to agent-a's device
+    Then the homeserver keeps fewer than 100 to-device messages for agent-a's device
+
+  @fake-only
   Scenario: a room key in no inbox is asked of its sender, and the mention is answered
     A key ori's device took as sent may never have reached the agents' devices at all. With
     nothing in their inboxes, the daemon asks ori's devices for the key from every agent's

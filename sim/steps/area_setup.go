@@ -124,6 +124,14 @@ func setupSteps(w *world) []stepDef {
 			example: `agent-a has one end-to-end encryption device`,
 			doc:     "Asks the homeserver for the agent user's device keys (/keys/query, as the first human): exactly one device, with signed identity keys. The first time the step notes the device; every later time it must be the same device id with the same curve25519 and ed25519 keys (a restart kept them).",
 			fn:      w.stepAgentOneDevice},
+		{area: "setup", pattern: `^([a-z0-9-]+) sends (\d+) to-device messages to ([a-z0-9-]+)'s device$`,
+			example: `ori sends 250 to-device messages to agent-a's device`,
+			doc:     "The human sends that many to-device messages of a type no client acts on (`m.zooid.test`, one a request) to the agent's device, as key requests and room keys pile up in a busy room.",
+			fn:      w.stepSendToDevice},
+		{area: "setup", pattern: `^the homeserver keeps fewer than (\d+) to-device messages for ([a-z0-9-]+)'s device$`,
+			example: `the homeserver keeps fewer than 100 to-device messages for agent-a's device`,
+			doc:     "Waits until the fake homeserver keeps fewer than that many to-device messages in the agent device's inbox (`Server.ToDeviceKept`: sent to it and not read past with /sync); fake homeserver only.",
+			fn:      w.stepToDeviceKept},
 		{area: "setup", pattern: `^(\d+) one-time keys of ([a-z0-9-]+)'s device are claimed$`,
 			example: `45 one-time keys of agent-a's device are claimed`,
 			doc:     "The first human claims that many signed_curve25519 one-time keys of the agent's device (/keys/claim, one a request, as people's devices do when they open an olm session with it); fails if the homeserver runs out first.",
@@ -1143,6 +1151,47 @@ func (w *world) agentDeviceID(ctx context.Context, agent string) (id.DeviceID, e
 		return dev, nil
 	}
 	return "", nil
+}
+
+func (w *world) stepSendToDevice(ctx context.Context, who string, n int, agent string) error {
+	if err := w.start(ctx); err != nil {
+		return err
+	}
+	h, err := w.human(who)
+	if err != nil {
+		return err
+	}
+	dev, err := w.agentDeviceID(ctx, agent)
+	if err != nil {
+		return err
+	}
+	uid := w.agentUser(agent)
+	typ := event.Type{Type: "m.zooid.test", Class: event.ToDeviceEventType}
+	for i := range n {
+		req := &mautrix.ReqSendToDevice{Messages: map[id.UserID]map[id.DeviceID]*event.Content{
+			uid: {dev: {Raw: map[string]any{"n": i}}},
+		}}
+		if _, err := h.cli.SendToDevice(ctx, typ, req); err != nil {
+			return fmt.Errorf("%s sending to-device message %d of %d to %s's device: %w", who, i+1, n, agent, err)
+		}
+	}
+	return nil
+}
+
+func (w *world) stepToDeviceKept(ctx context.Context, below int, agent string) error {
+	srv, err := w.fakeServer(ctx, "count the to-device messages it keeps for a device")
+	if err != nil {
+		return err
+	}
+	dev, err := w.agentDeviceID(ctx, agent)
+	if err != nil {
+		return err
+	}
+	uid := w.agentUser(agent)
+	return w.eventually(ctx, fmt.Sprintf("the homeserver keeping fewer than %d to-device messages for %s's device", below, agent), func() (bool, string, error) {
+		kept := srv.ToDeviceKept(uid, dev)
+		return kept < below, fmt.Sprintf("%d kept", kept), nil
+	})
 }
 
 func (w *world) stepClaimAgentKeys(ctx context.Context, n, agent string) error {

@@ -79,6 +79,8 @@ func (d *Devices) toDevice(ctx context.Context, raw json.RawMessage) {
 		d.log.Debug("dropping a to-device message for a device the daemon does not have", "user", evt.ToUserID, "device", evt.ToDeviceID, "type", evt.Type.Type)
 		return
 	}
+	// Counted whatever its type: the device's inbox keeps every one.
+	defer d.notePushed(dev)
 	if err := evt.Content.ParseRaw(evt.Type); err != nil {
 		d.log.Debug("dropping a to-device message of a type mautrix does not know", "type", evt.Type.Type, "sender", evt.Sender, "err", err)
 		return

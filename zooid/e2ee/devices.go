@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -76,10 +77,12 @@ type Devices struct {
 	closeMu sync.Mutex
 	closed  bool
 	late    lateKeys
-	// stopDrain ends the start's inbox read (drainInboxes), which closes
-	// drained when it returns; Close waits for it before closing the store.
-	stopDrain context.CancelFunc
-	drained   chan struct{}
+	// bg runs the inbox reads made in the background (the start's, and one
+	// after each inboxReadAfter messages pushed to a device) under bgCtx;
+	// Close ends them (bgStop) and waits before closing the store.
+	bg     sync.WaitGroup
+	bgCtx  context.Context
+	bgStop context.CancelFunc
 }
 
 // device is one agent's device.
@@ -93,6 +96,26 @@ type device struct {
 	// handMu makes handOver's look and hand-over one step: a push and an
 	// inbox read may bring the same message at once.
 	handMu sync.Mutex
+	// pushed counts the to-device messages pushed to the device since its
+	// inbox was last read; reading is set while a read that count started
+	// runs (notePushed).
+	pushed  atomic.Int64
+	reading atomic.Bool
+}
+
+// background runs f on a goroutine of its own, under the devices' background
+// context, unless they are closed; Close waits for it.
+func (d *Devices) background(f func(context.Context)) {
+	d.closeMu.Lock()
+	defer d.closeMu.Unlock()
+	if d.closed {
+		return
+	}
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		f(d.bgCtx)
+	}()
 }
 
 // dbFile and keyFile are the names of the devices' files under Options.Dir.
@@ -140,12 +163,8 @@ func Open(ctx context.Context, opts Options) (*Devices, error) {
 		d.byUser[a.UserID] = dev
 		d.order = append(d.order, dev)
 	}
-	drainCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	d.stopDrain, d.drained = stop, make(chan struct{})
-	go func() {
-		defer close(d.drained)
-		d.drainInboxes(drainCtx)
-	}()
+	d.bgCtx, d.bgStop = context.WithCancel(context.WithoutCancel(ctx))
+	d.background(d.drainInboxes)
 	return d, nil
 }
 
@@ -347,8 +366,8 @@ func (d *Devices) IdentityKey(user id.UserID) id.IdentityKey {
 	return ""
 }
 
-// Close ends the start's inbox read, if it is still going, and closes the
-// key store; the machines hold nothing else.
+// Close ends the inbox reads running in the background and closes the key
+// store; the machines hold nothing else.
 func (d *Devices) Close() error {
 	d.closeMu.Lock()
 	defer d.closeMu.Unlock()
@@ -356,8 +375,8 @@ func (d *Devices) Close() error {
 		return nil
 	}
 	d.closed = true
-	d.stopDrain()
-	<-d.drained
+	d.bgStop()
+	d.bg.Wait()
 	return d.db.Close()
 }
 

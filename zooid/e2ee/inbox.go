@@ -50,6 +50,7 @@ func (d *Devices) fromInboxes(ctx context.Context, devs []*device, room id.RoomI
 func (dev *device) readInbox(ctx context.Context, pages int) (int, error) {
 	dev.inboxMu.Lock()
 	defer dev.inboxMu.Unlock()
+	dev.pushed.Store(0)
 	read := 0
 	for range pages {
 		resp, err := dev.mach.Client.FullSyncRequest(ctx, mautrix.ReqSync{Since: dev.since, FilterID: inboxFilter})
@@ -90,15 +91,52 @@ const drainPagesAtStart = 100
 // homeserver drop what the devices were pushed since their last read.
 func (d *Devices) drainInboxes(ctx context.Context) {
 	for _, dev := range d.order {
-		n, err := dev.readInbox(ctx, drainPagesAtStart)
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil {
 			return
-		case err != nil:
-			d.log.Warn("reading an agent device's to-device inbox at start", "agent", dev.agent.Name, "err", err)
-		case n > 0:
-			d.log.Info("an agent device's inbox held to-device messages it had not been pushed", "agent", dev.agent.Name, "read", n)
 		}
+		d.logInboxRead(ctx, dev, drainPagesAtStart, "reading an agent device's to-device inbox at start")
+	}
+}
+
+// inboxReadAfter is how many to-device messages pushed to a device start a
+// read of its inbox (one page of Synapse's). Synapse keeps each message it
+// pushes to an appservice in the device's inbox until the device reads past
+// it, and keeps an unread one for good (matrix-org/synapse#3599: to-device
+// messages have no expiry); a daemon that ran for months with no late key
+// and no restart would leave every room key its agents were ever sent in
+// the homeserver's database. Read after each hundred, an inbox holds about a
+// hundred.
+const inboxReadAfter = 100
+
+// notePushed counts a to-device message pushed to dev and, at
+// inboxReadAfter since its last read began, reads its inbox in the
+// background: one read at a time, so a burst of pushes starts one, which
+// reads again when another hundred came while it ran.
+func (d *Devices) notePushed(dev *device) {
+	if dev.pushed.Add(1) < inboxReadAfter || !dev.reading.CompareAndSwap(false, true) {
+		return
+	}
+	d.background(func(ctx context.Context) {
+		for {
+			d.logInboxRead(ctx, dev, inboxPages, "reading an agent device's to-device inbox after a hundred pushed messages")
+			dev.reading.Store(false)
+			if ctx.Err() != nil || dev.pushed.Load() < inboxReadAfter || !dev.reading.CompareAndSwap(false, true) {
+				return
+			}
+		}
+	})
+}
+
+// logInboxRead reads dev's inbox (at most pages pages), logging a failure
+// (as failed) and the messages it held that dev had not been pushed.
+func (d *Devices) logInboxRead(ctx context.Context, dev *device, pages int, failed string) {
+	n, err := dev.readInbox(ctx, pages)
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
+		d.log.Warn(failed, "agent", dev.agent.Name, "err", err)
+	case n > 0:
+		d.log.Info("an agent device's inbox held to-device messages it had not been pushed", "agent", dev.agent.Name, "read", n)
 	}
 }
 
