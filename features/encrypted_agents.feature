@@ -192,6 +192,21 @@ Feature: Agents read and answer in end-to-end encrypted rooms
     Then the daemon logs "a room key came after its message was given up on: the homeserver delivered it late"
     And the daemon logs "waited=4s"
 
+  @fake-only
+  Scenario: a late room key the homeserver loses on the way is found in the inboxes, and logged as late
+    Synapse can lose a late key on the way to the appservice as it loses any to-device message.
+    After giving up on a message the daemon reads the agents' inboxes for its key now and then
+    (at one, three and seven times room_key_wait), so the late key is still logged.
+
+    Given "#ops" is end-to-end encrypted
+    And an encrypted message waits 2 seconds for its room key
+    When ori says in "#ops", encrypted, its room key held back: "@agent-a the standby takes over at six"
+    Then agent-a posts "agent-a could not decrypt this message: its room key never reached the agents' devices, so no agent read it. Please send it again; if this keeps happening, check that your client shares room keys with unverified devices." in the thread
+    When the homeserver loses the next 2 encrypted to-device messages for the agents' devices
+    And ori sends the room key it held back in "#ops"
+    Then the daemon logs "a room key came after its message was given up on: the homeserver delivered it late"
+    And the homeserver lost 2 to-device messages on the way to the agents' devices
+
   Scenario: a restarted daemon keeps its agents' devices and reads the room's keys from before
     Given "#ops" is end-to-end encrypted
     And the daemon runs as its own process

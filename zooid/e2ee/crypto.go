@@ -171,7 +171,9 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 		}
 		left := time.Until(deadline)
 		if left <= 0 || ctx.Err() != nil {
-			d.late.gaveUp(ev.RoomID, content.SessionID, ev.ID, began)
+			if d.late.gaveUp(ev.RoomID, content.SessionID, ev.ID, began) {
+				d.watchLateKey(devs, ev.RoomID, content.SessionID, wait)
+			}
 			return nil, fmt.Errorf("e2ee: %s in %s (session %s) after waiting %s for its key: %w: %w", ev.ID, ev.RoomID, content.SessionID, wait, lastErr, ErrUndecryptable)
 		}
 		if asked < len(asks) && !time.Now().Before(asks[asked]) {
@@ -228,6 +230,38 @@ func (d *Devices) decryptGivenUp(ctx context.Context, devs []*device, ev *event.
 			return nil, fmt.Errorf("e2ee: %s in %s (session %s): not waited for, the wait for its key was given up on for %s: %w: %w", ev.ID, ev.RoomID, content.SessionID, first.event, lastErr, ErrUndecryptable)
 		}
 	}
+}
+
+// lateKeyLooks are when, in room_key_waits after a session was given up on,
+// the devices' inboxes are read for its key (watchLateKey).
+var lateKeyLooks = []time.Duration{1, 3, 7}
+
+// watchLateKey reads the inboxes of devs for room's session, given up on
+// after waiting wait, at lateKeyLooks, until its key has come. Synapse can
+// lose a late key on the way too (as it loses any to-device message:
+// docs/security.md), and then only the inbox has it: read there, it is
+// logged as late like one pushed, which is what tells an operator the
+// homeserver is late rather than the key lost; and the session's later
+// messages decrypt as usual.
+func (d *Devices) watchLateKey(devs []*device, room id.RoomID, session id.SessionID, wait time.Duration) {
+	d.background(func(ctx context.Context) {
+		from := time.Now()
+		for _, n := range lateKeyLooks {
+			t := time.NewTimer(time.Until(from.Add(n * wait)))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			if _, ok := d.late.givenUpOn(room, session); !ok {
+				return
+			}
+			for _, dev := range devs {
+				d.logInboxRead(ctx, dev, inboxPages, "reading an agent device's to-device inbox for a room key given up on")
+			}
+		}
+	})
 }
 
 // askForKey asks ev's sender's devices for ev's room key from each of devs

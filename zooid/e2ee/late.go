@@ -15,7 +15,8 @@ import (
 // the homeserver lost it: Synapse drops to-device messages in an appservice
 // transaction it had to retry, element-hq/synapse#14710). Until the key
 // comes, the session's later events are not waited for again
-// (Devices.decryptGivenUp).
+// (Devices.decryptGivenUp), and the devices' inboxes are read for it a few
+// times (Devices.watchLateKey).
 type lateKeys struct {
 	mu    sync.Mutex
 	by    map[lateKey]givenUp
@@ -42,13 +43,14 @@ type givenUp struct {
 const lateKeysKept = 256
 
 // gaveUp notes that Decrypt gave up on event, of room's session, whose wait
-// began at waiting. A session already noted keeps its first event.
-func (l *lateKeys) gaveUp(room id.RoomID, session id.SessionID, event id.EventID, waiting time.Time) {
+// began at waiting, and says whether the session is newly noted: one already
+// noted keeps its first event.
+func (l *lateKeys) gaveUp(room id.RoomID, session id.SessionID, event id.EventID, waiting time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	k := lateKey{room, session}
 	if _, ok := l.by[k]; ok {
-		return
+		return false
 	}
 	if l.by == nil {
 		l.by = map[lateKey]givenUp{}
@@ -59,6 +61,7 @@ func (l *lateKeys) gaveUp(room id.RoomID, session id.SessionID, event id.EventID
 	}
 	l.by[k] = givenUp{event: event, waiting: waiting}
 	l.order = append(l.order, k)
+	return true
 }
 
 // givenUpOn says whether an event of room's session was given up on and
