@@ -1137,35 +1137,35 @@ func (w *world) stepAgentOneDevice(ctx context.Context, agent string) error {
 	return nil
 }
 
-// agentDeviceID is the agent's one device, as the homeserver lists its keys.
-func (w *world) agentDeviceID(ctx context.Context, agent string) (id.DeviceID, error) {
+// agentDevice is the agent's user and its one device, as the homeserver
+// lists its keys; it starts the daemon, which makes the device.
+func (w *world) agentDevice(ctx context.Context, agent string) (id.UserID, id.DeviceID, error) {
+	if err := w.start(ctx); err != nil {
+		return "", "", err
+	}
 	uid := w.agentUser(agent)
 	resp, err := w.humans[w.humanSeq[0]].cli.QueryKeys(ctx, &mautrix.ReqQueryKeys{DeviceKeys: mautrix.DeviceKeysRequest{uid: {}}})
 	if err != nil {
-		return "", fmt.Errorf("asking for %s's device keys: %w", agent, err)
+		return "", "", fmt.Errorf("asking for %s's device keys: %w", agent, err)
 	}
 	if len(resp.DeviceKeys[uid]) != 1 {
-		return "", fmt.Errorf("%s has %d devices with keys, want 1", agent, len(resp.DeviceKeys[uid]))
+		return "", "", fmt.Errorf("%s has %d devices with keys, want 1", agent, len(resp.DeviceKeys[uid]))
 	}
 	for dev := range resp.DeviceKeys[uid] {
-		return dev, nil
+		return uid, dev, nil
 	}
-	return "", nil
+	return "", "", nil
 }
 
 func (w *world) stepSendToDevice(ctx context.Context, who string, n int, agent string) error {
-	if err := w.start(ctx); err != nil {
-		return err
-	}
 	h, err := w.human(who)
 	if err != nil {
 		return err
 	}
-	dev, err := w.agentDeviceID(ctx, agent)
+	uid, dev, err := w.agentDevice(ctx, agent)
 	if err != nil {
 		return err
 	}
-	uid := w.agentUser(agent)
 	typ := event.Type{Type: "m.zooid.test", Class: event.ToDeviceEventType}
 	for i := range n {
 		req := &mautrix.ReqSendToDevice{Messages: map[id.UserID]map[id.DeviceID]*event.Content{
@@ -1183,11 +1183,10 @@ func (w *world) stepToDeviceKept(ctx context.Context, below int, agent string) e
 	if err != nil {
 		return err
 	}
-	dev, err := w.agentDeviceID(ctx, agent)
+	uid, dev, err := w.agentDevice(ctx, agent)
 	if err != nil {
 		return err
 	}
-	uid := w.agentUser(agent)
 	return w.eventually(ctx, fmt.Sprintf("the homeserver keeping fewer than %d to-device messages for %s's device", below, agent), func() (bool, string, error) {
 		kept := srv.ToDeviceKept(uid, dev)
 		return kept < below, fmt.Sprintf("%d kept", kept), nil
@@ -1195,15 +1194,11 @@ func (w *world) stepToDeviceKept(ctx context.Context, below int, agent string) e
 }
 
 func (w *world) stepClaimAgentKeys(ctx context.Context, n, agent string) error {
-	if err := w.start(ctx); err != nil {
-		return err
-	}
-	dev, err := w.agentDeviceID(ctx, agent)
+	uid, dev, err := w.agentDevice(ctx, agent)
 	if err != nil {
 		return err
 	}
 	count, _ := strconv.Atoi(n)
-	uid := w.agentUser(agent)
 	cli := w.humans[w.humanSeq[0]].cli
 	for i := range count {
 		resp, err := cli.ClaimKeys(ctx, &mautrix.ReqClaimKeys{OneTimeKeys: mautrix.OneTimeKeysRequest{uid: {dev: id.KeyAlgorithmSignedCurve25519}}})
@@ -1218,15 +1213,12 @@ func (w *world) stepClaimAgentKeys(ctx context.Context, n, agent string) error {
 }
 
 func (w *world) stepAgentKeysAtLeast(ctx context.Context, agent, n string) error {
-	if err := w.start(ctx); err != nil {
-		return err
-	}
-	dev, err := w.agentDeviceID(ctx, agent)
+	uid, dev, err := w.agentDevice(ctx, agent)
 	if err != nil {
 		return err
 	}
 	want, _ := strconv.Atoi(n)
-	cli, err := mautrix.NewClient(w.lease.hs.baseURL(), w.agentUser(agent), w.lease.reg.AppToken)
+	cli, err := mautrix.NewClient(w.lease.hs.baseURL(), uid, w.lease.reg.AppToken)
 	if err != nil {
 		return err
 	}
