@@ -97,7 +97,6 @@ Feature: Agents read and answer in end-to-end encrypted rooms
     And agent-a posts "noted" in the thread
     And the homeserver lost 2 to-device messages on the way to the agents' devices
 
-  @fake-only
   Scenario: an agent device's inbox on the homeserver is read as it fills, so it does not grow without end
     Synapse keeps each to-device message it pushes to an appservice in the device's inbox until
     the device reads past it, and never drops one unread: the room keys and key requests of a
