@@ -248,5 +248,6 @@ func (s *suite) testAppserviceDevices(t *testing.T) {
 }
 
 // inboxOnly is a /sync filter asking for nothing but the device's to-device
-// messages, as the daemon's inbox reads ask (zooid/e2ee inboxFilter).
+// messages, as the daemon's inbox reads ask (zooid/e2ee InboxFilter, not
+// imported: this package builds without -tags goolm, which zooid/e2ee needs).
 const inboxOnly = `{"room":{"rooms":[]},"presence":{"not_types":["*"]},"account_data":{"not_types":["*"]}}`

@@ -198,23 +198,23 @@ func promptSteps(w *world) []stepDef {
 }
 
 func (w *world) stepPrompted(ctx context.Context, agent, text string) error {
-	if err := w.start(ctx); err != nil {
-		return err
-	}
-	if _, err := w.agent(agent); err != nil {
-		return err
-	}
-	return w.waitPrompted(ctx, agent, text)
+	return w.promptedWithin(ctx, agent, text, w.waitBound())
 }
 
 func (w *world) stepPromptedWithin(ctx context.Context, agent, text string, secs int) error {
+	return w.promptedWithin(ctx, agent, text, time.Duration(secs)*time.Second)
+}
+
+// promptedWithin starts the daemon and waits, at most bound, for a prompt of
+// agent containing text.
+func (w *world) promptedWithin(ctx context.Context, agent, text string, bound time.Duration) error {
 	if err := w.start(ctx); err != nil {
 		return err
 	}
 	if _, err := w.agent(agent); err != nil {
 		return err
 	}
-	return w.waitPromptedWithin(ctx, time.Duration(secs)*time.Second, agent, text)
+	return w.waitPromptedWithin(ctx, bound, agent, text)
 }
 
 func (w *world) stepPromptExactly(ctx context.Context, agent, text string, doc *godog.DocString) error {

@@ -1221,7 +1221,7 @@ func (w *world) toDeviceKept(uid id.UserID, dev id.DeviceID, below int) (func(co
 	look := 0
 	return func(ctx context.Context) (int, error) {
 		look++
-		resp, err := cli.FullSyncRequest(ctx, mautrix.ReqSync{Timeout: look, FilterID: `{"room":{"rooms":[]},"presence":{"not_types":["*"]},"account_data":{"not_types":["*"]}}`})
+		resp, err := cli.FullSyncRequest(ctx, mautrix.ReqSync{Timeout: look, FilterID: e2ee.InboxFilter})
 		if err != nil {
 			return 0, fmt.Errorf("reading %s's device's inbox as it: %w", uid, err)
 		}

@@ -217,19 +217,28 @@ func (d *Devices) Decrypt(ctx context.Context, ev *event.Event) (*event.Event, e
 // wait is there. A key that does come is logged as late and takes the
 // session off the list, and the session's events after it decrypt as usual.
 func (d *Devices) decryptGivenUp(ctx context.Context, devs []*device, ev *event.Event, content *event.EncryptedEventContent, first givenUp) (*event.Event, error) {
-	for looked := false; ; looked = true {
-		var lastErr error
-		for _, dev := range devs {
-			dec, err := decryptWith(ctx, dev.mach, ev)
-			if err == nil {
-				return dec, nil
-			}
-			lastErr = err
-		}
-		if looked || !errors.Is(lastErr, crypto.ErrNoSessionFound) || !d.fromInboxes(ctx, devs, ev.RoomID, content.SessionID) {
-			return nil, fmt.Errorf("e2ee: %s in %s (session %s): not waited for, the wait for its key was given up on for %s: %w: %w", ev.ID, ev.RoomID, content.SessionID, first.event, lastErr, ErrUndecryptable)
-		}
+	dec, err := decryptAny(ctx, devs, ev)
+	if errors.Is(err, crypto.ErrNoSessionFound) && d.fromInboxes(ctx, devs, ev.RoomID, content.SessionID) {
+		dec, err = decryptAny(ctx, devs, ev)
 	}
+	if err != nil {
+		return nil, fmt.Errorf("e2ee: %s in %s (session %s): not waited for, the wait for its key was given up on for %s: %w: %w", ev.ID, ev.RoomID, content.SessionID, first.event, err, ErrUndecryptable)
+	}
+	return dec, nil
+}
+
+// decryptAny decrypts ev with the first of devs that can, or fails with the
+// last one's error.
+func decryptAny(ctx context.Context, devs []*device, ev *event.Event) (*event.Event, error) {
+	var lastErr error
+	for _, dev := range devs {
+		dec, err := decryptWith(ctx, dev.mach, ev)
+		if err == nil {
+			return dec, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
 }
 
 // lateKeyLooks are when, in room_key_waits after a session was given up on,

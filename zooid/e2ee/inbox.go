@@ -11,8 +11,9 @@ import (
 	"maunium.net/go/mautrix/id"
 )
 
-// inboxFilter asks /sync for nothing but the device's to-device messages.
-const inboxFilter = `{"room":{"rooms":[]},"presence":{"not_types":["*"]},"account_data":{"not_types":["*"]}}`
+// InboxFilter is the /sync filter of an inbox read: nothing but the
+// device's to-device messages.
+const InboxFilter = `{"room":{"rooms":[]},"presence":{"not_types":["*"]},"account_data":{"not_types":["*"]}}`
 
 // inboxPages bounds the /sync pages one read for a late key takes: Synapse
 // gives 100 to-device messages a page, oldest first, and keeps what it pushed
@@ -53,7 +54,7 @@ func (dev *device) readInbox(ctx context.Context, pages int) (int, error) {
 	dev.pushed.Store(0)
 	read := 0
 	for range pages {
-		resp, err := dev.mach.Client.FullSyncRequest(ctx, mautrix.ReqSync{Since: dev.since, FilterID: inboxFilter})
+		resp, err := dev.mach.Client.FullSyncRequest(ctx, mautrix.ReqSync{Since: dev.since, FilterID: InboxFilter})
 		if err != nil {
 			return read, fmt.Errorf("e2ee: reading %s's to-device inbox: %w", dev.agent.Name, err)
 		}
