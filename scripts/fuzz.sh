@@ -2,6 +2,8 @@
 # Runs every fuzz target for a while: FUZZTIME per target (default 10s; CI keeps the
 # total under two minutes). Each target's seed corpus and the inputs that once found
 # bugs (testdata/fuzz) also run in the ordinary `go test`. Usage: scripts/fuzz.sh [FUZZTIME]
+# FUZZPARALLEL=N runs N fuzz workers a target (default: one a core), for fuzzing beside
+# other work: CI fuzzes with one worker while the Synapse pass runs.
 #
 # A target that fails and writes a failing input under its testdata/fuzz/, or fails on
 # an input it already had, found a bug: the script fails and prints the whole output.
@@ -15,6 +17,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fuzztime=${1:-${FUZZTIME:-10s}}
+parallel=()
+[ -n "${FUZZPARALLEL:-}" ] && parallel=(-parallel "$FUZZPARALLEL")
 targets=(
   "./zooid/tools FuzzToolArguments"
   "./zooid/history FuzzOpenCursor"
@@ -53,7 +57,7 @@ for t in "${targets[@]}"; do
     # 60 s by default, and the workers fuzz nothing meanwhile (progress reads
     # "0/sec"); measured on zooid/config's FuzzParse for 15 s, 35k execs with
     # the default against 182k with 200 tries per input.
-    if go test -tags goolm -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -fuzzminimizetime 200x "$pkg" >"$out" 2>&1; then
+    if go test -tags goolm -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -fuzzminimizetime 200x "${parallel[@]}" "$pkg" >"$out" 2>&1; then
       tail -n 3 "$out"
       break
     fi

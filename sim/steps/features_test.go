@@ -24,7 +24,17 @@ var (
 // Both feature passes run in an order shuffled by a new seed each run
 // (-godog.random replays one): a scenario that passes only after another has
 // run, or only when it runs first, is found by an ordinary run.
-func TestFeatures(t *testing.T) { runFeatures(t, "", 4) }
+//
+// The two passes run at once (t.Parallel), after this package's tests that
+// count the process's goroutines and descriptors have run alone: each pass
+// alone kept about one of CI's two cores busy, waiting on its scenarios'
+// timers and processes, so side by side they take little longer than one
+// (issue 38's goal 4). Each pass reports through t.Output, so its lines are
+// its own in go test's output.
+func TestFeatures(t *testing.T) {
+	t.Parallel()
+	runFeatures(t, "", 4)
+}
 
 // TestFeaturesDegraded runs every feature on fakehs with the degraded
 // profile (fakehs.Degraded), whatever $ZOOID_TEST_HOMESERVER says: the tools
@@ -39,6 +49,7 @@ func TestFeatures(t *testing.T) { runFeatures(t, "", 4) }
 // shows events late, which widens the timing windows a flaky scenario leans
 // on (scripts/flake-hunt.sh adds passes, and a CPU hog, for hunting by hand).
 func TestFeaturesDegraded(t *testing.T) {
+	t.Parallel()
 	runFeatures(t, "fake-degraded", 8, "~@pi && ~@real-agents")
 }
 
@@ -53,10 +64,10 @@ func runFeatures(t *testing.T, homeserver string, concurrency int, leaveOut ...s
 	opts := Options{
 		Homeserver: homeserver,
 		Tags:       tags, Format: *formatFlag, Concurrency: concurrency, Random: *randomFlag,
-		TestingT: t, Output: os.Stdout,
+		TestingT: t, Output: t.Output(),
 	}
 	if path := cmp.Or(*timingsFlag, os.Getenv("ZOOID_TEST_TIMINGS")); path != "" {
-		opts.Timings = os.Stdout
+		opts.Timings = t.Output()
 		if path != "-" {
 			// go test shows a passing package's output only with -v; a file
 			// keeps the report either way.

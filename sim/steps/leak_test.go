@@ -17,7 +17,9 @@ import (
 
 // TestSlowHomeserverFiftySessionsLeaveNothingBehind runs 50 sessions at once
 // against a homeserver that takes 1.5 s over every request of the agent (its
-// reads and its posts), and pins that once their agents went idle and stopped,
+// reads and its posts), 25 processes live and the other 25 sessions queued
+// behind them (so both a turn's and a queued turn's leftovers count), and
+// pins that once their agents went idle and stopped,
 // the process's goroutines and open descriptors are back to what they were
 // before: nothing a session started outlives it. The daemon runs in this
 // process (as in the feature suite), so the counts are its own plus the fake
@@ -41,6 +43,10 @@ func TestSlowHomeserverFiftySessionsLeaveNothingBehind(t *testing.T) {
 	must(w.stepUsers(ctx, `"ori"`))
 	must(w.stepAgents(ctx, `"agent-a"`, `"#ops"`, ""))
 	must(w.stepIdleTimeout("1"))
+	// Two waves: at the default cap of 4 a process, 13 waves of slow turns
+	// took 43 s of the package's run.
+	must(w.stepAgentMaxProcs("agent-a", "25"))
+	must(w.stepDaemonMaxProcs("25"))
 	// A first turn warms up what lives as long as the daemon (clients,
 	// connections, the agent's socket); its process then stops idle.
 	must(w.stepWillReply("agent-a", "warmed up"))
