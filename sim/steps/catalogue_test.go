@@ -86,14 +86,6 @@ func TestEveryStepIsDocumented(t *testing.T) {
 // definition matches each step, taking a DocString or table exactly when the
 // step has one, so a typo fails fast.
 func TestFeaturesUseOnlyDefinedSteps(t *testing.T) {
-	dir, err := FeaturesDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, _ := filepath.Glob(filepath.Join(dir, "*.feature"))
-	if len(files) == 0 {
-		t.Fatal("no features found")
-	}
 	defs := definitions(nil)
 	var res []*regexp.Regexp
 	for _, d := range defs {
@@ -107,18 +99,8 @@ func TestFeaturesUseOnlyDefinedSteps(t *testing.T) {
 		}
 		return ft.In(ft.NumIn() - 1)
 	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids := (&messages.Incrementing{}).NewId
-		doc, err := gherkin.ParseGherkinDocument(bytes.NewReader(b), ids)
-		if err != nil {
-			t.Errorf("%s: %v", filepath.Base(f), err)
-			continue
-		}
-		for _, p := range gherkin.Pickles(*doc, f, ids) {
+	for f, pickles := range featurePickles(t) {
+		for _, p := range pickles {
 			for _, st := range p.Steps {
 				var hits []stepDef
 				for i, re := range res {
@@ -139,4 +121,33 @@ func TestFeaturesUseOnlyDefinedSteps(t *testing.T) {
 			}
 		}
 	}
+}
+
+// featurePickles compiles every feature under features/ as godog does
+// (Scenario Outlines expanded into their examples): a file's scenarios,
+// keyed by its path. A file that does not parse fails the test.
+func featurePickles(t *testing.T) map[string][]*messages.Pickle {
+	t.Helper()
+	dir, err := FeaturesDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.feature"))
+	if len(files) == 0 {
+		t.Fatal("no features found")
+	}
+	out := map[string][]*messages.Pickle{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := (&messages.Incrementing{}).NewId
+		doc, err := gherkin.ParseGherkinDocument(bytes.NewReader(b), ids)
+		if err != nil {
+			t.Fatalf("%s: %v", filepath.Base(f), err)
+		}
+		out[f] = gherkin.Pickles(*doc, f, ids)
+	}
+	return out
 }

@@ -2,8 +2,11 @@ package steps
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
+
+	messages "github.com/cucumber/messages/go/v34"
 )
 
 func testPool(copies int) (*pool, *room) {
@@ -133,5 +136,33 @@ func TestNeededRecipesAreTheFeaturesBusyRooms(t *testing.T) {
 	got, err = neededRecipes([]string{findPath("features/mcp_paging.feature") + ":12"}, poolRecipes)
 	if err != nil || len(got) != 1 || got[0].Total != 800 {
 		t.Fatalf("mcp_paging.feature:12 needs %v (err %v), want the 800-message room", got, err)
+	}
+}
+
+// Every scenario of the Synapse pass that seeds a snapshot's busy room finds a
+// copy of its own: one more scenario than copies seeds its 800 messages by
+// sending, in CI's Synapse pass 21 s where a copy costs none.
+func TestSnapshotHasACopyForEveryScenario(t *testing.T) {
+	need := make([]int, len(poolRecipes))
+	for _, pickles := range featurePickles(t) {
+		for _, p := range pickles {
+			if slices.ContainsFunc(p.Tags, func(tag *messages.PickleTag) bool { return tag.Name == "@fake-only" }) {
+				continue
+			}
+			for _, st := range p.Steps {
+				if i := busyRecipe(st.Text, poolRecipes); i >= 0 {
+					need[i]++
+					break
+				}
+			}
+		}
+	}
+	for i, r := range poolRecipes {
+		if need[i] == 0 {
+			t.Errorf("no scenario seeds %s (%d messages in %d threads): the snapshot holds %d copies for none", r.Room, r.Total, r.Threads, r.Pool)
+		}
+		if r.Pool < need[i] {
+			t.Errorf("%d scenarios seed %s (%d messages in %d threads), the snapshot holds %d copies: raise its Pool to %d", need[i], r.Room, r.Total, r.Threads, r.Pool, need[i])
+		}
 	}
 }
