@@ -2,7 +2,10 @@
 Feature: Reading a busy room from one mention
   In order to answer a message that arrived without context
   As an agent woken in a busy room
-  I need to scan the room, drill into the thread that matters, and see who is who
+  I need to scan the room and drill into the thread that matters
+
+  Who is in the room and where the agent may post is read from the room's state, not its
+  history: room_state.feature.
 
   Background:
     Given the homeserver has users "ori" and "mia"
@@ -28,25 +31,3 @@ Feature: Reading a busy room from one mention
     Then the result has 100 messages
     And the messages are oldest first
     And each reply in the result carries its thread_id and no top-level message does
-
-  Scenario: the members say which of them are agents
-    When agent-a calls zooid_get_members
-    Then the result includes:
-      """json
-      {"members": [
-        {"id": "@agent-a", "is_agent": true, "agent_name": "agent-a"},
-        {"id": "@agent-b", "is_agent": true, "agent_name": "agent-b"},
-        {"id": "@ori", "is_agent": false},
-        {"id": "@mia", "is_agent": false}
-      ]}
-      """
-
-  Scenario: the room info names the room and its transport
-    When agent-a calls zooid_get_room_info
-    Then the room info is "#ops", named "#ops", on the matrix transport
-
-  Scenario: the rooms are every room the agent may post to
-    Given agent "agent-a" is bound to "#dev"
-    When agent-a calls zooid_get_rooms
-    Then the result has 2 rooms
-    And the result includes {"rooms": [{"id": "#ops", "transport": "matrix"}, {"id": "#dev", "transport": "matrix"}]}

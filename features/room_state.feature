@@ -11,6 +11,24 @@ Feature: The room tools stay true as the room changes
     Given the homeserver has users "ori" and "mia"
     And agents "agent-a" and "agent-b" are bound to "#ops"
 
+  Scenario: the members say which of them are agents
+    When agent-a calls zooid_get_members
+    Then the result includes:
+      """json
+      {"members": [
+        {"id": "@agent-a", "is_agent": true, "agent_name": "agent-a"},
+        {"id": "@agent-b", "is_agent": true, "agent_name": "agent-b"},
+        {"id": "@ori", "is_agent": false},
+        {"id": "@mia", "is_agent": false}
+      ]}
+      """
+
+  Scenario: the rooms are every room the agent may post to
+    Given agent "agent-a" is bound to "#dev"
+    When agent-a calls zooid_get_rooms
+    Then the result has 2 rooms
+    And the result includes {"rooms": [{"id": "#ops", "transport": "matrix"}, {"id": "#dev", "transport": "matrix"}]}
+
   Scenario: a renamed room is named anew
     When agent-a calls zooid_get_room_info
     Then the room info is "#ops", named "#ops", on the matrix transport
