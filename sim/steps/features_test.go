@@ -26,11 +26,11 @@ var (
 // run, or only when it runs first, is found by an ordinary run.
 //
 // The two passes run at once (t.Parallel), after this package's tests that
-// count the process's goroutines and descriptors have run alone: each pass
-// alone kept about one of CI's two cores busy, waiting on its scenarios'
-// timers and processes, so side by side they take little longer than one
-// (issue 38's goal 4). Each pass reports through t.Output, so its lines are
-// its own in go test's output.
+// count the process's goroutines and descriptors have run alone: one after
+// the other (76 s each) they kept about one of two cores busy, waiting on
+// their scenarios' timers and processes, and the package took 235 s; side
+// by side it takes 190 s (issue 38's goal 4). Each pass reports through
+// t.Output, so its lines are its own in go test's output.
 func TestFeatures(t *testing.T) {
 	t.Parallel()
 	runFeatures(t, "", 4)
