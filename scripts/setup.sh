@@ -28,24 +28,11 @@ go mod download
 if ! command -v npm >/dev/null; then
   missing "npm is missing (install Node 20+ with npm for the real MCP clients and agents)"
 else
-  # The installs run at once (each in its own directory, npm's cache shared and safe for
-  # that): one after another they took 25 s of a warm CI run, mostly waiting.
-  pids=()
-  dirs=()
   for lock in $(git ls-files '*package-lock.json'); do
     dir=$(dirname "$lock")
     if [ ! -d "$dir/node_modules" ] || [ "$lock" -nt "$dir/node_modules" ]; then
       echo "setup: npm ci in $dir"
-      (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) &
-      pids+=($!)
-      dirs+=("$dir")
-    fi
-  done
-  for i in "${!pids[@]}"; do
-    if ! wait "${pids[$i]}"; then
-      kill "${pids[@]}" 2>/dev/null || true
-      echo "setup: npm ci failed in ${dirs[$i]}" >&2
-      exit 1
+      (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
     fi
   done
 fi
