@@ -52,6 +52,7 @@ Feature: The daemon's flight recorder
     And planner will reply "looking at svc-a"
     When ori says in "#ops": "@planner please check svc-a"
     Then planner posts "looking at svc-a" in the thread
+    And the trace of "#ops" records planner's turn ended
     When the daemon is killed and started again
     And ori replies in the thread: "any news?"
     Then planner is prompted with "any news?" in a new session

@@ -58,6 +58,10 @@ func traceSteps(w *world) []stepDef {
 			example: `the trace of "#ops" records agent-a crashed`,
 			doc:     "An agent failure record of the agent, in one of its sessions.",
 			fn:      w.stepTraceAgent},
+		{area: "trace", pattern: `^the trace of "(#[a-z0-9-]+)" records ([a-z0-9-]+)'s turn ended$`,
+			example: `the trace of "#ops" records planner's turn ended`,
+			doc:     "A turn end record of the agent with the stop reason end_turn. The daemon writes it after its turn journal let the turn go, so a kill after this step does not answer that turn again at the next start (nor tell the new process of its thread).",
+			fn:      w.stepTraceTurnEnded},
 		{area: "trace", pattern: `^the trace of "(#[a-z0-9-]+)" records the daemon (starting|restarting)$`,
 			example: `the trace of "#ops" records the daemon restarting`,
 			doc:     "A start record naming the room's alias; restarting: one marked as a restart (the room's trace already held a run).",
@@ -300,6 +304,20 @@ func (w *world) stepTraceAgent(ctx context.Context, roomName, agent, what string
 		}
 		if !strings.HasPrefix(r.Session, agent+"|") {
 			return false, fmt.Errorf("%s %s recorded in session %q", agent, what, r.Session)
+		}
+		return true, nil
+	})
+	return err
+}
+
+func (w *world) stepTraceTurnEnded(ctx context.Context, roomName, agent string) error {
+	_, err := w.traceRecord(ctx, roomName, fmt.Sprintf("%s's turn ended in the trace", agent), func(r trace.Record) (bool, error) {
+		te := r.TurnEnd
+		if te == nil || te.Agent != agent {
+			return false, nil
+		}
+		if te.Stop != "end_turn" {
+			return false, fmt.Errorf("%s's turn %s ended with stop %q (error %q), want end_turn", agent, te.Turn, te.Stop, te.Error)
 		}
 		return true, nil
 	})
