@@ -58,11 +58,13 @@ Feature: Agents read and answer in end-to-end encrypted rooms
     Synapse can lose a to-device message on the way to an appservice (a transaction it retried,
     or a notification it handled after a later one's) while the device's inbox keeps it.
     Halfway through its wait the daemon reads each agent device's inbox (/sync as the device)
-    before asking anyone: agent-b reads the message too.
+    before asking anyone: agent-b reads the message too. (The daemon reads the inboxes as it
+    starts as well; ori speaks once that read is over, or it could find the key first.)
 
     Given "#ops" is end-to-end encrypted
     And agent-a will reply "noted"
     And the homeserver loses the next 2 encrypted to-device messages for the agents' devices
+    And the daemon logs "the agent devices' to-device inboxes were read at start"
     When ori says in "#ops", encrypted: "@agent-a the standby takes over at six"
     Then agent-a is prompted with "the standby takes over at six"
     And agent-a posts "noted" in the thread
