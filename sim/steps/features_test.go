@@ -30,7 +30,9 @@ var (
 // the other (76 s each) they kept about one of two cores busy, waiting on
 // their scenarios' timers and processes, and the package took 235 s; side
 // by side it takes 190 s (issue 38's goal 4). Each pass reports through
-// t.Output, so its lines are its own in go test's output.
+// t.Output, so its lines are its own in go test's output. README's test
+// command (scripts/test.sh) runs this pass in a go test of its own without
+// the race detector, beside the rest under it.
 func TestFeatures(t *testing.T) {
 	t.Parallel()
 	runFeatures(t, "", 4)
