@@ -32,7 +32,7 @@ else
     dir=$(dirname "$lock")
     if [ ! -d "$dir/node_modules" ] || [ "$lock" -nt "$dir/node_modules" ]; then
       echo "setup: npm ci in $dir"
-      (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+      (cd "$dir" && npm ci --no-audit --no-fund --prefer-offline --loglevel=error)
     fi
   done
 fi
