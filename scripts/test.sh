@@ -25,7 +25,8 @@ flags=()
 # (TestFeatures, the real agents' scenarios among them) runs beside it without the race
 # detector. Under it that pass cost 173-193 s of CPU against 90 s without (issue 38's
 # goal 4: the run is bound by its CPU on two cores), for code the degraded pass already
-# runs under the detector but for the real agents' turns, which are node's own CPU.
+# runs under the detector, but for the plain profile's history paths (zooid/history's
+# tests run those under it) and the real agents' turns, whose CPU is node's own.
 # ./sim/steps is named first so that go test starts it first: it is the longest package
 # (its degraded pass), and started in ./...'s order it ended the run alone with a core idle.
 # (Naming the four longest first, longest first, measured worse: cmd/zooid's image builds
