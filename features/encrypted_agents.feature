@@ -64,7 +64,7 @@ Feature: Agents read and answer in end-to-end encrypted rooms
     Given "#ops" is end-to-end encrypted
     And agent-a will reply "noted"
     And the homeserver loses the next 2 encrypted to-device messages for the agents' devices
-    And the daemon logs "the agent devices' to-device inboxes were read at start"
+    And the daemon logs "the start's read of the agent devices' to-device inboxes is over"
     When ori says in "#ops", encrypted: "@agent-a the standby takes over at six"
     Then agent-a is prompted with "the standby takes over at six"
     And agent-a posts "noted" in the thread

@@ -2,7 +2,8 @@
 # README's test command: set-up, then every Go test (the feature suite runs as
 # subtests of ./sim/steps) against the embedded fake homeserver, with the race
 # detector but for the feature pass on fakehs as Synapse behaves (see below:
-# the degraded profile's pass runs the same scenarios under it). It passes as any user on a fresh machine: a test whose dependency
+# the degraded profile's pass runs the same scripted scenarios under it). It
+# passes as any user on a fresh machine: a test whose dependency
 # the machine lacks (root, a Docker engine, the npm packages, chromium) is left
 # out with one line saying which and why, and the summary at the end lists
 # every skip, or says that no test was skipped. Under CI=true a missing

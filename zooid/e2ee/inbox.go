@@ -90,9 +90,9 @@ const drainPagesAtStart = 100
 // those messages decrypt as they come rather than halfway through
 // room_key_wait, each holding its room until then. The read also lets the
 // homeserver drop what the devices were pushed since their last read. Its
-// last line says the read is over: until then a room key lost on its way may
-// be found by it rather than by fromInboxes, which a scenario about the late
-// key's path waits for.
+// last line says the read is over (a device whose read failed was warned of):
+// until then a room key lost on its way may be found by it rather than by
+// fromInboxes, which a scenario about the late key's path waits for.
 func (d *Devices) drainInboxes(ctx context.Context) {
 	for _, dev := range d.order {
 		if ctx.Err() != nil {
@@ -100,7 +100,7 @@ func (d *Devices) drainInboxes(ctx context.Context) {
 		}
 		d.logInboxRead(ctx, dev, drainPagesAtStart, "reading an agent device's to-device inbox at start")
 	}
-	d.log.Debug("the agent devices' to-device inboxes were read at start", "devices", len(d.order))
+	d.log.Debug("the start's read of the agent devices' to-device inboxes is over", "devices", len(d.order))
 }
 
 // inboxReadAfter is how many to-device messages pushed to a device start a
