@@ -146,22 +146,10 @@ func (w *world) settleBarrierTurn(ctx context.Context, b barrierSent) error {
 		return nil
 	}
 	turn := string(b.post.id)
-	return w.eventually(ctx, fmt.Sprintf("the trace ends %s's barrier turn %s", b.agent, turn), func() (bool, string, error) {
-		tr, err := trace.Read(w.traceDir)
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		room, ok := tr.Room(b.post.room.id)
-		if !ok {
-			return false, "no trace of the barrier's room yet", nil
-		}
-		for _, rec := range room.Records {
-			if rec.Kind == trace.KindTurnEnd && rec.TurnEnd != nil && rec.TurnEnd.Turn == turn {
-				return true, "", nil
-			}
-		}
-		return false, fmt.Sprintf("%d records, no turn end for %s", len(room.Records), turn), nil
+	_, err := w.awaitTraceRecord(ctx, b.post.room, fmt.Sprintf("the trace ends %s's barrier turn %s", b.agent, turn), func(rec trace.Record) (bool, error) {
+		return rec.Kind == trace.KindTurnEnd && rec.TurnEnd != nil && rec.TurnEnd.Turn == turn, nil
 	})
+	return err
 }
 
 func (w *world) countPrompts(ctx context.Context, agent, text string, want int) error {

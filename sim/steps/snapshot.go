@@ -51,13 +51,13 @@ type poolRecipe struct {
 
 // poolRecipes are the busy rooms every Synapse run has ready. The room is
 // 800 messages (2,000 until issue 38: 36,000 sends for a cold CI's snapshot,
-// now 14,400): enough for every paging scenario to walk four pages of 200,
+// now 12,800): enough for every paging scenario to walk four pages of 200,
 // stop mid-walk after three, and find more than 200 entries in the overview. Pool is how
 // many copies there are: mcp_paging and mcp_reading have 16 scenarios on
 // this room, and each writes to it (a tool call is woken by a mention), so
 // each spends a copy; a scenario that finds every copy spent seeds its room
 // by sending, which took 21 s of a CI's Synapse pass, its slowest scenario
-// (TestSnapshotHasACopyForEveryScenario keeps Pool up with the features).
+// (TestSnapshotHasACopyForEveryScenario holds Pool to the features: one copy a scenario).
 // The room tools' scenarios that read no history live in room_state.feature,
 // on a room without one: three copies fewer, 2,400 sends of a cold build.
 // Changing the list rebuilds the snapshot (once; then it is reused).

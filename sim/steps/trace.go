@@ -11,7 +11,8 @@ import (
 
 // Reading the daemon's trace back: waiting for a record of a room.
 
-// traceRecords waits until the room's trace holds a record match accepts.
+// traceRecord waits until the named room's trace holds a record match
+// accepts.
 func (w *world) traceRecord(ctx context.Context, roomName, what string, match func(trace.Record) (bool, error)) (trace.Record, error) {
 	if w.traceDir == "" {
 		return trace.Record{}, errors.New("the daemon keeps no trace; add: the daemon keeps a trace")
@@ -23,22 +24,27 @@ func (w *world) traceRecord(ctx context.Context, roomName, what string, match fu
 	if err != nil {
 		return trace.Record{}, err
 	}
+	return w.awaitTraceRecord(ctx, r, what, match)
+}
+
+// awaitTraceRecord waits until r's trace holds a record match accepts. A
+// match error is a record of the right kind that says something else: the
+// wait goes on in case a later one matches, and reports it if none does.
+func (w *world) awaitTraceRecord(ctx context.Context, r *room, what string, match func(trace.Record) (bool, error)) (trace.Record, error) {
 	var found trace.Record
 	var matchErr error
-	err = w.eventually(ctx, what, func() (bool, string, error) {
+	err := w.eventually(ctx, what, func() (bool, string, error) {
 		tr, err := trace.Read(w.traceDir)
 		if err != nil {
 			return false, err.Error(), nil
 		}
 		room, ok := tr.Room(r.id)
 		if !ok {
-			return false, "no trace of " + roomName + " yet", nil
+			return false, "no trace of " + r.name + " yet", nil
 		}
 		for _, rec := range room.Records {
 			ok, err := match(rec)
 			if err != nil {
-				// A record of the right kind that says something else: keep
-				// waiting in case a later one matches, report it if none does.
 				matchErr = err
 				continue
 			}
