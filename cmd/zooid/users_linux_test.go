@@ -51,7 +51,18 @@ func addUser(t *testing.T, prefix string) unixuser.User {
 	if out, err := exec.Command("useradd", "--system", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
 		t.Fatalf("useradd %s: %v: %s", name, err, out)
 	}
+	var uid uint32
 	t.Cleanup(func() {
+		// The daemon has stopped its agents' process groups and waited for
+		// each agent, but a helper of an agent's (pi's node children) that the
+		// kill reached is reaped by init, which may not have happened yet:
+		// userdel refused with "currently used by process" in a loaded CI run.
+		// What is still there after a while outlived its daemon, and is named.
+		if uid != 0 {
+			if left := awaitNoProcessOf(uid, 10*time.Second); len(left) > 0 {
+				t.Errorf("processes of the agent's user %s outlived the test: %s", name, strings.Join(left, "; "))
+			}
+		}
 		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
 			t.Errorf("userdel %s: %v: %s", name, err, out)
 		}
@@ -60,7 +71,58 @@ func addUser(t *testing.T, prefix string) unixuser.User {
 	if err != nil {
 		t.Fatal(err)
 	}
+	uid = u.UID
 	return u
+}
+
+// awaitNoProcessOf waits up to d until no process runs as uid (real or
+// effective), and returns those still there then, each as its pid, state
+// and command line.
+func awaitNoProcessOf(uid uint32, d time.Duration) []string {
+	deadline := time.Now().Add(d)
+	for {
+		left := processesOf(uid)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// processesOf lists the processes running as uid, read from /proc.
+func processesOf(uid uint32) []string {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return []string{"reading /proc: " + err.Error()}
+	}
+	var out []string
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		status, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+		if err != nil {
+			continue // gone since the listing
+		}
+		var state string
+		mine := false
+		for _, line := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(line, "State:"); ok {
+				state = strings.TrimSpace(v)
+			}
+			if v, ok := strings.CutPrefix(line, "Uid:"); ok {
+				f := strings.Fields(v)
+				mine = len(f) >= 2 && (f[0] == fmt.Sprint(uid) || f[1] == fmt.Sprint(uid))
+			}
+		}
+		if !mine {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		out = append(out, fmt.Sprintf("%d (%s) %s", pid, state, strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " "))))
+	}
+	return out
 }
 
 // usersWorld is a directory tree as an operator would lay it out for agents
