@@ -8,7 +8,8 @@ Feature: pi agents, for real
   which gives pi the same tools against the same socket. These scenarios run the real pi-acp
   and pi pinned in zooid/piext/testdata/pi, started by the daemon from the pi preset; only the
   model is scripted: a model double answers each of pi's model requests with the next step of
-  the agent's script.
+  the agent's script. CI's pass on real Synapse leaves these to the fake homeserver (as it does
+  real_agents.feature's scenarios but for those tagged @smoke, pi's first turn among them).
 
   Background:
     Given the homeserver has users "ori"

@@ -12,9 +12,15 @@ Feature: Real agents take real turns
   those for its own tools, and only those. pi has no use for the MCP server in session/new: it
   gets the same tools through the extension the daemon installs in its pi directory.
 
+  What most of these show lies on the agent's side of the daemon (its adapter, its model API,
+  its permission prompts), which a real homeserver does not change, and each costs seconds of
+  CPU to start a real agent: CI's pass on real Synapse runs only those tagged @smoke, each
+  preset's first turn; every one of them runs on the fake homeserver in README's test command.
+
   Background:
     Given the homeserver has users "ori"
 
+  @smoke
   Scenario Outline: <preset> calls a Zooid tool with no permission prompt, and answers with its result
     Given agent "bot" is bound to "#ops"
     And bot runs real <preset>

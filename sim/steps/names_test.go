@@ -1,8 +1,14 @@
 package steps
 
 import (
+	"context"
+	"io"
 	"regexp"
+	"slices"
+	"sync"
 	"testing"
+
+	"github.com/cucumber/godog"
 
 	"github.com/zooid-dev/zooid/fakeagent"
 )
@@ -108,14 +114,77 @@ func TestIncludesMatchesSubsetsAndRejectsDifferences(t *testing.T) {
 	}
 }
 
+// TestFakeOnlyIsExcludedWhateverTheTagsSay runs godog's own filter on
+// scenarios tagged every way that matters, with the expressions a run
+// builds: a @fake-only scenario stays out whatever the tags asked for.
 func TestFakeOnlyIsExcludedWhateverTheTagsSay(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"", "~@fake-only"},
-		{"@mcp", "@mcp && ~@fake-only"},
-		{"@mcp,@routing", "@mcp,@routing && ~@fake-only"},
+	const feature = `Feature: tags
+  @mcp @fake-only
+  Scenario: mcp on the fake
+    Given a step
+
+  @mcp
+  Scenario: mcp
+    Given a step
+
+  @routing
+  Scenario: routing
+    Given a step
+
+  @real-agents @smoke
+  Scenario: smoke
+    Given a step
+
+  @real-agents
+  Scenario: real
+    Given a step
+
+  Scenario: untagged
+    Given a step
+`
+	for _, c := range []struct {
+		tags string
+		want []string
+	}{
+		{"", []string{"mcp", "real", "routing", "smoke", "untagged"}},
+		{"@mcp", []string{"mcp"}},
+		{"@mcp,@routing", []string{"mcp", "routing"}},
+		{"~@routing && ~@real-agents,@smoke", []string{"mcp", "smoke", "untagged"}},
+		{"@fake-only", nil},
 	} {
-		if got := andTags(c.in, "~"+FakeOnlyTag); got != c.want {
-			t.Errorf("andTags(%q) = %q, want %q", c.in, got, c.want)
+		tags := andTags(c.tags, "~"+FakeOnlyTag)
+		if got := scenariosMatching(t, feature, tags); !slices.Equal(got, c.want) {
+			t.Errorf("andTags(%q) = %q ran %q, want %q", c.tags, tags, got, c.want)
 		}
 	}
+}
+
+// scenariosMatching runs feature through godog with the tag expression tags
+// and returns the names of the scenarios it ran, sorted.
+func scenariosMatching(t *testing.T, feature, tags string) []string {
+	t.Helper()
+	var (
+		mu  sync.Mutex
+		ran []string
+	)
+	status := godog.TestSuite{
+		ScenarioInitializer: func(sc *godog.ScenarioContext) {
+			sc.Step(`^a step$`, func() {})
+			sc.Before(func(ctx context.Context, s *godog.Scenario) (context.Context, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				ran = append(ran, s.Name)
+				return ctx, nil
+			})
+		},
+		Options: &godog.Options{
+			Format: "progress", Output: io.Discard, Tags: tags, Strict: true,
+			FeatureContents: []godog.Feature{{Name: "tags.feature", Contents: []byte(feature)}},
+		},
+	}.Run()
+	if status != 0 {
+		t.Fatalf("godog with tags %q exited %d", tags, status)
+	}
+	slices.Sort(ran)
+	return ran
 }

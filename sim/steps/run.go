@@ -470,14 +470,26 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// andTags joins two tag expressions.
+// andTags is the expression a scenario matches when it matches both a and b.
+// godog's expressions (Behat's) have no parentheses: "," joins alternatives,
+// each of them tags joined by "&&". So both hold when some alternative of a
+// and some alternative of b do: the alternatives of the result are every
+// such pair. (Appending " && b" held only for an a without ",": "@mcp,@routing
+// && ~@fake-only" let a @fake-only scenario tagged @mcp through.)
 func andTags(a, b string) string {
 	if strings.TrimSpace(a) == "" {
 		return b
 	}
-	// godog's expressions have no parentheses: "&&" joins groups of
-	// ","-separated alternatives, so appending a group is already an AND.
-	return a + " && " + b
+	if strings.TrimSpace(b) == "" {
+		return a
+	}
+	var both []string
+	for _, x := range strings.Split(a, ",") {
+		for _, y := range strings.Split(b, ",") {
+			both = append(both, strings.TrimSpace(x)+" && "+strings.TrimSpace(y))
+		}
+	}
+	return strings.Join(both, ",")
 }
 
 // FeaturesDir finds the module's features directory from the working
