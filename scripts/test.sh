@@ -12,11 +12,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 # The race detector's runtime sleeps for a second as every instrumented process exits (its
-# atexit_sleep_ms, 1000 by default), so that goroutines still running can report a race: 45
-# test binaries held go test's two slots for 45 s (every package with no test to run: 45.7 s
+# atexit_sleep_ms, 1000 by default), so that goroutines still running can report a race: 48
+# test binaries held go test's two slots a second each (every package with no test to run: 45.7 s
 # against 15.5 s without the sleep). A race found while a test runs fails that test, one found
-# at exit still fails the binary (exit status 66), and the tests stop their goroutines before
-# they return; only the wait goes.
+# at exit still fails the binary (exit status 66), and a goroutine still running at exit is a
+# leak the tests are written not to leave; only the wait goes.
 export GORACE="${GORACE:-atexit_sleep_ms=0}"
 # goolm: mautrix's crypto in pure Go (the harness's encrypted humans,
 # fakehs/e2eeclient); without it mautrix v0.32 links libolm through cgo.
