@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zooid-dev/zooid/internal/childproc"
 	"github.com/zooid-dev/zooid/internal/testdeps"
 
 	"github.com/zooid-dev/zooid/zooid/handshake"
@@ -75,9 +76,8 @@ func addUser(t *testing.T, prefix string) unixuser.User {
 	return u
 }
 
-// awaitNoProcessOf waits up to d until no process runs as uid (real or
-// effective), and returns those still there then, each as its pid, state
-// and command line.
+// awaitNoProcessOf waits up to d until no process runs as uid, and returns
+// those still there then (processesOf).
 func awaitNoProcessOf(uid uint32, d time.Duration) []string {
 	deadline := time.Now().Add(d)
 	for {
@@ -89,38 +89,18 @@ func awaitNoProcessOf(uid uint32, d time.Duration) []string {
 	}
 }
 
-// processesOf lists the processes running as uid, read from /proc.
+// processesOf lists the processes running as uid (real or effective), each
+// as its pid, state and command line.
 func processesOf(uid uint32) []string {
-	ents, err := os.ReadDir("/proc")
+	all, err := childproc.Processes()
 	if err != nil {
-		return []string{"reading /proc: " + err.Error()}
+		return []string{err.Error()}
 	}
 	var out []string
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+	for _, p := range all {
+		if r, e, err := childproc.Owner(p.PID); err == nil && (r == uid || e == uid) {
+			out = append(out, fmt.Sprintf("%d (%s) %s", p.PID, p.State, childproc.Cmdline(p.PID)))
 		}
-		status, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
-		if err != nil {
-			continue // gone since the listing
-		}
-		var state string
-		mine := false
-		for _, line := range strings.Split(string(status), "\n") {
-			if v, ok := strings.CutPrefix(line, "State:"); ok {
-				state = strings.TrimSpace(v)
-			}
-			if v, ok := strings.CutPrefix(line, "Uid:"); ok {
-				f := strings.Fields(v)
-				mine = len(f) >= 2 && (f[0] == fmt.Sprint(uid) || f[1] == fmt.Sprint(uid))
-			}
-		}
-		if !mine {
-			continue
-		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		out = append(out, fmt.Sprintf("%d (%s) %s", pid, state, strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " "))))
 	}
 	return out
 }

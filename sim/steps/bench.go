@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zooid-dev/zooid/fakeagent"
+	"github.com/zooid-dev/zooid/internal/childproc"
 	"github.com/zooid-dev/zooid/zooid/tools"
 )
 
@@ -346,49 +346,14 @@ func waitNoChildren(ctx context.Context, bound time.Duration) error {
 	}
 }
 
-// childProc is a process whose parent is this one.
-type childProc struct {
-	pid   int
-	state string // /proc/PID/stat's state: R, S, … and Z for a zombie
-}
-
-// childProcs lists this process's children from /proc, zombies included (a
-// child not yet waited for has not been cleaned up).
-func childProcs() []childProc {
-	self := strconv.Itoa(os.Getpid())
-	ents, _ := os.ReadDir("/proc")
-	var kids []childProc
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // ended meanwhile
-		}
-		// "pid (comm) state ppid …": comm may hold spaces and parentheses,
-		// so the fields are counted after its last ')'.
-		i := strings.LastIndexByte(string(data), ')')
-		if i < 0 {
-			continue
-		}
-		if f := strings.Fields(string(data[i+1:])); len(f) > 1 && f[1] == self {
-			kids = append(kids, childProc{pid: pid, state: f[0]})
-		}
-	}
-	return kids
-}
-
-// childPids lists the live (not zombie) processes whose parent is this one.
+// childPids lists the live (not ended) processes whose parent is this one.
 func childPids() []int {
+	kids, _ := childproc.Children(os.Getpid())
 	var pids []int
-	for _, c := range childProcs() {
-		if !zombie(c.state) {
-			pids = append(pids, c.pid)
+	for _, c := range kids {
+		if !c.Ended() {
+			pids = append(pids, c.PID)
 		}
 	}
 	return pids
 }
-
-func zombie(state string) bool { return state == "Z" || state == "X" }

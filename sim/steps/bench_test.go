@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os/exec"
 	"slices"
 	"testing"
 	"time"
@@ -107,55 +106,6 @@ func TestIdleSessionsReturnToBaseline(t *testing.T) {
 	}
 	t.Logf("%d sessions: %.0f bytes, %.2f goroutines, %.2f fds each while idle; left after close: %d goroutines, %d fds",
 		st.Sessions, st.HeapPerSession, st.GoroutinesPerSession, st.FDsPerSession, st.GoroutinesLeft, st.FDsLeft)
-}
-
-// childProcs finds a child by its parent id (the field after the state), as
-// a zombie until it is waited for, and not after; childPids leaves the zombie
-// out. Reading the process group instead, as it once did, finds no child of
-// a test binary at all, and the idle-session benchmark measured agents still
-// running.
-func TestChildProcsFindsAChildUntilItIsWaitedFor(t *testing.T) {
-	cmd := exec.Command("sleep", "60")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	find := func() (childProc, bool) {
-		for _, c := range childProcs() {
-			if c.pid == pid {
-				return c, true
-			}
-		}
-		return childProc{}, false
-	}
-	if _, ok := find(); !ok || !slices.Contains(childPids(), pid) {
-		t.Fatalf("a running child %d is not listed: %v", pid, childProcs())
-	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, ok := find()
-		if !ok {
-			t.Fatalf("the killed child %d vanished before it was waited for", pid)
-		}
-		if zombie(c.state) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the killed child %d is still %q after 10 s", pid, c.state)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if slices.Contains(childPids(), pid) {
-		t.Fatalf("childPids lists the zombie %d", pid)
-	}
-	_ = cmd.Wait()
-	if _, ok := find(); ok {
-		t.Fatalf("the child %d is still listed after it was waited for", pid)
-	}
 }
 
 // BenchmarkRouting drives the busy homeserver of docs/performance.md item 6

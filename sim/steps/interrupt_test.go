@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/cucumber/godog"
+
+	"github.com/zooid-dev/zooid/internal/childproc"
 )
 
 // interruptFeature waits, in its first scenario, for a post that never comes
@@ -42,7 +44,7 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	before := len(childProcs())
+	before := children(t)
 	var later atomic.Int32
 	var out bytes.Buffer
 	done := make(chan int, 1)
@@ -70,7 +72,7 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 	if n := later.Load(); n != 0 {
 		t.Errorf("the scenario after the interrupt ran its step %d times, want 0", n)
 	}
-	if after := len(childProcs()); after != before {
+	if after := children(t); after != before {
 		t.Errorf("%d child processes after the interrupted run, %d before: the hung agent was left running", after, before)
 	}
 	for _, want := range []string{
@@ -82,4 +84,14 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
+}
+
+// children counts this process's child processes, zombies included.
+func children(t *testing.T) int {
+	t.Helper()
+	kids, err := childproc.Children(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(kids)
 }

@@ -1,7 +1,6 @@
 package steps
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"maunium.net/go/mautrix"
 
 	"github.com/zooid-dev/zooid/fakeagent"
+	"github.com/zooid-dev/zooid/internal/childproc"
 	"github.com/zooid-dev/zooid/zooid/handshake"
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
@@ -285,40 +284,22 @@ func (w *world) bindingsOffArgv(ctx context.Context, agent string) error {
 // processTree is the argv of pid and of every live descendant of it, read
 // from /proc.
 func processTree(root int) (map[int]string, error) {
-	entries, err := os.ReadDir("/proc")
+	all, err := childproc.Processes()
 	if err != nil {
-		return nil, fmt.Errorf("listing processes: %w", err)
+		return nil, err
 	}
 	children := map[int][]int{}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // ended meanwhile
-		}
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) < 2 {
-			continue
-		}
-		if ppid, err := strconv.Atoi(f[1]); err == nil {
-			children[ppid] = append(children[ppid], pid)
-		}
+	for _, p := range all {
+		children[p.PPID] = append(children[p.PPID], p.PID)
 	}
 	tree := map[int]string{}
 	for todo := []int{root}; len(todo) > 0; todo = todo[1:] {
 		pid := todo[0]
-		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil {
+		cmdline := childproc.Cmdline(pid)
+		if cmdline == "" {
 			continue // ended meanwhile
 		}
-		tree[pid] = strings.ReplaceAll(strings.TrimRight(string(cmdline), "\x00"), "\x00", " ")
+		tree[pid] = cmdline
 		todo = append(todo, children[pid]...)
 	}
 	if _, ok := tree[root]; !ok {

@@ -17,6 +17,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/zooid-dev/zooid/fakeagent"
+	"github.com/zooid-dev/zooid/internal/childproc"
 	"github.com/zooid-dev/zooid/zooid/acpagent"
 )
 
@@ -365,21 +366,11 @@ func TestStderrGoesToLogger(t *testing.T) {
 
 // children lists the live processes whose parent is pid.
 func children(pid int) []int {
+	kids, _ := childproc.Children(pid)
 	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) && f[0] != "Z" {
-			out = append(out, p)
+	for _, k := range kids {
+		if !k.Ended() {
+			out = append(out, k.PID)
 		}
 	}
 	return out
