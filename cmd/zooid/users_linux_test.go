@@ -54,11 +54,11 @@ func addUser(t *testing.T, prefix string) unixuser.User {
 	}
 	var uid uint32
 	t.Cleanup(func() {
-		// The daemon has stopped its agents' process groups and waited for
-		// each agent, but a helper of an agent's (pi's node children) that the
-		// kill reached is reaped by init, which may not have happened yet:
-		// userdel refused with "currently used by process" in a loaded CI run.
-		// What is still there after a while outlived its daemon, and is named.
+		// The daemon has killed its agents' process groups and waited for each
+		// agent, but a child of an agent's that the kill reached is reaped by
+		// init, which may not have happened yet: userdel refused with
+		// "currently used by process" in a loaded CI run. What is still there
+		// after a while outlived its daemon, and is named.
 		if uid != 0 {
 			if left := awaitNoProcessOf(uid, 10*time.Second); len(left) > 0 {
 				t.Errorf("processes of the agent's user %s outlived the test: %s", name, strings.Join(left, "; "))
