@@ -33,27 +33,35 @@ func Processes() ([]Process, error) {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // ended meanwhile
-		}
-		// "pid (comm) state ppid …": comm may hold spaces and parentheses,
-		// so the fields are counted after its last ')'.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) < 2 {
-			continue
-		}
-		ppid, err := strconv.Atoi(f[1])
-		if err != nil {
-			continue
-		}
-		out = append(out, Process{PID: pid, PPID: ppid, State: f[0]})
+		if p, err := Lookup(pid); err == nil {
+			out = append(out, p)
+		} // else ended meanwhile
 	}
 	return out, nil
+}
+
+// Lookup reads one process from /proc/PID/stat; an error once it is gone
+// (a zombie is still there, Ended).
+func Lookup(pid int) (Process, error) {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return Process{}, fmt.Errorf("process %d: %w", pid, err)
+	}
+	// "pid (comm) state ppid …": comm may hold spaces and parentheses,
+	// so the fields are counted after its last ')'.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return Process{}, fmt.Errorf("process %d: no command name in its stat", pid)
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 2 {
+		return Process{}, fmt.Errorf("process %d: %d fields after the command name in its stat", pid, len(f))
+	}
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return Process{}, fmt.Errorf("process %d: parent %q: %w", pid, f[1], err)
+	}
+	return Process{PID: pid, PPID: ppid, State: f[0]}, nil
 }
 
 // Cmdline is the process's arguments joined by spaces: "" once it has ended
@@ -107,4 +115,17 @@ func Children(pid int) ([]Process, error) {
 		}
 	}
 	return out, nil
+}
+
+// LiveChildren is the pids of Children(pid) that have not ended (zombies
+// left out); none when /proc cannot be read.
+func LiveChildren(pid int) []int {
+	kids, _ := Children(pid)
+	var out []int
+	for _, k := range kids {
+		if !k.Ended() {
+			out = append(out, k.PID)
+		}
+	}
+	return out
 }

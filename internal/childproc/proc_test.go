@@ -8,7 +8,8 @@ import (
 	"testing"
 )
 
-// A child is listed with this process as its parent (Children finds it),
+// A child is listed with this process as its parent (Children and
+// LiveChildren find it),
 // with its arguments and this process's user; killed, it is a zombie until it
 // is waited for, and then it is gone. (The idle-session benchmark once read
 // the process group instead, which finds no child of a test binary, and
@@ -46,6 +47,12 @@ func TestProcessesFollowAChildToItsEnd(t *testing.T) {
 	if !ok || p.PPID != os.Getpid() || p.Ended() {
 		t.Fatalf("the child %d: %+v (listed %v), want a live process whose parent is %d", pid, p, ok, os.Getpid())
 	}
+	if q, err := Lookup(pid); err != nil || q != p {
+		t.Errorf("Lookup(%d) = %+v, %v; want %+v", pid, q, err, p)
+	}
+	if !slices.Contains(LiveChildren(os.Getpid()), pid) {
+		t.Errorf("LiveChildren leaves out the running child %d", pid)
+	}
 	if got := Cmdline(pid); got != "sleep 60" {
 		t.Errorf("Cmdline = %q, want %q", got, "sleep 60")
 	}
@@ -70,9 +77,15 @@ func TestProcessesFollowAChildToItsEnd(t *testing.T) {
 	if got := Cmdline(pid); got != "" {
 		t.Errorf("a zombie's Cmdline = %q, want none", got)
 	}
+	if slices.Contains(LiveChildren(os.Getpid()), pid) {
+		t.Errorf("LiveChildren lists the zombie %d", pid)
+	}
 	_ = cmd.Wait()
 	waited = true
 	if p, ok := find(); ok {
 		t.Errorf("the child %d is still listed once waited for: %+v", pid, p)
+	}
+	if q, err := Lookup(pid); err == nil {
+		t.Errorf("Lookup(%d) after the wait = %+v, want an error", pid, q)
 	}
 }

@@ -347,13 +347,4 @@ func waitNoChildren(ctx context.Context, bound time.Duration) error {
 }
 
 // childPids lists the live (not ended) processes whose parent is this one.
-func childPids() []int {
-	kids, _ := childproc.Children(os.Getpid())
-	var pids []int
-	for _, c := range kids {
-		if !c.Ended() {
-			pids = append(pids, c.PID)
-		}
-	}
-	return pids
-}
+func childPids() []int { return childproc.LiveChildren(os.Getpid()) }

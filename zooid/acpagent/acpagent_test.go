@@ -364,29 +364,13 @@ func TestStderrGoesToLogger(t *testing.T) {
 	}
 }
 
-// children lists the live processes whose parent is pid.
-func children(pid int) []int {
-	kids, _ := childproc.Children(pid)
-	var out []int
-	for _, k := range kids {
-		if !k.Ended() {
-			out = append(out, k.PID)
-		}
-	}
-	return out
-}
-
 // alive reports whether pid exists and is not a zombie.
 func alive(pid int) bool {
 	if err := syscall.Kill(pid, 0); err != nil {
 		return false
 	}
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	return len(f) > 0 && f[0] != "Z"
+	p, err := childproc.Lookup(pid)
+	return err == nil && !p.Ended()
 }
 
 func TestCloseKillsProcessGroup(t *testing.T) {
@@ -401,7 +385,7 @@ func TestCloseKillsProcessGroup(t *testing.T) {
 	var kids []int
 	deadline := time.Now().Add(10 * time.Second)
 	for len(kids) == 0 && time.Now().Before(deadline) {
-		kids = children(c.Pid())
+		kids = childproc.LiveChildren(c.Pid())
 		time.Sleep(20 * time.Millisecond)
 	}
 	if len(kids) == 0 {
