@@ -11,7 +11,8 @@ import (
 // TestAgentsAndBridgesRunAsTheSmallStandIn: in a test binary the program
 // agents and bridges run as is cmd/zooid-child, not this binary; it
 // serves the bridge's command (a flag it does not know is the bridge's usage
-// error, exit 2) and carries this binary's race setting.
+// error, exit 2) and is built without the race detector, whatever this
+// binary's build.
 func TestAgentsAndBridgesRunAsTheSmallStandIn(t *testing.T) {
 	exe, err := childExe()
 	if err != nil {
@@ -36,7 +37,7 @@ func TestAgentsAndBridgesRunAsTheSmallStandIn(t *testing.T) {
 	if !strings.Contains(string(info), "path\t"+childPackage) {
 		t.Fatalf("%s is not %s:\n%s", exe, childPackage, info)
 	}
-	if got := strings.Contains(string(info), "-race=true"); got != raceEnabled {
-		t.Fatalf("stand-in built with -race=%v, this binary with %v:\n%s", got, raceEnabled, info)
+	if strings.Contains(string(info), "-race=true") {
+		t.Fatalf("stand-in built with -race (childExe says why not):\n%s", info)
 	}
 }
