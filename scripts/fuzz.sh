@@ -3,8 +3,7 @@
 # total under two minutes). Each target's seed corpus and the inputs that once found
 # bugs (testdata/fuzz) also run in the ordinary `go test`. Usage: scripts/fuzz.sh [FUZZTIME]
 # FUZZPARALLEL=N runs N fuzz workers a target (default: one a core), for fuzzing beside
-# other work: CI fuzzes with one worker, a fixed count of executions a target (40000x),
-# in the background of everything else at the lowest priority (.ci/run).
+# other work: CI fuzzes with one worker beside its Synapse stages.
 #
 # A target that fails and writes a failing input under its testdata/fuzz/, or fails on
 # an input it already had, found a bug: the script fails and prints the whole output.
