@@ -12,8 +12,8 @@ import (
 
 // TestMain lets the test binary stand in for zooid-sim where a benchmark
 // starts it (`<this binary> echo …`); the steps benchmarks' agents and
-// bridges run as the stand-in steps builds, removed at the end.
-func TestMain(m *testing.M) { testbin.Main(m, steps.RemoveChildExe) }
+// bridges run as the stand-in sim/standin builds, removed at the end.
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 func BenchmarkCPU(b *testing.B)                { BenchCPU(b) }
 func BenchmarkEchoUnixSocket(b *testing.B)     { BenchEchoUnixSocket(b) }

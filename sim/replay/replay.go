@@ -42,6 +42,7 @@ import (
 	"github.com/zooid-dev/zooid/fakehs"
 	"github.com/zooid-dev/zooid/internal/pushdrain"
 	"github.com/zooid-dev/zooid/sim/dut"
+	"github.com/zooid-dev/zooid/sim/standin"
 	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/recording"
 	"github.com/zooid-dev/zooid/zooid/trace"
@@ -53,17 +54,17 @@ import (
 const DefaultWait = 10 * time.Second
 
 // Options configure Run. The zero value works in a binary that serves the
-// "fake-agent" and "mcp" subcommands (zooid, zooid-sim, a test binary whose
-// TestMain does).
+// "fake-agent" and "mcp" subcommands (zooid, zooid-sim) and in a test binary,
+// whose children run as the stand-in sim/standin builds.
 type Options struct {
 	// AgentCommand is the argv prefix of the scripted agent; the
 	// controller's arguments ("fake-agent --control … --agent NAME") are
-	// appended. Default: this executable.
+	// appended. Default: standin.Path (this executable outside a test).
 	AgentCommand []string
 	// AgentEnv is added to the agents' environment.
 	AgentEnv map[string]string
-	// BridgeCommand is the daemon's MCP bridge argv prefix. Default: this
-	// executable with "mcp".
+	// BridgeCommand is the daemon's MCP bridge argv prefix. Default:
+	// standin.Path with "mcp".
 	BridgeCommand []string
 	// Wait bounds each barrier (DefaultWait when zero).
 	Wait time.Duration
@@ -458,9 +459,9 @@ func (r *runner) setUp(ctx context.Context) error {
 	}
 	r.ctl = ctl
 	ctl.Respond(r.script.Respond)
-	exe, err := os.Executable()
+	exe, err := standin.Path()
 	if err != nil {
-		return fmt.Errorf("finding this executable: %w", err)
+		return fmt.Errorf("the program the replayed agents run as: %w", err)
 	}
 	r.exe = exe
 	return r.startDaemon(ctx)

@@ -16,9 +16,9 @@ import (
 	"github.com/zooid-dev/zooid/zooid/trace"
 )
 
-// TestMain lets the test binary stand in for zooid: the replay's daemon
-// starts the scripted agents as `<this binary> fake-agent …` and their MCP
-// bridge as `<this binary> mcp …`.
+// TestMain runs the tests, then removes the stand-in (sim/standin) the
+// replay's daemon started the scripted agents (`fake-agent …`) and their
+// MCP bridge (`mcp …`) as.
 func TestMain(m *testing.M) { testbin.Main(m) }
 
 // busy is a recording made by features/replay.feature on fakehs: mentions,

@@ -18,6 +18,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/zooid-dev/zooid/modeldouble"
+	"github.com/zooid-dev/zooid/sim/standin"
 )
 
 // The catalogue's "What agents received" steps (area prompts) and the step
@@ -313,7 +314,7 @@ func (w *world) stepSessionNewMCP(ctx context.Context, agent string) error {
 		return fmt.Errorf("%s's session/new mcpServers = %s, want one stdio entry", agent, raw)
 	}
 	st := s.McpServers[0].Stdio
-	exe, err := childExe()
+	exe, err := standin.Path()
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/zooid-dev/zooid/fakeagent"
 	"github.com/zooid-dev/zooid/sim/dut"
+	"github.com/zooid-dev/zooid/sim/standin"
 	"github.com/zooid-dev/zooid/zooid/config"
 )
 
@@ -122,7 +123,7 @@ func (w *world) prepareAgents() (string, error) {
 	}
 	w.ctl = ctl
 	w.closers = append(w.closers, ctl.Close)
-	exe, err := childExe()
+	exe, err := standin.Path()
 	if err != nil {
 		return "", fmt.Errorf("the program agents run as: %w", err)
 	}

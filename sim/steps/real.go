@@ -13,6 +13,7 @@ import (
 
 	"github.com/zooid-dev/zooid/internal/testdeps"
 	"github.com/zooid-dev/zooid/modeldouble"
+	"github.com/zooid-dev/zooid/sim/standin"
 	"github.com/zooid-dev/zooid/zooid/config"
 )
 
@@ -206,7 +207,7 @@ func (w *world) jailShim(agent, command, path, forward string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	exe, err := childExe()
+	exe, err := standin.Path()
 	if err != nil {
 		return "", err
 	}

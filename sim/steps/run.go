@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/zooid-dev/zooid/internal/testdeps"
+	"github.com/zooid-dev/zooid/sim/standin"
 
 	"github.com/cucumber/godog"
 )
@@ -156,14 +157,14 @@ func Run(opts Options) int {
 	if opts.Timings != nil || opts.Times != nil {
 		tm = &timings{start: time.Now()}
 	}
-	// Building the agents' stand-in (childExe) takes the go command a second
-	// or more; begun here, it overlaps the homeserver's start rather than
+	// Building the agents' stand-in (standin.Path) takes the go command a
+	// second or more; begun here, it overlaps the homeserver's start rather than
 	// holding up the daemons of the first scenarios, which would all wait
 	// for it. Scenarios that need it first still wait on its sync.Once.
 	built := make(chan struct{})
 	go func() { // owner: Run, which waits for it before returning
 		defer close(built)
-		_, _ = childExe() // an error is reported by the scenarios that need it
+		_, _ = standin.Path() // an error is reported by the scenarios that need it
 	}()
 	defer func() { <-built }()
 	start := func() (backend, error) {

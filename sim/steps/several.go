@@ -13,6 +13,7 @@ import (
 
 	"github.com/zooid-dev/zooid/fakeagent"
 	"github.com/zooid-dev/zooid/sim/dut"
+	"github.com/zooid-dev/zooid/sim/standin"
 	"github.com/zooid-dev/zooid/zooid/config"
 	"github.com/zooid-dev/zooid/zooid/zevent"
 )
@@ -359,7 +360,7 @@ func (w *world) stepRestartPeer(ctx context.Context) error {
 	if err := w.stepStopPeer(ctx); err != nil {
 		return err
 	}
-	exe, err := childExe()
+	exe, err := standin.Path()
 	if err != nil {
 		return err
 	}
@@ -405,7 +406,7 @@ func (w *world) startPeerDaemon(ctx context.Context) error {
 	if w.peer == nil {
 		return nil
 	}
-	exe, err := childExe()
+	exe, err := standin.Path()
 	if err != nil {
 		return fmt.Errorf("the program agents run as: %w", err)
 	}

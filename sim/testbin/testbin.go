@@ -9,19 +9,19 @@ import (
 	"os"
 	"testing"
 
+	"github.com/zooid-dev/zooid/sim/standin"
 	"github.com/zooid-dev/zooid/sim/testbin/cmds"
 )
 
 // Main is a TestMain: when the binary was started as `fake-agent …`,
 // `mcp …` or `echo …` it runs that command and exits with its code; otherwise it runs the
-// tests, then each of after, and exits with the tests' code.
-func Main(m *testing.M, after ...func()) {
+// tests, removes the stand-in they ran children as (sim/standin), if one was
+// built, and exits with the tests' code.
+func Main(m *testing.M) {
 	if code, ok := cmds.Run(os.Args); ok {
 		os.Exit(code)
 	}
 	code := m.Run()
-	for _, f := range after {
-		f()
-	}
+	standin.Remove()
 	os.Exit(code)
 }

@@ -1,4 +1,4 @@
-package steps
+package standin
 
 import (
 	"errors"
@@ -8,13 +8,14 @@ import (
 	"testing"
 )
 
-// TestAgentsAndBridgesRunAsTheSmallStandIn: in a test binary the program
-// agents and bridges run as is cmd/zooid-child, not this binary; it
-// serves the bridge's command (a flag it does not know is the bridge's usage
-// error, exit 2) and is built without the race detector, whatever this
-// binary's build.
-func TestAgentsAndBridgesRunAsTheSmallStandIn(t *testing.T) {
-	exe, err := childExe()
+// TestChildrenRunAsTheSmallStandIn: in a test binary the program the
+// daemon's children run as is cmd/zooid-child, not this binary; it serves
+// the bridge's command (a flag it does not know is the bridge's usage error,
+// exit 2) and is built without the race detector, whatever this binary's
+// build.
+func TestChildrenRunAsTheSmallStandIn(t *testing.T) {
+	t.Cleanup(Remove)
+	exe, err := Path()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +24,7 @@ func TestAgentsAndBridgesRunAsTheSmallStandIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	if exe == self {
-		t.Fatalf("agents run as the test binary itself (%s)", exe)
+		t.Fatalf("children run as the test binary itself (%s)", exe)
 	}
 	out, err := exec.Command(exe, "mcp", "--no-such-flag").CombinedOutput()
 	var ee *exec.ExitError
@@ -34,10 +35,10 @@ func TestAgentsAndBridgesRunAsTheSmallStandIn(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go version -m %s: %v", exe, err)
 	}
-	if !strings.Contains(string(info), "path\t"+childPackage) {
-		t.Fatalf("%s is not %s:\n%s", exe, childPackage, info)
+	if !strings.Contains(string(info), "path\t"+Package) {
+		t.Fatalf("%s is not %s:\n%s", exe, Package, info)
 	}
 	if strings.Contains(string(info), "-race=true") {
-		t.Fatalf("stand-in built with -race (childExe says why not):\n%s", info)
+		t.Fatalf("stand-in built with -race (the package comment says why not):\n%s", info)
 	}
 }
