@@ -8,13 +8,20 @@ import (
 	"testing"
 )
 
+// TestMain removes the stand-in the tests built, as sim/testbin.Main does
+// for the harness's test binaries (which import this package).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	Remove()
+	os.Exit(code)
+}
+
 // TestChildrenRunAsTheSmallStandIn: in a test binary the program the
 // daemon's children run as is cmd/zooid-child, not this binary; it serves
 // the bridge's command (a flag it does not know is the bridge's usage error,
 // exit 2) and is built without the race detector, whatever this binary's
 // build.
 func TestChildrenRunAsTheSmallStandIn(t *testing.T) {
-	t.Cleanup(Remove)
 	exe, err := Path()
 	if err != nil {
 		t.Fatal(err)

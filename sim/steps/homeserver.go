@@ -94,6 +94,11 @@ type lease struct {
 	// (several.go); nil unless the run has features tagged SeveralDaemonsTag.
 	// A shared server's second daemon leases a slot of its own instead.
 	peer *lease
+	// shared is the server a lease on a shared server (Synapse, a URL) is
+	// on: a run may have several (spreadBackend), and a scenario's second
+	// daemon and its seeded copy (world.claimSeeded) must come from its own.
+	// nil on fakehs.
+	shared *sharedBackend
 }
 
 // backend hands out leases; one backend serves a whole run.
@@ -371,6 +376,11 @@ func (b *sharedBackend) lease(ctx context.Context) (*lease, error) {
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for a free %s appservice slot: %w", b.which, ctx.Err())
 	}
+	return b.leaseSlot(s)
+}
+
+// leaseSlot hands out s, taken from b.slots, for one scenario.
+func (b *sharedBackend) leaseSlot(s *slot) (*lease, error) {
 	if s.drain == nil {
 		d, err := startDrain(s.push, s.reg.ServerToken)
 		if err != nil {
@@ -392,7 +402,7 @@ func (b *sharedBackend) lease(ctx context.Context) (*lease, error) {
 	// this one used.
 	n.agentScope = fmt.Sprintf("%d-", seq)
 	return &lease{
-		hs: b.hs, names: n, reg: s.reg, listen: s.push.Addr, push: s.push,
+		hs: b.hs, names: n, reg: s.reg, listen: s.push.Addr, push: s.push, shared: b,
 		handOver: func(ctx context.Context, last id.EventID) error {
 			if last != "" {
 				if err := s.drain.waitFor(ctx, last); err != nil {
@@ -420,9 +430,17 @@ func (b *sharedBackend) lease(ctx context.Context) (*lease, error) {
 // the difference, or to rule the snapshot out).
 const SnapshotsEnv = "ZOOID_TEST_SNAPSHOTS"
 
-// startSynapse runs one Synapse container for the run with k slots, started
-// from the snapshot of poolRecipes (built first if the engine has none).
-func startSynapse(ctx context.Context, k int, paths []string, say func(string, ...any)) (*sharedBackend, error) {
+// synapseServers is how many Synapse containers a Synapse run starts, each
+// from the same snapshot with slots of its own (spreadBackend). Synapse
+// persists events in one Python process, which held CI's Synapse pass at
+// 88-100% of one core while the other waited: 146 s alone on one container,
+// 98 s on two (issue 38's goal 4, docs/performance.md).
+const synapseServers = 2
+
+// startSynapse runs the Synapse containers of a run (synapseServers, at
+// once), each with k slots, started from the snapshot of poolRecipes (built
+// first if the engine has none).
+func startSynapse(ctx context.Context, k int, paths []string, say func(string, ...any)) (backend, error) {
 	if k < 1 {
 		k = 1
 	}
@@ -431,14 +449,11 @@ func startSynapse(ctx context.Context, k int, paths []string, say func(string, .
 		// two per concurrent scenario none waits on another for its second.
 		k *= 2
 	}
-	run := randid.Hex(3)
-	// The registrations' namespaces name the server, so fix it up front.
-	opts := []synapse.Option{synapse.WithServerName("localhost")}
-	var pl *pool
 	recipes, err := neededRecipes(paths, poolRecipes)
 	if err != nil {
 		return nil, err
 	}
+	var snap *synapseSnapshot
 	if os.Getenv(SnapshotsEnv) != "off" && len(recipes) > 0 {
 		base := os.Getenv(synapse.ImageEnv)
 		if base == "" {
@@ -448,17 +463,57 @@ func startSynapse(ctx context.Context, k int, paths []string, say func(string, .
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, synapse.FromSnapshot(ref))
-		pl = &pool{recipes: recipes}
-		for _, e := range entries {
+		snap = &synapseSnapshot{ref: ref, recipes: recipes, entries: entries}
+	}
+	parts := make([]*sharedBackend, synapseServers)
+	errs := make([]error, synapseServers)
+	var wg sync.WaitGroup
+	for i := range parts {
+		wg.Go(func() { parts[i], errs[i] = startSynapseServer(ctx, k, snap) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, b := range parts {
+			if b != nil {
+				_ = b.close(context.WithoutCancel(ctx))
+			}
+		}
+		return nil, err
+	}
+	if len(parts) == 1 {
+		return parts[0], nil
+	}
+	return &spreadBackend{parts: parts}, nil
+}
+
+// synapseSnapshot is the snapshot a run's containers start from.
+type synapseSnapshot struct {
+	ref     string
+	recipes []poolRecipe
+	entries []*poolEntry
+}
+
+// startSynapseServer runs one Synapse container with k slots, from snap
+// when there is one (its seeded rooms then make the server's pool).
+func startSynapseServer(ctx context.Context, k int, snap *synapseSnapshot) (*sharedBackend, error) {
+	run := randid.Hex(3)
+	// The registrations' namespaces name the server, so fix it up front.
+	opts := []synapse.Option{synapse.WithServerName("localhost")}
+	var pl *pool
+	if snap != nil {
+		opts = append(opts, synapse.FromSnapshot(snap.ref))
+		pl = &pool{recipes: snap.recipes}
+		for _, e := range snap.entries {
 			// Bound now and held for the run, as the slots' ports.
 			sock, err := pushdrain.Bind("127.0.0.1:0")
 			if err != nil {
 				pl.close()
 				return nil, err
 			}
-			pl.entries = append(pl.entries, &pooled{poolEntry: e, push: sock})
-			opts = append(opts, synapse.WithAppservice(e.reg("localhost", sock.Addr)))
+			// Each server's copy: start fills in the events it reads.
+			own := *e
+			pl.entries = append(pl.entries, &pooled{poolEntry: &own, push: sock})
+			opts = append(opts, synapse.WithAppservice(own.reg("localhost", sock.Addr)))
 		}
 	}
 	var all []*slot

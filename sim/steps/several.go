@@ -179,15 +179,16 @@ func (w *world) stepSecondDaemon(ctx context.Context, ws, list, roomName string)
 }
 
 // peerLease is the second daemon's registration: on fakehs the second one
-// the run registered (SeveralDaemonsTag); on a shared server a slot of its own.
+// the run registered (SeveralDaemonsTag); on a shared server a slot of its
+// own on the scenario's server.
 func (w *world) peerLease(ctx context.Context) (*lease, error) {
 	if w.lease.peer != nil {
 		return w.lease.peer, nil
 	}
-	if _, fake := w.lease.hs.(fakeHS); fake {
+	if w.lease.shared == nil {
 		return nil, fmt.Errorf("this fakehs has one appservice: tag the feature %s so the run registers a second", SeveralDaemonsTag)
 	}
-	l, err := w.run.backend.lease(ctx)
+	l, err := w.lease.shared.lease(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("leasing the second daemon's registration: %w", err)
 	}

@@ -305,8 +305,8 @@ func (w *world) humanClient(base string, uid id.UserID, tok string) (*mautrix.Cl
 // gives its slot back. Until start only humans were registered, so nothing
 // else has to move.
 func (w *world) claimSeeded(ctx context.Context) error {
-	b, ok := w.run.backend.(*sharedBackend)
-	if !ok || b.pool == nil {
+	b := w.lease.shared
+	if b == nil || b.pool == nil {
 		return nil
 	}
 	for _, rn := range w.roomSeq {
@@ -322,6 +322,7 @@ func (w *world) claimSeeded(ctx context.Context) error {
 		old := w.lease
 		server := old.names.serverName
 		w.lease = b.pool.lease(e, b.hs, server)
+		w.lease.shared = b
 		old.release()
 		if err := w.newAppserviceClient(); err != nil {
 			return err
