@@ -2,8 +2,8 @@
 // (fake-agent, mcp, echo) without the weight of a test binary: a test binary
 // runs every package init it links (godog, testcontainers, jsonschema) at
 // each start, 141 ms of CPU against this binary's 52 ms (docs/performance.md),
-// and a Synapse pass starts hundreds of them. steps builds it once per test
-// process (sim/steps/childexe.go).
+// and a Synapse pass starts hundreds of them. sim/standin builds it once per
+// test binary.
 package main
 
 import (
