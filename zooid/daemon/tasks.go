@@ -167,7 +167,11 @@ func (d *Daemon) endTaskTurn(ctx context.Context, tt *taskTurn, key sessionKey, 
 			d.log.Warn("ending handoff", "agent", key.agent, "thread", key.thread, "err", err)
 			return
 		}
-		d.sessions.enqueue(sessionKey{agent: w.Agent, room: w.Room, thread: w.Thread}, internalTurn(w.Text, d.agents[key.agent].userID))
+		wake := internalTurn(w.Text, d.agents[key.agent].userID)
+		if w.Owed {
+			wake.taken = func() { d.tasks.ReturnTaken(w.Thread) }
+		}
+		d.sessions.enqueue(sessionKey{agent: w.Agent, room: w.Room, thread: w.Thread}, wake)
 		return
 	}
 	out := tasks.TurnOutcome{

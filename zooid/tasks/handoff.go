@@ -33,6 +33,21 @@ type HandoffWake struct {
 	Thread id.EventID
 	// Text is the prompt for that turn.
 	Text string
+	// Owed: the wake goes to the assignee, whose task is not judged until
+	// the turn is taken up (ReturnTaken).
+	Owed bool
+}
+
+// ReturnTaken records that the assignee's session of thread took up a
+// handoff's return (a HandoffWake with Owed): the end of that turn is
+// judged again.
+func (m *Manager) ReturnTaken(thread id.EventID) {
+	// ReturnsOwed is not journaled, so no update (and no journal write).
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if t, ok := m.byThread[thread]; ok && t.ReturnsOwed > 0 {
+		t.ReturnsOwed--
+	}
 }
 
 // StartHandoff records that from @mentioned to in the thread of an open task: a
@@ -104,6 +119,15 @@ func (m *Manager) HandoffEnded(thread id.EventID, to, result string) (HandoffWak
 		// A callee's own handoffs end with it: their results have nobody to go to.
 		t.Handoffs = slices.DeleteFunc(t.Handoffs, func(x Handoff) bool { return x == h || x.From == to })
 		w = HandoffWake{Agent: h.From, Room: t.Room, Thread: t.ThreadID, Text: handoffText(h.To, result)}
+		if h.From == t.Agent {
+			// In the same update as the handoff's end, so a judge of the
+			// assignee's turn sees the handoff or its return, never neither:
+			// the daemon judged a turn that had ended before the return while
+			// it read the room's members, and closed the task with the
+			// mention as its result (tasks_conversation.feature on Synapse).
+			t.ReturnsOwed++
+			w.Owed = true
+		}
 		return nil
 	})
 	if err != nil {

@@ -64,10 +64,15 @@ func TestHandoffs(t *testing.T) {
 	if _, err := e.m.HandoffEnded(th, "alice", "again"); !errors.Is(err, ErrNoHandoff) {
 		t.Errorf("second end: %v", err)
 	}
+	if w.Owed {
+		t.Errorf("alice's return goes to carol, a callee, yet is owed to the assignee: %+v", w)
+	}
 	w, err = e.m.HandoffEnded(th, "carol", "")
-	if err != nil || w.Agent != "bob" || !strings.Contains(w.Text, "without a reply") {
+	if err != nil || w.Agent != "bob" || !strings.Contains(w.Text, "without a reply") || !w.Owed {
 		t.Fatalf("carol ended: %+v %v", w, err)
 	}
+	// The daemon's session of bob takes up the return.
+	e.m.ReturnTaken(th)
 	if res, _ := e.m.Complete(ctx, assignee(task), "all done"); res.Status != tools.CompleteRecorded {
 		t.Errorf("complete after handoffs = %+v", res)
 	}
@@ -79,6 +84,37 @@ func TestHandoffs(t *testing.T) {
 	}
 	if err := e.m.StartHandoff(th, "bob", "carol"); !errors.Is(err, ErrNoOpenTask) {
 		t.Errorf("handoff in a closed task: %v", err)
+	}
+}
+
+// A turn of the assignee's that ended before its handoff's return, but is
+// judged after the return ended the handoff (the daemon reads the room's
+// members first), leaves the task open: the return is still to be taken up
+// by the assignee's session. Once taken, the next turn's end closes it.
+func TestATurnJudgedAfterItsHandoffReturnedIsNotTheLast(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	task := e.startOne(caller("alice", roomA, "$home"), "", "bob")
+	th := task.ThreadID
+	if err := e.m.StartHandoff(th, "bob", "carol"); err != nil {
+		t.Fatal(err)
+	}
+	w, err := e.m.HandoffEnded(th, "carol", "certificates valid")
+	if err != nil || w.Agent != "bob" || !w.Owed {
+		t.Fatalf("carol ended: %+v %v", w, err)
+	}
+	if err := e.m.TurnEnded(ctx, th, TurnOutcome{StopReason: "end_turn", LastProse: "@carol please check"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.m.TaskByThread(roomA, th); got.State != StateOpen {
+		t.Fatalf("the turn that handed off closed the task with %+v before its return was taken", got.Result)
+	}
+	e.m.ReturnTaken(th)
+	if err := e.m.TurnEnded(ctx, th, TurnOutcome{StopReason: "end_turn", LastProse: "svc-a is clean"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.m.TaskByThread(roomA, th); got.State != StateClosed || got.Result.Output != "svc-a is clean" {
+		t.Fatalf("after the return's turn: %+v %+v", got, got.Result)
 	}
 }
 

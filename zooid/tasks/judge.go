@@ -40,7 +40,7 @@ func judge(t *Task, o TurnOutcome) *Result {
 		return &Result{Status: StatusCancelled, Reason: ReasonTurnCancelled, Output: output}
 	case o.StopReason == string(acp.StopReasonMaxTokens), o.StopReason == string(acp.StopReasonMaxTurnRequests):
 		return &Result{Status: StatusPartial, Reason: o.StopReason, Output: output}
-	case o.WaitingOnHuman, o.HandoffOutstanding, len(t.Handoffs) > 0:
+	case o.WaitingOnHuman, o.HandoffOutstanding, len(t.Handoffs) > 0, t.ReturnsOwed > 0:
 		return nil
 	case o.StopReason == string(acp.StopReasonRefusal) && t.Summary == "":
 		// Not named by the contract: a refusal is the agent declining, so it is a

@@ -132,6 +132,11 @@ type Task struct {
 	LastProse string `json:"last_prose,omitempty"`
 	// Handoffs are the outstanding in-thread handoffs.
 	Handoffs []Handoff `json:"handoffs,omitempty"`
+	// ReturnsOwed counts handoff returns to the assignee that are queued for
+	// its session and not yet taken up (HandoffEnded, ReturnTaken): the
+	// assignee's turn that ended while one was on its way is not its last.
+	// Not journaled: a restart loses the queued turns it counts.
+	ReturnsOwed int `json:"-"`
 	// Result is set once closed.
 	Result *Result `json:"result,omitempty"`
 	// Report tracks delivery of the result.
